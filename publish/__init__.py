@@ -1,0 +1,1 @@
+"""publish: fenced checkpoint publication for training jobs on compute nodes."""
