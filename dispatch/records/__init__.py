@@ -1,1 +1,1 @@
-"""dispatch package."""
+"""Where job records live: the Records contract and its stores."""

@@ -1,0 +1,61 @@
+"""The one base of every dispatch value: frozen, no extra fields, errors as ``InvalidError``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from dispatch.model.errors import InvalidError
+
+
+def describe(model: str, err: ValidationError) -> str:
+    """One line per problem: the field's dotted path, the value given, and what is wrong."""
+    parts = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e["loc"]) or "(value)"
+        given = e.get("input")
+        shown = repr(given)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        parts.append(f"{model}.{where} = {shown}: {e['msg']}")
+    return "; ".join(parts)
+
+
+class Value(BaseModel):
+    """A frozen value; building one from bad input raises ``InvalidError``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise InvalidError(describe(type(self).__name__, err)) from None
+
+    @classmethod
+    def load(cls, data: Any) -> Any:
+        """Validate stored or foreign data (a dict, or JSON text) into this type."""
+        try:
+            if isinstance(data, str | bytes):
+                return cls.model_validate_json(data)
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise InvalidError(describe(cls.__name__, err)) from None
+
+
+def format_duration(d: timedelta) -> str:
+    """A duration as hours, minutes and seconds, e.g. ``24h0m0s`` or ``1m30s``."""
+    total = d.total_seconds()
+    sign = "-" if total < 0 else ""
+    total = abs(total)
+    hours, rest = divmod(int(total), 3600)
+    minutes, seconds = divmod(rest, 60)
+    frac = total - int(total)
+    sec = f"{seconds + frac:g}" if frac else str(seconds)
+    if hours:
+        return f"{sign}{hours}h{minutes}m{sec}s"
+    if minutes:
+        return f"{sign}{minutes}m{sec}s"
+    return f"{sign}{sec}s"

@@ -1,0 +1,99 @@
+"""The one error tree of dispatch: every error that leaves the library is one of these.
+
+    DispatchError
+     ├── NotFoundError          no such job, record or object
+     ├── UnsupportedError       the backend cannot do this at all
+     ├── InvalidError           the input (or a record) breaks a rule; names the field and value
+     ├── RejectedError          well-formed, but refused by policy or by the backend
+     ├── UnauthorizedError      the actor may not do this
+     ├── UnreachableError       the backend or store did not answer
+     ├── ReadOnlyError          the cluster was opened read-only
+     ├── UnavailableError       the operation needs a part this cluster was opened without
+     ├── OutcomeUnknownError    a call may or may not have taken effect
+     ├── ConflictError          the record moved on, or another owner holds the job
+     └── AlreadyRegisteredError an adapter name is taken
+
+Adapters translate their foreign errors into this tree in one place each, so callers only
+ever catch these. ``str(err)`` reads ``dispatch: <kind>: <what was refused and why>``.
+"""
+
+from __future__ import annotations
+
+
+class DispatchError(Exception):
+    """Base of every error dispatch raises."""
+
+    kind = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"dispatch: {self.kind}: {self.message}"
+
+
+class NotFoundError(DispatchError):
+    """The job, record or object does not exist."""
+
+    kind = "not found"
+
+
+class UnsupportedError(DispatchError):
+    """The backend offers no way to do this."""
+
+    kind = "unsupported"
+
+
+class InvalidError(DispatchError, ValueError):
+    """Input or a stored record breaks a rule of the contract."""
+
+    kind = "invalid"
+
+
+class RejectedError(DispatchError):
+    """A valid request that policy or the backend refuses."""
+
+    kind = "rejected"
+
+
+class UnauthorizedError(DispatchError):
+    """The actor is not allowed to do this."""
+
+    kind = "unauthorized"
+
+
+class UnreachableError(DispatchError):
+    """The backend or the store could not be reached."""
+
+    kind = "unreachable"
+
+
+class ReadOnlyError(DispatchError):
+    """A write was asked of a read-only cluster."""
+
+    kind = "read-only"
+
+
+class UnavailableError(DispatchError):
+    """The operation needs a part (a store, a capability) this cluster does not have."""
+
+    kind = "unavailable"
+
+
+class OutcomeUnknownError(DispatchError):
+    """A call whose effect may or may not have happened; never to be read as a failure."""
+
+    kind = "outcome unknown"
+
+
+class ConflictError(DispatchError):
+    """A conditional commit lost: the record moved on, or another owner holds the job."""
+
+    kind = "conflict"
+
+
+class AlreadyRegisteredError(DispatchError):
+    """An adapter is already registered under that name."""
+
+    kind = "already registered"

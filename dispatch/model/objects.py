@@ -1,0 +1,133 @@
+"""What the scheduler side looks like to dispatch: objects, observations and requests."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import Field
+
+from dispatch.model.base import Value
+from dispatch.model.enums import Capability, ObjectState
+from dispatch.model.values import Actor, Cause, JobID, JobSpec, Support
+
+# An epoch packs the lineage submission N and the restart count R as N * EPOCH_BASE + R; both
+# must stay below EPOCH_BASE so that numeric order is (N, R) order.
+EPOCH_BASE = 1_000_000
+
+
+def epoch(submission: int, restarts: int) -> int:
+    """``DISPATCH_EPOCH`` for lineage submission N after R restarts."""
+    if not 0 <= submission < EPOCH_BASE or not 0 <= restarts < EPOCH_BASE:
+        raise ValueError(f"epoch parts out of range: N={submission} R={restarts}")
+    return submission * EPOCH_BASE + restarts
+
+
+class ObjectRef(Value):
+    """A scheduler object: its id on the scheduler and the name it was created under."""
+
+    id: str = Field(min_length=1)
+    name: str = ""
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class ObjectObs(Value):
+    """What the scheduler shows of one object at one moment.
+
+    ``submission`` and ``attempt`` are read back from the object; ``None`` means they could not
+    be read, which makes the object foreign.
+    """
+
+    ref: ObjectRef
+    submission: int | None = None
+    attempt: int | None = None
+    state: ObjectState
+    cause: Cause = Cause()
+    held_by_other: bool = False
+    requeue_bit: bool = False
+    restarts: int = Field(default=0, ge=0)
+    nodes: tuple[str, ...] = ()
+
+    @property
+    def foreign(self) -> bool:
+        """Whether the object's submission and attempt could not be read."""
+        return self.submission is None or self.attempt is None
+
+    def same_as(self, other: ObjectObs | None) -> bool:
+        """Whether nothing worth recording changed since ``other``."""
+        return other is not None and self == other
+
+
+class Discovery(Value):
+    """Every object ``find`` showed for a job, and when it looked."""
+
+    objects: tuple[ObjectObs, ...] = ()
+    at: datetime | None = None
+    complete: bool = True
+
+    def get(self, ref: ObjectRef) -> ObjectObs | None:
+        """The observation of ``ref``, or None when find did not show it."""
+        for o in self.objects:
+            if o.ref.id == ref.id:
+                return o
+        return None
+
+
+class StartRequest(Value):
+    """What ``start`` needs to create the object of one launch attempt, gate closed."""
+
+    job: JobID
+    submission: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    lineage_submission: int = Field(ge=1)
+    spec: JobSpec
+
+    @property
+    def name(self) -> str:
+        """The scheduler name every object of the job carries, so ``find`` works by name."""
+        return object_name(self.job)
+
+
+def object_name(job: JobID) -> str:
+    """The scheduler name of every object of ``job``."""
+    return f"dj-{job}"
+
+
+class StopReport(Value):
+    """What an emergency stop did: which objects it stopped and which are still alive."""
+
+    stopped: tuple[ObjectRef, ...] = ()
+    live: tuple[ObjectRef, ...] = ()
+
+
+class Declarations(Value):
+    """What an adapter declares about itself, independent of any spec."""
+
+    name: str
+    capabilities: dict[Capability, Support] = Field(default_factory=dict)
+    polled_loss: timedelta | None = None
+
+
+class CallMeta(Value):
+    """Who asked for a hold-family or requeue call, and by when it must land."""
+
+    by: Actor
+    reason: str = ""
+    deadline: datetime | None = None
+
+
+class HoldMeta(Value):
+    """A backend hold call: which hold instance, placed by whom, until when."""
+
+    instance: int = Field(ge=0)
+    by: Actor
+    reason: str = ""
+    until: datetime | None = None
+
+
+class CessationEvidence(Value):
+    """A site's answer on whether an object's processes are gone."""
+
+    ceased: bool
+    detail: str = ""

@@ -1,0 +1,301 @@
+"""The record of one job: a header and append-only entries, each at a revision.
+
+Entries form a discriminated union on ``kind``, one model per kind. Four families:
+control (people, through the operator), evidence (anyone), decisions (the owning supervisor,
+carrying its owner token) and delivery. Revision 1 is the header; each conditional commit adds
+one revision holding one or more entries.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from dispatch.model.base import Value
+from dispatch.model.enums import State
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.values import AbandonTarget, Actor, Cause, JobID, JobSpec, Plan, SubmitOptions
+
+
+class Header(Value):
+    """What a record starts with: the job, its spec and plan, and who created it when."""
+
+    job: JobID
+    spec: JobSpec
+    plan: Plan
+    options: SubmitOptions
+    creator: Actor
+    created_at: datetime
+    supersedes: JobID = ""
+    # Lineage submissions below this belong to superseded jobs; this job's N starts above it.
+    lineage_base: int = Field(default=0, ge=0)
+
+
+class Base(Value):
+    """Fields every entry has."""
+
+    at: datetime
+    by: Actor
+
+
+# --- control: people, through the operator -------------------------------------------------
+
+
+class CancelEntry(Base):
+    """A person asked to cancel the job."""
+
+    kind: Literal["cancel"] = "cancel"
+    reason: str = ""
+
+
+class HoldEntry(Base):
+    """A person placed a hold (instance numbered in record order)."""
+
+    kind: Literal["hold"] = "hold"
+    instance: int = Field(ge=1)
+    reason: str = ""
+    until: datetime | None = None
+
+
+class ReleaseEntry(Base):
+    """A person released a hold; ``override`` when they were not the one who placed it."""
+
+    kind: Literal["release"] = "release"
+    instance: int = Field(ge=1)
+    override: bool = False
+
+
+class ResubmitEntry(Base):
+    """A person asked for a new submission of the same job."""
+
+    kind: Literal["resubmit"] = "resubmit"
+    reason: str = ""
+
+
+class GiveUpEntry(Base):
+    """A person gave up: the job fails with the cause that ended it."""
+
+    kind: Literal["give-up"] = "give-up"
+    reason: str = ""
+
+
+class AbandonEntry(Base):
+    """A person closed a launch whose outcome nobody knows, or a foreign object."""
+
+    kind: Literal["abandon"] = "abandon"
+    target: AbandonTarget
+    reason: str = ""
+
+
+class RequeueEntry(Base):
+    """A person asked to run the same object again (a revocable intent)."""
+
+    kind: Literal["requeue"] = "requeue"
+    reason: str = ""
+
+
+# --- evidence: anyone -----------------------------------------------------------------------
+
+
+class ObserveEntry(Base):
+    """What the scheduler showed of one object."""
+
+    kind: Literal["observe"] = "observe"
+    obs: ObjectObs
+
+
+# --- decisions: the owning supervisor, with its token ---------------------------------------
+
+
+class Decision(Base):
+    """A reconciler decision; valid only with the current owner's token."""
+
+    token: str = Field(min_length=1)
+
+
+class OwnerEntry(Decision):
+    """A supervisor took ownership of the job; its token fences every later decision."""
+
+    kind: Literal["owner"] = "owner"
+
+
+class AuthorizeEntry(Decision):
+    """Submission N is authorized; ``rule`` is the rule whose budget it reserves, if any."""
+
+    kind: Literal["authorize"] = "authorize"
+    submission: int = Field(ge=1)
+    rule: int | None = None
+    trigger: str = ""
+
+
+class AttemptEntry(Decision):
+    """Launch attempt N.a is numbered, before its start call."""
+
+    kind: Literal["attempt"] = "attempt"
+    submission: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+
+
+class ReplyEntry(Decision):
+    """The start call of N.a answered: an object, a refusal, or an unknown outcome."""
+
+    kind: Literal["reply"] = "reply"
+    submission: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    ref: ObjectRef | None = None
+    refused: Cause | None = None
+    unknown: bool = False
+    detail: str = ""
+
+
+class CanonicalEntry(Decision):
+    """This object is the one execution of submission N."""
+
+    kind: Literal["canonical"] = "canonical"
+    submission: int = Field(ge=1)
+    ref: ObjectRef
+
+
+class OpenEntry(Decision):
+    """The decision to lift the canonical object's gate, before the call."""
+
+    kind: Literal["open"] = "open"
+    ref: ObjectRef
+
+
+class RetireEntry(Decision):
+    """An object of the job that must not run (a duplicate attempt)."""
+
+    kind: Literal["retire"] = "retire"
+    ref: ObjectRef
+
+
+class StopEntry(Decision):
+    """The intent to stop one object, before the call."""
+
+    kind: Literal["stop"] = "stop"
+    ref: ObjectRef
+
+
+class VerifiedStoppedEntry(Decision):
+    """An object is judged stopped from its absence in a complete find."""
+
+    kind: Literal["verified-stopped"] = "verified-stopped"
+    ref: ObjectRef
+    find_at: datetime
+
+
+class PlaceHoldEntry(Decision):
+    """A recovery hold placed by a rule after an execution of ``submission`` ended."""
+
+    kind: Literal["place-hold"] = "place-hold"
+    instance: int = Field(ge=1)
+    submission: int = Field(ge=1)
+    rule: int = Field(ge=0)
+    cause: Cause
+    until: datetime | None = None
+
+
+class OutcomeEntry(Decision):
+    """The job's terminal state and cause; never changes once committed."""
+
+    kind: Literal["outcome"] = "outcome"
+    state: State
+    cause: Cause
+
+
+class EscalateEntry(Decision):
+    """dispatch asks a person to decide something; committed once per id."""
+
+    kind: Literal["escalate"] = "escalate"
+    id: str = Field(min_length=1)
+    detail: str = ""
+
+
+class SettleEntry(Decision):
+    """The record is settled: an outcome, and every object ended, stopped or abandoned."""
+
+    kind: Literal["settle"] = "settle"
+
+
+# --- delivery ---------------------------------------------------------------------------------
+
+
+class DeliveredEntry(Base):
+    """An escalation reached a person."""
+
+    kind: Literal["delivered"] = "delivered"
+    id: str = Field(min_length=1)
+
+
+Entry = Annotated[
+    CancelEntry
+    | HoldEntry
+    | ReleaseEntry
+    | ResubmitEntry
+    | GiveUpEntry
+    | AbandonEntry
+    | RequeueEntry
+    | ObserveEntry
+    | OwnerEntry
+    | AuthorizeEntry
+    | AttemptEntry
+    | ReplyEntry
+    | CanonicalEntry
+    | OpenEntry
+    | RetireEntry
+    | StopEntry
+    | VerifiedStoppedEntry
+    | PlaceHoldEntry
+    | OutcomeEntry
+    | EscalateEntry
+    | SettleEntry
+    | DeliveredEntry,
+    Field(discriminator="kind"),
+]
+
+ENTRY_TYPES: tuple[type[Base], ...] = (
+    CancelEntry,
+    HoldEntry,
+    ReleaseEntry,
+    ResubmitEntry,
+    GiveUpEntry,
+    AbandonEntry,
+    RequeueEntry,
+    ObserveEntry,
+    OwnerEntry,
+    AuthorizeEntry,
+    AttemptEntry,
+    ReplyEntry,
+    CanonicalEntry,
+    OpenEntry,
+    RetireEntry,
+    StopEntry,
+    VerifiedStoppedEntry,
+    PlaceHoldEntry,
+    OutcomeEntry,
+    EscalateEntry,
+    SettleEntry,
+    DeliveredEntry,
+)
+
+
+class Commit(Value):
+    """One revision of a record: its number and the entries it added."""
+
+    revision: int = Field(ge=2)
+    entries: tuple[Entry, ...] = Field(min_length=1)
+
+
+class View(Value):
+    """A record as read at one revision: the header and every commit after it."""
+
+    header: Header
+    commits: tuple[Commit, ...] = ()
+
+    @property
+    def revision(self) -> int:
+        """The revision this view was read at (1 is the header alone)."""
+        return self.commits[-1].revision if self.commits else 1

@@ -1,0 +1,229 @@
+"""The value types of the job vocabulary: actors, causes, rules, the job spec and the plan."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from dispatch.model.base import Value, format_duration
+from dispatch.model.enums import (
+    COVERABLE,
+    Action,
+    ActorKind,
+    CauseKind,
+    CheckpointMode,
+    Enforcer,
+    HoldKind,
+    Provenance,
+    Source,
+    Tristate,
+    UnmatchedPolicy,
+)
+
+JobID = str
+"""A job's identity: lowercase letters and digits, made from ``Config.rand``."""
+
+RESERVED_ENV_PREFIX = "DISPATCH_"
+
+# How long the hold lasts that every recovery rule becomes under a shared checkpoint: long
+# enough for a person to look, short enough that a forgotten job escalates within a day.
+SHARED_HOLD_FOR = timedelta(hours=24)
+
+
+class Actor(Value):
+    """Who did something: a person, a supervisor or an adapter, with an id."""
+
+    kind: ActorKind
+    id: str = Field(min_length=1)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+
+class Cause(Value):
+    """Why an execution ended or a job is where it is."""
+
+    kind: CauseKind = CauseKind.NONE
+    provenance: Provenance = Provenance.NONE
+    detail: str = ""
+    exit_code: int | None = None
+
+
+NO_CAUSE = Cause()
+
+
+class Rule(Value):
+    """A recovery rule: on any of these causes, take this action, at most ``budget`` times."""
+
+    on: tuple[CauseKind, ...] = Field(min_length=1)
+    action: Action
+    budget: int = Field(ge=0)
+    hold_for: timedelta | None = None
+
+    @field_validator("on")
+    @classmethod
+    def _coverable(cls, on: tuple[CauseKind, ...]) -> tuple[CauseKind, ...]:
+        for c in on:
+            if c not in COVERABLE:
+                allowed = ", ".join(COVERABLE)
+                raise ValueError(f"cause {c.value!r} cannot be covered by a rule; use one of {allowed}")
+        if len(set(on)) != len(on):
+            raise ValueError("a cause is named twice")
+        return on
+
+    @model_validator(mode="after")
+    def _hold_needs_duration(self) -> Rule:
+        if self.hold_for is not None and self.hold_for <= timedelta(0):
+            raise ValueError(f"hold_for must be positive, got {format_duration(self.hold_for)}")
+        return self
+
+
+class RecoveryPolicy(Value):
+    """The recovery rules of a job, in order; the first rule covering a cause applies."""
+
+    rules: tuple[Rule, ...] = ()
+
+
+class SharedCheckpoint(Value):
+    """Extension: executions of the job share one checkpoint, so they cannot be isolated."""
+
+    kind: Literal["shared-checkpoint"] = "shared-checkpoint"
+
+
+Extension = Annotated[SharedCheckpoint, Field(discriminator="kind")]
+
+
+class JobSpec(Value):
+    """What to run: the command, its shape on the cluster, and its recovery policy."""
+
+    name: str = ""
+    command: tuple[str, ...] = Field(min_length=1)
+    nodes: int = Field(default=1, ge=1)
+    procs_per_node: int = Field(default=1, ge=1)
+    gpus_per_node: int = Field(default=0, ge=0)
+    time_limit: timedelta | None = None
+    partition: str = ""
+    account: str = ""
+    qos: str = ""
+    working_directory: str = ""
+    output_path: str = ""
+    image: str = ""
+    pre_termination_signal: str = ""
+    env: dict[str, str] = Field(default_factory=dict)
+    recovery: RecoveryPolicy = RecoveryPolicy()
+    extensions: tuple[Extension, ...] = ()
+
+    @field_validator("command")
+    @classmethod
+    def _command_words(cls, command: tuple[str, ...]) -> tuple[str, ...]:
+        if not command[0].strip():
+            raise ValueError("the program (first word) is empty")
+        return command
+
+    @field_validator("env")
+    @classmethod
+    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if key.upper().startswith(RESERVED_ENV_PREFIX):
+                raise ValueError(f"variable {key!r} uses the reserved prefix {RESERVED_ENV_PREFIX}")
+            if not key or "=" in key:
+                raise ValueError(f"variable name {key!r} is not a valid name")
+        return env
+
+    @field_validator("time_limit")
+    @classmethod
+    def _positive_limit(cls, limit: timedelta | None) -> timedelta | None:
+        if limit is not None and limit <= timedelta(0):
+            raise ValueError("time_limit must be positive")
+        return limit
+
+    @property
+    def checkpoint(self) -> CheckpointMode:
+        """Shared when the spec carries the SharedCheckpoint extension, else isolated."""
+        if any(isinstance(e, SharedCheckpoint) for e in self.extensions):
+            return CheckpointMode.SHARED
+        return CheckpointMode.ISOLATED
+
+
+class Support(Value):
+    """A capability answer: yes, no or unknown, and where the answer comes from."""
+
+    state: Tristate = Tristate.UNKNOWN
+    source: Source = Source.DECLARED
+    detail: str = ""
+
+
+class RuleSupport(Value):
+    """What a backend says about one rule: can it be performed, and natively?"""
+
+    perform: Support
+    native: Support = Support(state=Tristate.NO)
+
+
+class RuleAssignment(Value):
+    """One rule of a plan: as asked, as it will be carried out, and who enforces it."""
+
+    index: int = Field(ge=0)
+    rule: Rule
+    effective: Rule
+    enforcer: Enforcer
+    firings: int = Field(default=0, ge=0)
+
+
+class Plan(Value):
+    """dispatch's answer before anything is created: who enforces what, and what nothing covers."""
+
+    job: JobID = ""
+    rules: tuple[RuleAssignment, ...] = ()
+    uncovered: tuple[CauseKind, ...] = ()
+    checkpoint: CheckpointMode = CheckpointMode.ISOLATED
+    unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL
+    identity_weakened: str = ""
+
+
+class SubmitOptions(Value):
+    """The keyword options of ``submit``, as recorded with the job."""
+
+    supervised: bool = False
+    idempotency_key: str = ""
+    unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL
+    accept_unverified: dict[int, Enforcer] = Field(default_factory=dict)
+    accept_unenforced: frozenset[int] = frozenset()
+    submit_retries: int = Field(default=2, ge=0)
+    cleanup_deadline: timedelta = timedelta(minutes=30)
+    unresolved_age: timedelta = timedelta(minutes=10)
+
+    @field_validator("cleanup_deadline", "unresolved_age")
+    @classmethod
+    def _positive(cls, d: timedelta) -> timedelta:
+        if d <= timedelta(0):
+            raise ValueError("must be positive")
+        return d
+
+
+class Hold(Value):
+    """A hold in force: a person's (backend) or a recovery rule's (recovery)."""
+
+    kind: HoldKind
+    by: Actor
+    reason: str = ""
+    until: datetime | None = None
+    instance: int = Field(default=0, ge=0)
+
+
+class AbandonTarget(Value):
+    """What a person abandons: a submission, one attempt of it, or a foreign object."""
+
+    submission: int = Field(default=0, ge=0)
+    attempt: int = Field(default=0, ge=0)
+    foreign: str = ""
+
+    @model_validator(mode="after")
+    def _one_target(self) -> AbandonTarget:
+        if bool(self.foreign) == bool(self.submission):
+            raise ValueError("name either a submission (and maybe an attempt) or a foreign object")
+        if self.attempt and not self.submission:
+            raise ValueError("an attempt needs its submission")
+        return self

@@ -1,0 +1,98 @@
+"""The Records contract: one append-only record per job, conditional commits, owner tokens.
+
+Every store (memory, file ledger) implements ``Records`` and enforces the same commit rules
+through ``check_commit``, so the rules live in one place:
+
+* a commit names the revision it was decided from and loses with ``ConflictError`` when the
+  record has moved on;
+* a decision entry carries the owner token of the supervisor that made it and is refused unless
+  that token belongs to the record's current owner;
+* ownership changes only through ``acquire``, which takes the job's owner lock without waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from dispatch.model.errors import ConflictError, InvalidError
+from dispatch.model.record import Decision, Entry, Header, OwnerEntry, SettleEntry, View
+from dispatch.model.values import Actor, JobID
+
+
+@runtime_checkable
+class Records(Protocol):
+    """Where job records live."""
+
+    def create(self, header: Header) -> View:
+        """Create a record at revision 1; ``ConflictError`` if the job or its key exists."""
+        ...
+
+    def read(self, job: JobID) -> View:
+        """The record as it is now; ``NotFoundError`` when there is none."""
+        ...
+
+    def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
+        """Append ``entries`` as one revision if the record is still at ``expected``."""
+        ...
+
+    def jobs(self, include_settled: bool = False) -> list[JobID]:
+        """The ids of unsettled jobs (and settled ones when asked), sorted."""
+        ...
+
+    def find_key(self, key: str) -> JobID | None:
+        """The job created with idempotency key ``key``, if any."""
+        ...
+
+    def acquire(self, job: JobID, token: str, by: Actor, at: datetime) -> int:
+        """Take the job's owner lock without waiting and commit ``token`` as owner.
+
+        Returns the revision of the owner entry; ``ConflictError`` if another holds the lock.
+        """
+        ...
+
+    def release(self, job: JobID, token: str) -> None:
+        """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
+        ...
+
+
+def owner_token(view: View) -> str:
+    """The token of the record's current owner, or "" when nobody has owned it."""
+    for commit in reversed(view.commits):
+        for entry in reversed(commit.entries):
+            if isinstance(entry, OwnerEntry):
+                return entry.token
+    return ""
+
+
+def settles(entries: Sequence[Entry]) -> bool:
+    """Whether a commit of ``entries`` settles the record."""
+    return any(isinstance(e, SettleEntry) for e in entries)
+
+
+def check_commit(
+    job: JobID,
+    current: int,
+    owner: str,
+    entries: Sequence[Entry],
+    expected: int,
+    *,
+    owning: bool = False,
+) -> None:
+    """Refuse a commit that breaks the contract; ``owning`` is set only by ``acquire``."""
+    if not entries:
+        raise InvalidError(f"job {job}: a commit needs at least one entry")
+    if expected != current:
+        raise ConflictError(
+            f"job {job}: record is at revision {current}, the commit was decided at {expected}"
+        )
+    for entry in entries:
+        if isinstance(entry, OwnerEntry):
+            if not owning:
+                raise InvalidError(f"job {job}: ownership changes only through acquire")
+            owner = entry.token
+        elif isinstance(entry, Decision) and entry.token != owner:
+            raise ConflictError(
+                f"job {job}: {entry.kind} decision carries a token that is not the current owner's"
+            )
