@@ -1,0 +1,111 @@
+"""S3 credentials and the ordered list of sources they come from.
+
+Sources are tried in order; the first that yields credentials wins. Each failure is kept with
+the source's name so the final error says what every source answered. No message, repr or log
+line ever contains a secret.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from publish.errors import CredentialsUnavailable
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """An access key pair and optional session token; secrets are hidden from repr."""
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    source: str = ""
+
+
+class SourceFailed(Exception):
+    """A credential source could not yield credentials; the message holds no secret."""
+
+
+class CredentialSource(Protocol):
+    """One place credentials may come from."""
+
+    @property
+    def name(self) -> str:
+        """The source's name in failure reports."""
+        ...
+
+    def load(self) -> Credentials:
+        """The credentials, or SourceFailed saying why not."""
+        ...
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and optional `AWS_SESSION_TOKEN`."""
+
+    env: Mapping[str, str] | None = None
+    name: str = "env"
+
+    def load(self) -> Credentials:
+        """Read the variables."""
+        source = os.environ if self.env is None else self.env
+        key = source.get("AWS_ACCESS_KEY_ID")
+        secret = source.get("AWS_SECRET_ACCESS_KEY")
+        if not key or not secret:
+            raise SourceFailed("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY are not both set")
+        return Credentials(key, secret, source.get("AWS_SESSION_TOKEN") or None, self.name)
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A `key = value` file with access_key_id, secret_access_key, optional session_token.
+
+    Refused when group or others may read or write it (mode must be 0600 or stricter).
+    """
+
+    path: Path
+    name: str = "file"
+
+    def load(self) -> Credentials:
+        """Read the file after checking its permissions."""
+        try:
+            mode = self.path.stat().st_mode
+        except OSError as exc:
+            raise SourceFailed(f"cannot read {self.path}: {exc.strerror}") from None
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SourceFailed(
+                f"{self.path} is accessible by group or others (mode {stat.S_IMODE(mode):o}); "
+                "chmod 600 it"
+            )
+        values: dict[str, str] = {}
+        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            name, sep, value = text.partition("=")
+            if not sep:
+                raise SourceFailed(f"{self.path} line {number} is not 'name = value'")
+            values[name.strip()] = value.strip()
+        key = values.get("access_key_id")
+        secret = values.get("secret_access_key")
+        if not key or not secret:
+            raise SourceFailed(f"{self.path} lacks access_key_id or secret_access_key")
+        return Credentials(key, secret, values.get("session_token") or None, self.name)
+
+
+def resolve_credentials(sources: Sequence[CredentialSource]) -> Credentials:
+    """The first source's credentials; CredentialsUnavailable naming every failure."""
+    failures: list[str] = []
+    for source in sources:
+        try:
+            return source.load()
+        except SourceFailed as exc:
+            failures.append(f"{source.name}: {exc}")
+    if not sources:
+        failures.append("no credential source is configured")
+    raise CredentialsUnavailable("no credentials: " + "; ".join(failures))

@@ -1,0 +1,107 @@
+"""Publishing one finished save: data first, then the manifest, then the log entry.
+
+The log entry's exclusive create is the commit point. Fencing is checked before the upload
+(to waste nothing) and again just before the commit; a zombie that slips between the second
+check and its commit still cannot outrank the newer epoch, because resolution orders by epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from pathlib import Path
+from typing import TextIO
+
+from publish.epoch import Epoch
+from publish.errors import CommitConflict, CorruptPublication
+from publish.layout import PublicationId
+from publish.log import Committed, LogEntry, check_not_fenced, read_committed
+from publish.manifest import Manifest, build_manifest, scan_save
+from publish.progress import Progress
+from publish.store import MissingObject, Store
+
+log = logging.getLogger("publish.save")
+
+
+def _same_files(a: Manifest, b: Manifest) -> bool:
+    return a.files == b.files
+
+
+def _discard(store: Store, entry: LogEntry, manifest: Manifest) -> None:
+    """Remove an upload that was never committed (best effort; it is invisible anyway)."""
+    for item in manifest.files:
+        store.delete(entry.data_prefix + item.path)
+    store.delete(entry.manifest_key)
+
+
+def save(
+    store: Store,
+    folder: Path,
+    step: int,
+    epoch: Epoch,
+    slurm_job: str | None = None,
+    stream: TextIO | None = None,
+) -> Manifest:
+    """Publish the save in `folder` as (epoch, step) and return its manifest.
+
+    Refuses bad input (InvalidInput) before anything is written; Fenced when a newer epoch has
+    published; CommitConflict when (epoch, step) is already committed with other files.
+    Saving the same files again for the same (epoch, step) succeeds without a second commit.
+    """
+    publication = PublicationId(epoch, step)
+    files = scan_save(folder)
+    check_not_fenced(store, epoch)
+    manifest = build_manifest(publication, files, slurm_job)
+    existing = _already_committed(store, publication, manifest)
+    if existing is not None:
+        return existing.manifest
+
+    upload = secrets.token_hex(8)
+    manifest_bytes = manifest.to_json()
+    entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
+    progress = Progress(f"upload {publication.name}", sum(f.size for f in manifest.files), stream)
+    store.put_files([(entry.data_prefix + rel, path) for rel, path in files], progress)
+    progress.finish()
+    store.put_bytes(entry.manifest_key, manifest_bytes)
+
+    check_not_fenced(store, epoch)
+    if store.create_exclusive(publication.log_key, entry.to_json()):
+        log.info("published %s from %s", publication.name, folder)
+        return manifest
+    # The key exists: our own put may have landed before a lost reply, or another writer won.
+    try:
+        winner = _already_committed(store, publication, manifest)
+    except CommitConflict:
+        _discard(store, entry, manifest)
+        raise
+    if winner is not None and winner.entry.upload == upload:
+        return manifest
+    _discard(store, entry, manifest)
+    if winner is None:
+        raise CommitConflict(f"{publication.name}: the store refused the commit but holds none")
+    return winner.manifest
+
+
+def _already_committed(
+    store: Store, publication: PublicationId, manifest: Manifest
+) -> Committed | None:
+    """The commit of (epoch, step) if it holds the same files; None if there is none.
+
+    CommitConflict when it is committed with different files.
+    """
+    try:
+        store.get_bytes(publication.log_key)
+    except MissingObject:
+        return None
+    try:
+        committed = read_committed(store, publication)
+    except CorruptPublication as exc:
+        raise CommitConflict(f"{publication.name} is committed but unreadable: {exc}") from exc
+    if _same_files(committed.manifest, manifest):
+        log.info("%s is already published with the same files", publication.name)
+        return committed
+    raise CommitConflict(
+        f"{publication.name} is already committed with different files; "
+        "publish this save under a new step"
+    )
