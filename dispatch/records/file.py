@@ -1,0 +1,399 @@
+"""The file ledger: job records in a folder on a shared filesystem (local disk, NFS, Lustre).
+
+One folder per job, one file per revision, each created exclusively so that "revision r+1
+exists" is the conflict of a conditional commit; the commit rules themselves are
+``check_commit``'s, as in every store. The format, the commit protocol and the crash cases are
+described in ``docs/ledger.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from dispatch.model.errors import ConflictError, InvalidError, NotFoundError, RejectedError
+from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
+from dispatch.model.values import Actor, JobID
+from dispatch.records import ledger_format as fmt
+from dispatch.records.contract import check_commit, owner_token, settles
+from dispatch.records.locks import OwnerLocks, check_locking
+
+# Revisions between snapshots: a cold read parses one snapshot and fewer than this many files.
+SNAPSHOT_EVERY = 64
+
+# Evidence and control commits may race an acquire; it retries while it holds the lock.
+ACQUIRE_TRIES = 100
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something wrong in the ledger folder that a reader met: the file and what is wrong."""
+
+    path: Path
+    detail: str
+
+
+class FileRecords:
+    """Records in a ledger folder; safe between threads, processes and hosts sharing the folder."""
+
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        snapshot_every: int = SNAPSHOT_EVERY,
+        on_problem: Callable[[Problem], None] | None = None,
+    ) -> None:
+        self.root = Path(root).absolute()
+        _prepare_root(self.root)
+        self._jobs = self.root / fmt.JOBS
+        self._unsettled = self.root / fmt.UNSETTLED
+        self._keys = self.root / fmt.KEYS
+        for folder in (self._jobs, self._unsettled, self._keys):
+            fmt.ensure_folder(folder)
+        check_locking(self.root / fmt.LOCK_CHECK)
+        self._snapshot_every = snapshot_every
+        self._on_problem = on_problem
+        self._mu = threading.Lock()
+        self._cache: dict[JobID, View] = {}
+        self._settled: set[JobID] = set()
+        self._problems: dict[Path, str] = {}
+
+    # --- the Records contract -------------------------------------------------------------
+
+    def create(self, header: Header) -> View:
+        """Create a record at revision 1; ``ConflictError`` if the job or its key exists."""
+        job = header.job
+        if not fmt.is_job_id(job):
+            raise InvalidError(
+                f"job id {job!r} cannot name a ledger folder: use letters, digits, '.', '_' "
+                "and '-', starting with a letter or digit"
+            )
+        folder = self._jobs / job
+        fmt.ensure_folder(folder)
+        first = folder / fmt.revision_name(1)
+        if first.exists():
+            raise ConflictError(f"job {job} already has a record")
+        key = header.options.idempotency_key
+        claimed = self._claim_key(key, job) if key else False
+        # The marker is durable before the header: a job never exists unseen by a sweep.
+        marker = self._unsettled / job
+        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT, 0o600))
+        fmt.fsync_dir(self._unsettled)
+        fmt.fsync_dir(self._jobs)
+        if not fmt.create_exclusive(first, header.model_dump_json().encode()):
+            if claimed and self._header(job).options.idempotency_key != key:
+                with contextlib.suppress(FileNotFoundError):
+                    (self._keys / _key_name(key)).unlink()
+            raise ConflictError(f"job {job} already has a record")
+        view = View(header=header)
+        self._remember(job, view, settled=False)
+        return view
+
+    def read(self, job: JobID) -> View:
+        """The record as it is now; ``NotFoundError`` when there is none."""
+        if not fmt.is_job_id(job):
+            raise NotFoundError(f"no record for job {job}")
+        with self._mu:
+            cached = self._cache.get(job)
+        folder = self._jobs / job
+        if cached is None:
+            view, settled = self._read_cold(job, folder)
+        else:
+            view, settled = self._read_after(job, folder, cached)
+            if view is cached:
+                return view
+        self._remember(job, view, settled)
+        if settled:
+            # Repairs a marker left by a crash between the settle commit and its removal.
+            self._drop_marker(job)
+        return view
+
+    def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
+        """Append ``entries`` as one revision if the record is still at ``expected``."""
+        return self._append(job, self.read(job), entries, expected, owning=False)
+
+    def jobs(self, include_settled: bool = False) -> list[JobID]:
+        """Unsettled job ids (and settled ones when asked), sorted; foreign names are skipped."""
+        folder = self._jobs if include_settled else self._unsettled
+        with self._mu:
+            settled = set(self._settled)
+        found = []
+        for name in os.listdir(folder):
+            if not fmt.is_job_id(name):
+                if not name.startswith("."):
+                    self._problem(folder / name, "not a job of the ledger; skipped")
+                continue
+            if not include_settled and name in settled:
+                self._drop_marker(name)
+                continue
+            # A job whose header is not there yet is being created (or its create crashed).
+            try:
+                os.stat(self._jobs / name / fmt.revision_name(1))
+            except OSError:
+                continue
+            found.append(name)
+        return sorted(found)
+
+    def find_key(self, key: str) -> JobID | None:
+        """The job created with idempotency key ``key``, if any."""
+        path = self._keys / _key_name(key)
+        data = fmt.read_bytes(path)
+        if data is None:
+            return None
+        job = data.decode("utf-8", "replace")
+        if not fmt.is_job_id(job):
+            raise self._problem(path, f"holds {job[:40]!r}, not a job id")
+        try:
+            header = self._header(job)
+        except NotFoundError:
+            return None
+        # A claim left by a create that lost (or crashed) names a job not created with the key.
+        return job if header.options.idempotency_key == key else None
+
+    def acquire(self, job: JobID, token: str, by: Actor, at: datetime) -> int:
+        """Take the job's owner lock without waiting and commit ``token`` as owner."""
+        view = self.read(job)
+        lock = self._jobs / job / fmt.OWNER_LOCK
+        if not OwnerLocks.take(lock, token):
+            raise ConflictError(f"job {job} is owned by another supervisor (lock {lock} is held)")
+        try:
+            fmt.remove_old_temps(self._jobs / job)
+            entry = OwnerEntry(at=at, by=by, token=token)
+            for _ in range(ACQUIRE_TRIES):
+                try:
+                    return self._append(job, view, [entry], view.revision, owning=True)
+                except ConflictError:
+                    view = self.read(job)
+            raise ConflictError(
+                f"job {job}: the record kept moving; no owner entry after {ACQUIRE_TRIES} tries"
+            )
+        except BaseException:
+            OwnerLocks.give_back(lock, token)
+            raise
+
+    def release(self, job: JobID, token: str) -> None:
+        """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
+        if fmt.is_job_id(job):
+            OwnerLocks.give_back(self._jobs / job / fmt.OWNER_LOCK, token)
+
+    # --- beyond the contract ----------------------------------------------------------------
+
+    def revoke(self, job: JobID) -> None:
+        """Drop this process's owner lock of ``job`` whatever its token (as a crash would)."""
+        if fmt.is_job_id(job):
+            OwnerLocks.give_back(self._jobs / job / fmt.OWNER_LOCK, None)
+
+    def problems(self) -> list[Problem]:
+        """Every corrupt or foreign file met so far, for a sweep to report; nothing is deleted."""
+        with self._mu:
+            return [Problem(path, detail) for path, detail in sorted(self._problems.items())]
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _read_cold(self, job: JobID, folder: Path) -> tuple[View, bool]:
+        try:
+            names = os.listdir(folder)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFoundError(f"no record for job {job}") from None
+        revisions = set()
+        for name in names:
+            revision = fmt.revision_of(name)
+            if revision is not None:
+                revisions.add(revision)
+            elif name not in (fmt.SNAPSHOT, fmt.OWNER_LOCK) and not name.startswith("."):
+                raise self._problem(folder / name, "a file the ledger did not write; move it out")
+        if 1 not in revisions:
+            if revisions:
+                raise self._problem(folder / fmt.revision_name(1), "the header is missing")
+            raise NotFoundError(f"no record for job {job}")
+        last = max(revisions)
+        for revision in range(2, last):
+            if revision not in revisions:
+                raise self._problem(folder / fmt.revision_name(revision), "revision is missing")
+        header = self._load_header(job, folder / fmt.revision_name(1))
+        view = self._load_snapshot(job, folder, header, last) or View(header=header)
+        commits = list(view.commits)
+        for revision in range(view.revision + 1, last + 1):
+            commits.append(self._load_commit(folder / fmt.revision_name(revision), revision))
+        view, _ = self._read_after(job, folder, View(header=header, commits=tuple(commits)))
+        return view, any(settles(c.entries) for c in view.commits)
+
+    def _read_after(self, job: JobID, folder: Path, view: View) -> tuple[View, bool]:
+        """``view`` with every revision after it that exists now (``view`` itself if none)."""
+        new: list[Commit] = []
+        revision = view.revision + 1
+        while True:
+            path = folder / fmt.revision_name(revision)
+            data = fmt.read_bytes(path)
+            if data is None:
+                break
+            new.append(self._parse_commit(path, data, revision))
+            revision += 1
+        if not new:
+            with self._mu:
+                settled = job in self._settled
+            return view, settled
+        with self._mu:
+            settled = job in self._settled
+        settled = settled or any(settles(c.entries) for c in new)
+        return View(header=view.header, commits=(*view.commits, *new)), settled
+
+    def _header(self, job: JobID) -> Header:
+        with self._mu:
+            cached = self._cache.get(job)
+        if cached is not None:
+            return cached.header
+        return self._load_header(job, self._jobs / job / fmt.revision_name(1))
+
+    def _load_header(self, job: JobID, path: Path) -> Header:
+        data = fmt.read_bytes(path)
+        if data is None:
+            raise NotFoundError(f"no record for job {job}")
+        try:
+            header: Header = Header.load(data)
+        except InvalidError as err:
+            raise self._problem(path, f"not a record header: {err.message}") from None
+        if header.job != job:
+            raise self._problem(path, f"the header is of job {header.job!r}")
+        return header
+
+    def _load_commit(self, path: Path, revision: int) -> Commit:
+        data = fmt.read_bytes(path)
+        if data is None:
+            raise self._problem(path, "revision vanished while it was read")
+        return self._parse_commit(path, data, revision)
+
+    def _parse_commit(self, path: Path, data: bytes, revision: int) -> Commit:
+        try:
+            commit: Commit = Commit.load(data)
+        except InvalidError as err:
+            raise self._problem(path, f"not a revision: {err.message}") from None
+        if commit.revision != revision:
+            raise self._problem(path, f"holds revision {commit.revision}")
+        return commit
+
+    def _load_snapshot(self, job: JobID, folder: Path, header: Header, last: int) -> View | None:
+        """The snapshot if it agrees with the revision files; a bad one is reported and skipped."""
+        path = folder / fmt.SNAPSHOT
+        data = fmt.read_bytes(path)
+        if data is None:
+            return None
+        try:
+            view: View = View.load(data)
+            if view.header != header:
+                raise InvalidError("its header differs from revision 1")
+            if view.revision > last:
+                raise InvalidError(f"it is at revision {view.revision}, past the last file")
+            if view.commits and view.commits[-1] != self._load_commit(
+                folder / fmt.revision_name(view.revision), view.revision
+            ):
+                raise InvalidError(f"its revision {view.revision} differs from the file")
+        except InvalidError as err:
+            self._problem(path, f"snapshot ignored: {err.message}")
+            return None
+        return view
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def _append(
+        self, job: JobID, view: View, entries: Sequence[Entry], expected: int, *, owning: bool
+    ) -> int:
+        # ``view`` holds every revision up to the one it was read at, and revisions never change,
+        # so the owner as of ``expected`` is known exactly; the exclusive link checks the rest.
+        check_commit(job, view.revision, owner_token(view), entries, expected, owning=owning)
+        revision = expected + 1
+        commit = Commit(revision=revision, entries=tuple(entries))
+        folder = self._jobs / job
+        if not fmt.create_exclusive(
+            folder / fmt.revision_name(revision), commit.model_dump_json().encode()
+        ):
+            raise ConflictError(
+                f"job {job}: another writer committed revision {revision}; "
+                f"the commit was decided at {expected}"
+            )
+        settled = settles(entries)
+        new = View(header=view.header, commits=(*view.commits, commit))
+        self._remember(job, new, settled)
+        if settled:
+            self._drop_marker(job)
+        if revision % self._snapshot_every == 0:
+            self._write_snapshot(folder, new)
+        return revision
+
+    def _write_snapshot(self, folder: Path, view: View) -> None:
+        path = folder / fmt.SNAPSHOT
+        try:
+            fmt.replace(path, view.model_dump_json().encode())
+            fmt.remove_old_temps(folder)
+        except OSError as err:
+            # The commit has landed; a snapshot only saves reading time.
+            self._problem(path, f"snapshot not written: {err}")
+
+    def _claim_key(self, key: str, job: JobID) -> bool:
+        """Claim ``key`` for ``job``; True when this call created the claim."""
+        path = self._keys / _key_name(key)
+        if fmt.create_exclusive(path, job.encode()):
+            return True
+        holder = (fmt.read_bytes(path) or b"").decode("utf-8", "replace")
+        if holder == job:
+            return False  # a retry of an interrupted create of this same job
+        if self.find_key(key) == holder:
+            raise ConflictError(f"idempotency key {key!r} belongs to job {holder}")
+        raise ConflictError(
+            f"idempotency key {key!r} is claimed by job {holder!r}, which was never created with "
+            f"it (a create crashed or is running): create job {holder!r} again to finish it, "
+            f"or remove {path} if no create is running"
+        )
+
+    def _remember(self, job: JobID, view: View, settled: bool) -> None:
+        with self._mu:
+            cached = self._cache.get(job)
+            if cached is None or cached.revision < view.revision:
+                self._cache[job] = view
+            if settled:
+                self._settled.add(job)
+
+    def _drop_marker(self, job: JobID) -> None:
+        try:
+            (self._unsettled / job).unlink()
+        except FileNotFoundError:
+            return
+        fmt.fsync_dir(self._unsettled)
+
+    def _problem(self, path: Path, detail: str) -> InvalidError:
+        with self._mu:
+            self._problems[path] = detail
+        if self._on_problem is not None:
+            self._on_problem(Problem(path, detail))
+        return InvalidError(f"{path}: {detail}")
+
+
+def _key_name(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _prepare_root(root: Path) -> None:
+    """Create the root private to its user, or refuse one that others can write to."""
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(root, 0o700)
+        os.chmod(root, 0o700)
+    except FileExistsError:
+        pass
+    st = os.stat(root)
+    if not stat.S_ISDIR(st.st_mode):
+        raise InvalidError(f"ledger root {root} is not a folder")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RejectedError(
+            f"ledger root {root} has mode {mode:o}: other users could write records into it; "
+            f"run `chmod 700 {root}`"
+        )
+    fmt.check_format(root)

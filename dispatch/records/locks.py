@@ -1,0 +1,141 @@
+"""Locks of the file ledger: the start-up check that locks work, and the owner locks.
+
+Owner locks are ``flock`` locks taken through ``filelock.UnixFileLock``. On local disks and
+Lustre (mounted with ``flock``) a lock belongs to an open file description; on NFS the client
+emulates ``flock`` with POSIX byte-range locks, which belong to the *process*: a second
+descriptor of the same process would be granted the lock, and closing it would drop the first.
+So this module keeps one process-wide table of held owner locks and never opens a lock file a
+second time while this process holds it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from filelock import Timeout, UnixFileLock
+
+from dispatch.model.errors import UnavailableError
+
+# Run in a separate process: exit 0 when the lock is refused (locks work), 1 when it is granted
+# although the parent holds it (locks do not work here), 2 when locking itself fails.
+_CHILD = """
+import errno, fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+try:
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except OSError as err:
+    if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+        sys.exit(0)
+    print(err, file=sys.stderr)
+    sys.exit(2)
+sys.exit(1)
+"""
+
+_CONTENDED = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES}
+# Long enough for a cold interpreter start on a loaded login node.
+_CHECK_TIMEOUT_SECONDS = 60
+
+_checked: set[str] = set()
+_checked_mu = threading.Lock()
+
+
+def check_locking(path: Path) -> None:
+    """Refuse (``UnavailableError``) a filesystem where ``flock`` does not exclude other processes.
+
+    Takes the lock on ``path`` here and asks a child process to take it too; the child must be
+    refused. Done once per path and process.
+    """
+    key = str(path)
+    with _checked_mu:
+        if key in _checked:
+            return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as err:
+            if err.errno not in _CONTENDED:
+                raise UnavailableError(_no_locks(path, f"flock failed: {err.strerror}")) from None
+            # Another process holds it, running this same check: the refusal is the proof.
+        else:
+            try:
+                child = subprocess.run(
+                    [sys.executable, "-I", "-S", "-c", _CHILD, str(path)],
+                    capture_output=True,
+                    timeout=_CHECK_TIMEOUT_SECONDS,
+                    check=False,
+                )
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            if child.returncode == 1:
+                raise UnavailableError(
+                    _no_locks(path, "a second process was granted a lock this one held")
+                )
+            if child.returncode != 0:
+                detail = child.stderr.decode(errors="replace").strip() or f"exit {child.returncode}"
+                raise UnavailableError(
+                    _no_locks(path, f"flock failed in a second process: {detail}")
+                )
+    except subprocess.TimeoutExpired:
+        raise UnavailableError(_no_locks(path, "the lock check did not finish")) from None
+    finally:
+        os.close(fd)
+    with _checked_mu:
+        _checked.add(key)
+
+
+def _no_locks(path: Path, why: str) -> str:
+    return (
+        f"file locks do not work on the filesystem of {path.parent} ({why}); the ledger needs "
+        "them to keep two supervisors apart: mount it with locking enabled (NFS: lockd/v4, "
+        "Lustre: -o flock) or put the ledger on another filesystem"
+    )
+
+
+class OwnerLocks:
+    """The owner locks this process holds: one per lock file, with the token it was taken for."""
+
+    _mu = threading.Lock()
+    _held: dict[str, tuple[str, UnixFileLock]] = {}
+
+    @classmethod
+    def take(cls, path: Path, token: str) -> bool:
+        """Take the lock at ``path`` without waiting; False when any process holds it."""
+        key = str(path)
+        with cls._mu:
+            if key in cls._held:
+                return False
+            lock = UnixFileLock(
+                path,
+                timeout=0,
+                mode=0o600,
+                thread_local=False,
+                blocking=False,
+                fallback_to_soft=False,
+                preserve_lock_file=True,
+            )
+            try:
+                lock.acquire()
+            except Timeout:
+                return False
+            except OSError as err:
+                raise UnavailableError(f"cannot take the owner lock {path}: {err}") from None
+            cls._held[key] = (token, lock)
+            return True
+
+    @classmethod
+    def give_back(cls, path: Path, token: str | None) -> None:
+        """Release the lock at ``path`` if held for ``token`` (any token when None)."""
+        key = str(path)
+        with cls._mu:
+            held = cls._held.get(key)
+            if held is None or (token is not None and held[0] != token):
+                return
+            del cls._held[key]
+            held[1].release()
