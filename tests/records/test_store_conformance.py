@@ -1,0 +1,258 @@
+"""The Records contract, checked against every store: memory and the file ledger.
+
+Each test runs once per store; the file ledger also re-reads through a fresh instance, so what
+it checks has been through the disk rather than the instance's cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from record_samples import ADA, AT, SUPERVISOR, every_entry, header
+
+from dispatch.model.enums import ObjectState
+from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.record import (
+    AuthorizeEntry,
+    CancelEntry,
+    Entry,
+    ObserveEntry,
+    OwnerEntry,
+    SettleEntry,
+    View,
+)
+from dispatch.records.contract import Records
+from dispatch.records.file import FileRecords
+from dispatch.records.memory import MemoryRecords
+
+
+@dataclass
+class Subject:
+    """A store under test, and a way to open the same records afresh."""
+
+    store: Records
+    reopen: Callable[[], Records]
+
+
+@pytest.fixture(params=["memory", "file"])
+def subject(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Subject]:
+    if request.param == "memory":
+        memory = MemoryRecords()
+        yield Subject(memory, lambda: memory)
+    else:
+        root = tmp_path / "ledger"
+        yield Subject(FileRecords(root), lambda: FileRecords(root))
+
+
+@pytest.fixture
+def store(subject: Subject) -> Records:
+    return subject.store
+
+
+def cancel(reason: str = "") -> list[Entry]:
+    return [CancelEntry(at=AT, by=ADA, reason=reason)]
+
+
+def authorize(token: str, submission: int = 1) -> list[Entry]:
+    return [AuthorizeEntry(at=AT, by=SUPERVISOR, token=token, submission=submission)]
+
+
+def test_every_store_implements_the_records_protocol(store: Records) -> None:
+    assert isinstance(store, Records)
+
+
+def test_create_then_read_gives_the_header_at_revision_1(subject: Subject) -> None:
+    created = subject.store.create(header("j1"))
+    assert created == View(header=header("j1"))
+    assert created.revision == 1
+    assert subject.reopen().read("j1") == created
+
+
+def test_a_second_create_of_the_same_job_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    with pytest.raises(ConflictError):
+        store.create(header("j1"))
+
+
+def test_a_second_create_with_the_same_key_conflicts_and_find_key_names_the_first(
+    subject: Subject,
+) -> None:
+    subject.store.create(header("j1", key="submit-7"))
+    with pytest.raises(ConflictError):
+        subject.store.create(header("j2", key="submit-7"))
+    assert subject.store.find_key("submit-7") == "j1"
+    assert subject.reopen().find_key("submit-7") == "j1"
+    assert "j2" not in subject.store.jobs(include_settled=True)
+
+
+def test_find_key_of_a_key_nobody_used_is_none(store: Records) -> None:
+    store.create(header("j1", key="a"))
+    assert store.find_key("b") is None
+
+
+def test_a_commit_lands_at_the_next_revision(subject: Subject) -> None:
+    subject.store.create(header("j1"))
+    assert subject.store.commit("j1", cancel("one"), 1) == 2
+    assert subject.store.commit("j1", cancel("two"), 2) == 3
+    view = subject.reopen().read("j1")
+    assert view.revision == 3
+    assert [c.revision for c in view.commits] == [2, 3]
+    assert view.commits[1].entries == tuple(cancel("two"))
+
+
+def test_a_commit_decided_at_a_stale_revision_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    store.commit("j1", cancel("first"), 1)
+    with pytest.raises(ConflictError):
+        store.commit("j1", cancel("second"), 1)
+    assert store.read("j1").revision == 2
+
+
+def test_a_commit_decided_at_a_revision_not_yet_reached_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    with pytest.raises(ConflictError):
+        store.commit("j1", cancel(), 5)
+
+
+def test_a_commit_without_entries_is_invalid(store: Records) -> None:
+    store.create(header("j1"))
+    with pytest.raises(InvalidError):
+        store.commit("j1", [], 1)
+
+
+def test_a_decision_before_anyone_owns_the_job_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    with pytest.raises(ConflictError):
+        store.commit("j1", authorize("t1"), 1)
+
+
+def test_a_decision_with_a_wrong_owner_token_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    revision = store.acquire("j1", "t1", SUPERVISOR, AT)
+    with pytest.raises(ConflictError):
+        store.commit("j1", authorize("t2"), revision)
+    assert store.commit("j1", authorize("t1"), revision) == revision + 1
+
+
+def test_a_decision_with_a_stale_owner_token_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    store.acquire("j1", "t1", SUPERVISOR, AT)
+    store.release("j1", "t1")
+    revision = store.acquire("j1", "t2", SUPERVISOR, AT)
+    with pytest.raises(ConflictError):
+        store.commit("j1", authorize("t1"), revision)
+
+
+def test_an_owner_entry_through_commit_is_invalid(store: Records) -> None:
+    store.create(header("j1"))
+    with pytest.raises(InvalidError):
+        store.commit("j1", [OwnerEntry(at=AT, by=SUPERVISOR, token="t1")], 1)
+
+
+def test_acquire_commits_the_owner_entry(subject: Subject) -> None:
+    subject.store.create(header("j1"))
+    subject.store.commit("j1", cancel(), 1)
+    revision = subject.store.acquire("j1", "t1", SUPERVISOR, AT)
+    assert revision == 3
+    commit = subject.reopen().read("j1").commits[-1]
+    assert commit.entries == (OwnerEntry(at=AT, by=SUPERVISOR, token="t1"),)
+
+
+def test_a_second_acquire_while_the_lock_is_held_conflicts(subject: Subject) -> None:
+    subject.store.create(header("j1"))
+    subject.store.acquire("j1", "t1", SUPERVISOR, AT)
+    with pytest.raises(ConflictError):
+        subject.store.acquire("j1", "t2", SUPERVISOR, AT)
+    with pytest.raises(ConflictError):
+        subject.reopen().acquire("j1", "t3", SUPERVISOR, AT)
+    assert subject.store.read("j1").revision == 2
+
+
+def test_release_with_another_token_keeps_the_lock(store: Records) -> None:
+    store.create(header("j1"))
+    store.acquire("j1", "t1", SUPERVISOR, AT)
+    store.release("j1", "t2")
+    with pytest.raises(ConflictError):
+        store.acquire("j1", "t2", SUPERVISOR, AT)
+
+
+def test_acquire_after_release_works_and_fences_the_old_token(store: Records) -> None:
+    store.create(header("j1"))
+    first = store.acquire("j1", "t1", SUPERVISOR, AT)
+    store.commit("j1", authorize("t1"), first)
+    store.release("j1", "t1")
+    second = store.acquire("j1", "t2", SUPERVISOR, AT)
+    assert second == first + 2
+    with pytest.raises(ConflictError):
+        store.commit("j1", authorize("t1", 2), second)
+    assert store.commit("j1", authorize("t2", 2), second) == second + 1
+
+
+def test_locks_of_different_jobs_are_independent(store: Records) -> None:
+    store.create(header("j1"))
+    store.create(header("j2"))
+    store.acquire("j1", "t1", SUPERVISOR, AT)
+    assert store.acquire("j2", "t2", SUPERVISOR, AT) == 2
+
+
+def test_settle_removes_the_job_from_jobs_but_not_from_jobs_including_settled(
+    subject: Subject,
+) -> None:
+    for job in ("j3", "j1", "j2"):
+        subject.store.create(header(job))
+    assert subject.store.jobs() == ["j1", "j2", "j3"]
+    revision = subject.store.acquire("j2", "t1", SUPERVISOR, AT)
+    subject.store.commit("j2", [SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    for store in (subject.store, subject.reopen()):
+        assert store.jobs() == ["j1", "j3"]
+        assert store.jobs(include_settled=True) == ["j1", "j2", "j3"]
+
+
+def test_evidence_after_settling_keeps_the_job_settled(store: Records) -> None:
+    store.create(header("j1"))
+    revision = store.acquire("j1", "t1", SUPERVISOR, AT)
+    store.commit("j1", [SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    obs = ObjectObs(ref=ObjectRef(id="1"), submission=1, attempt=1, state=ObjectState.ENDED)
+    store.commit("j1", [ObserveEntry(at=AT, by=ADA, obs=obs)], revision + 1)
+    assert store.jobs() == []
+
+
+def test_reading_an_unknown_job_is_not_found(store: Records) -> None:
+    with pytest.raises(NotFoundError):
+        store.read("nobody")
+
+
+def test_committing_to_or_acquiring_an_unknown_job_is_not_found(store: Records) -> None:
+    with pytest.raises(NotFoundError):
+        store.commit("nobody", cancel(), 1)
+    with pytest.raises(NotFoundError):
+        store.acquire("nobody", "t1", SUPERVISOR, AT)
+
+
+def test_entries_of_every_kind_round_trip_exactly(subject: Subject) -> None:
+    subject.store.create(header("j1", key="k"))
+    revision = subject.store.acquire("j1", "t1", SUPERVISOR, AT)
+    entries = every_entry("t1")
+    for entry in entries:
+        revision = subject.store.commit("j1", [entry], revision)  # type: ignore[list-item]
+    subject.store.commit("j1", entries, revision)  # type: ignore[arg-type]
+    view = subject.reopen().read("j1")
+    assert view.header == header("j1", key="k")
+    assert [c.entries for c in view.commits[1:-1]] == [(e,) for e in entries]
+    assert view.commits[-1].entries == tuple(entries)
+    assert view == subject.store.read("j1")
+
+
+def test_a_long_record_reads_back_whole(subject: Subject) -> None:
+    subject.store.create(header("j1"))
+    for revision in range(1, 201):
+        subject.store.commit("j1", cancel(str(revision)), revision)
+    view = subject.reopen().read("j1")
+    assert view.revision == 201
+    assert [c.entries[0].reason for c in view.commits] == [  # type: ignore[union-attr]
+        str(r) for r in range(1, 201)
+    ]
