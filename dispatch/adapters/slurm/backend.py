@@ -1,0 +1,275 @@
+"""The Slurm backend: the SPI (Backend, Holder, Requeuer, MultiFinder) over a transport.
+
+Every call is: render a command line (``render``), run it (``run``), parse what came back
+(``parse``) and give it meaning (``meaning``/``observe``). Slurm's error text is translated into
+dispatch errors in ``_check``, the one place that reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+
+from dispatch.adapters.slurm import parse, render
+from dispatch.adapters.slurm.capabilities import probe_capabilities, rule_support
+from dispatch.adapters.slurm.meaning import refusal_cause
+from dispatch.adapters.slurm.observe import observe
+from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
+from dispatch.adapters.slurm.row import Row
+from dispatch.adapters.slurm.run import CommandRunner, PyslurmReader, Reply
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.enums import Capability, ObjectState, Tristate
+from dispatch.model.errors import (
+    NotFoundError,
+    OutcomeUnknownError,
+    RejectedError,
+    UnauthorizedError,
+    UnreachableError,
+)
+from dispatch.model.objects import (
+    CallMeta,
+    Declarations,
+    Discovery,
+    HoldMeta,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    StopReport,
+    object_name,
+)
+from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
+
+# Slurm's words for "that job does not exist (any more)".
+_GONE = ("invalid job id", "job has already finished", "already completing or completed")
+# Words meaning the controller may have acted although the reply never came.
+_LOST_REPLY = ("timed out", "socket timed out", "zero bytes were transmitted")
+
+
+class SlurmBackend:
+    """dispatch's view of one Slurm cluster, through the CLI (local, prefixed, ssh) or pyslurm."""
+
+    def __init__(
+        self,
+        runner: CommandRunner,
+        settings: Settings | None = None,
+        reader: PyslurmReader | None = None,
+    ) -> None:
+        self.runner = runner
+        self.settings = settings or Settings()
+        self.reader = reader
+
+    # -- the cluster, probed once -------------------------------------------------------
+
+    @cached_property
+    def slurm_release(self) -> tuple[int, int]:
+        """The cluster's Slurm release (major, minor), from ``sinfo --version``."""
+        reply = self._check(self.runner.run(render.version_argv()), "sinfo --version")
+        return parse.parse_version(reply.stdout)
+
+    @cached_property
+    def use_json(self) -> bool:
+        """JSON replies from 24.05 on: 22.05's ignore --name and misreport sacct exit codes."""
+        if self.settings.json != "auto":
+            return self.settings.json == "yes"
+        return self.slurm_release >= (24, 5)
+
+    @cached_property
+    def _capabilities(self) -> dict[Capability, Support]:
+        config = self._check(self.runner.run(render.config_argv()), "scontrol show config")
+        help_text = ""
+        if self.settings.container_images == "probe":
+            help_text = self.runner.run(render.sbatch_help_argv()).stdout
+        return probe_capabilities(
+            parse.parse_config(config.stdout), help_text, self.settings.container_images
+        )
+
+    def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:
+        """What the cluster supports (probed where Slurm can tell, declared otherwise)."""
+        return dict(self._capabilities)
+
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
+        """One answer per rule: performed by the supervisor, never natively by Slurm."""
+        return [rule_support(rule, self._capabilities) for rule in policy.rules]
+
+    def declarations(self) -> Declarations:
+        """The adapter's name and its capabilities."""
+        return Declarations(name="slurm", capabilities=self.capabilities())
+
+    def close(self) -> None:
+        """Nothing is held between calls."""
+
+    # -- effects --------------------------------------------------------------------------
+
+    def start(self, req: StartRequest) -> ObjectRef:
+        """sbatch the attempt's object, held at creation (the gate)."""
+        images = bool(req.spec.image) and (
+            self._capabilities[Capability.CONTAINER_IMAGE].state is Tristate.YES
+        )
+        reply = self.runner.run(render.sbatch_argv(req, container_images=images), effect=True)
+        if not reply.ok:
+            cause = refusal_cause(reply.stderr)
+            if cause is not None:
+                raise RejectedError(f"sbatch refused {req.name}: {cause.kind}: {_err(reply)}")
+            self._check(reply, f"sbatch {req.name}", effect=True)
+        try:
+            job_id = parse.parse_job_id(reply.stdout)
+        except Exception as err:
+            raise OutcomeUnknownError(f"sbatch {req.name} printed no job id: {err}") from None
+        return ObjectRef(id=job_id, name=req.name)
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift the gate (``scontrol release``); an already released object is success. A hold
+        someone else placed is never released."""
+        obs = self.inspect(ref)
+        if obs.held_by_other:
+            raise RejectedError(f"{ref} is held by someone else ({obs.cause.detail}); not opening")
+        if obs.state is not ObjectState.GATED:
+            return
+        self._check(self.runner.run(render.release_argv(ref.id), effect=True), f"open {ref}")
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """``scancel`` one object; one already gone is success."""
+        reply = self.runner.run(render.cancel_argv(ref.id), effect=True)
+        if not reply.ok and not _gone(reply):
+            self._check(reply, f"stop {ref}", effect=True)
+
+    def stop_job(self, job: JobID, reason: str) -> StopReport:
+        """``scancel --name`` every object of the job, then look again with squeue."""
+        name = object_name(job)
+        before = [o for o in self._observe_live([name]) if o.state.live]
+        reply = self.runner.run(render.cancel_name_argv(name), effect=True)
+        if not reply.ok and not _gone(reply):
+            self._check(reply, f"stop every object named {name}", effect=True)
+        alive = [o.ref for o in self._observe_live([name]) if o.state.live]
+        alive_ids = {r.id for r in alive}
+        stopped = tuple(o.ref for o in before if o.ref.id not in alive_ids)
+        return StopReport(stopped=stopped, live=tuple(alive))
+
+    # Holder: dispatch's backend hold is a start time ten years ahead.
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Place dispatch's hold; placing it twice is success. A running object cannot be held."""
+        reply = self.runner.run(render.hold_argv(ref.id), effect=True)
+        self._check(reply, f"hold {ref}", effect=True)
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Lift dispatch's hold (start time now); a released or running object is success."""
+        reply = self.runner.run(render.unhold_argv(ref.id), effect=True)
+        if not reply.ok and "no longer pending" in reply.stderr.lower():
+            return
+        self._check(reply, f"release {ref}", effect=True)
+
+    # Requeuer: two steps, so a crash between them leaves the bit to restore.
+
+    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Set the requeue bit, then requeue the object."""
+        bit = self.runner.run(render.requeue_bit_argv(ref.id, True), effect=True)
+        self._check(bit, f"set the requeue bit of {ref}", effect=True)
+        again = self.runner.run(render.requeue_argv(ref.id), effect=True)
+        self._check(again, f"requeue {ref}", effect=True)
+
+    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Clear the requeue bit; an object already gone is success."""
+        reply = self.runner.run(render.requeue_bit_argv(ref.id, False), effect=True)
+        if not reply.ok and _gone(reply):
+            return
+        self._check(reply, f"clear the requeue bit of {ref}", effect=True)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def find(self, job: JobID) -> Discovery:
+        """Every object named for the job: one squeue and at most one sacct."""
+        return self.find_many([job])[job]
+
+    def find_many(
+        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> dict[JobID, Discovery]:
+        """Every object of every job in ONE squeue and at most ONE sacct, never one per job."""
+        if not jobs:
+            return {}
+        names = sorted({object_name(j) for j in jobs})
+        rows = self._live_rows(names)
+        complete = True
+        if self._has_history:
+            try:
+                rows += self._history_rows(names)
+            except (UnreachableError, RejectedError):
+                complete = False
+        wanted = set(names)
+        by_name: dict[str, list[ObjectObs]] = {}
+        for obs in observe(r for r in rows if r.name in wanted):
+            by_name.setdefault(obs.ref.name, []).append(obs)
+        found = {}
+        for job in jobs:
+            objects = by_name.get(object_name(job), [])
+            if states:
+                objects = [o for o in objects if o.state in states]
+            found[job] = Discovery(objects=tuple(objects), complete=complete and not states)
+        return found
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One object as the controller (and, once it left the queue, accounting) shows it."""
+        rows = self._live_rows([], ids=[ref.id])
+        if not rows and self._has_history:
+            rows = self._history_rows([], ids=[ref.id])
+        found = [o for o in observe(rows) if o.ref.id == ref.id]
+        if not found:
+            raise NotFoundError(f"Slurm shows no job {ref.id}")
+        return found[0]
+
+    @property
+    def _has_history(self) -> bool:
+        return self._capabilities[Capability.ACCOUNTING_HISTORY].state is Tristate.YES
+
+    def _observe_live(self, names: Sequence[str]) -> list[ObjectObs]:
+        return [o for o in observe(self._live_rows(names)) if o.ref.name in set(names)]
+
+    def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
+        if self.reader is not None:
+            wanted = set(ids)
+            rows = [row_from_job(j) for j in self.reader.live(names or ())]
+            return [r for r in rows if not wanted or r.job_id in wanted]
+        argv = render.squeue_argv(names, ids=ids, json=self.use_json)
+        reply = self.runner.run(argv)
+        if not reply.ok and ids and _gone(reply):
+            return []
+        self._check(reply, "squeue")
+        if self.use_json:
+            return parse.parse_squeue_json(reply.stdout)
+        return parse.parse_squeue_text(reply.stdout)
+
+    def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
+        if self.reader is not None:
+            return [row_from_db_job(j) for j in self.reader.history(names)]
+        since = self.settings.history_since
+        reply = self.runner.run(render.sacct_argv(names, since=since, ids=ids, json=self.use_json))
+        self._check(reply, "sacct")
+        if self.use_json:
+            return parse.parse_sacct_json(reply.stdout)
+        return parse.parse_sacct_text(reply.stdout)
+
+    # -- the one place Slurm's error text becomes a dispatch error ------------------------
+
+    def _check(self, reply: Reply, what: str, *, effect: bool = False) -> Reply:
+        if reply.ok:
+            return reply
+        text = reply.stderr.lower()
+        if _gone(reply):
+            raise NotFoundError(f"{what}: {_err(reply)}")
+        if "access/permission denied" in text or "not authorized" in text:
+            raise UnauthorizedError(f"{what}: {_err(reply)}")
+        if effect and any(w in text for w in _LOST_REPLY):
+            raise OutcomeUnknownError(f"{what}: {_err(reply)}; it may or may not have acted")
+        if "unable to contact slurm controller" in text or "connection refused" in text:
+            raise UnreachableError(f"{what}: {_err(reply)}")
+        raise RejectedError(f"{what}: {_err(reply)}")
+
+
+def _err(reply: Reply) -> str:
+    text = (reply.stderr or reply.stdout).strip().replace("\n", " ")
+    return text[:300] or f"exit status {reply.returncode}"
+
+
+def _gone(reply: Reply) -> bool:
+    text = reply.stderr.lower()
+    return any(w in text for w in _GONE)

@@ -1,0 +1,65 @@
+"""Rows to observations: merge the controller's live row over the accounting history.
+
+squeue shows what is live now; ``sacct -D`` adds jobs that left the queue and one row per
+earlier run of a requeued job. The live row wins; history fills in what the controller no
+longer shows (the comment, the runs before a requeue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dispatch.adapters.slurm.meaning import meaning
+from dispatch.adapters.slurm.row import Origin, Row, expand_hostlist, read_comment
+from dispatch.model.enums import CauseKind, ObjectState, Provenance
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.values import Cause
+
+
+def observe(rows: Iterable[Row]) -> list[ObjectObs]:
+    """One observation per Slurm job id in ``rows``, in order of first appearance."""
+    by_id: dict[str, list[Row]] = {}
+    for row in rows:
+        by_id.setdefault(row.job_id, []).append(row)
+    return [observe_one(group) for group in by_id.values()]
+
+
+def observe_one(rows: list[Row]) -> ObjectObs:
+    """The observation of one job from all rows about it (live and history)."""
+    live = [r for r in rows if r.origin is Origin.LIVE]
+    history = [r for r in rows if r.origin is Origin.HISTORY]
+    current = live[-1] if live else history[-1]
+    comment = next((r.comment for r in [*live, *reversed(history)] if r.comment), "")
+    numbers = read_comment(comment)
+    restarts = max([r.restarts for r in rows] + [len(history) - 1])
+    found = meaning(_with_comment(current, comment))
+    cause = found.cause
+    requeued = found.state in (ObjectState.PENDING, ObjectState.HELD) and restarts > 0
+    if requeued and cause.kind in (CauseKind.NONE, CauseKind.REQUEUED):
+        cause = _earlier_run_cause(history)
+    return ObjectObs(
+        ref=ObjectRef(id=current.job_id, name=current.name),
+        submission=numbers[0] if numbers else None,
+        attempt=numbers[1] if numbers else None,
+        state=found.state,
+        cause=cause,
+        held_by_other=found.held_by_other,
+        requeue_bit=bool(current.requeue),
+        restarts=restarts,
+        nodes=expand_hostlist(current.nodes),
+    )
+
+
+def _with_comment(row: Row, comment: str) -> Row:
+    if row.comment == comment:
+        return row
+    return Row(**{**row.__dict__, "comment": comment})
+
+
+def _earlier_run_cause(earlier: list[Row]) -> Cause:
+    """Why the last run before a requeue ended; ``requeued`` when history does not say."""
+    for row in reversed(earlier):
+        m = meaning(row)
+        if m.state is ObjectState.ENDED and m.cause.kind is not CauseKind.NONE:
+            return m.cause
+    return Cause(kind=CauseKind.REQUEUED, provenance=Provenance.SCHEDULER)

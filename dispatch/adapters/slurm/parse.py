@@ -1,0 +1,279 @@
+"""Scheduler text in: squeue, sacct and scontrol output as rows. Pure functions, no I/O.
+
+Two families of output are read:
+* ``--json`` where the release has a trustworthy one. The shapes differ by release: in 22.05
+  (data_parser v0.0.38) ``job_state`` is a string and exit codes are integers; from 24.05 on
+  ``job_state`` is a list, numbers are ``{set, infinite, number}`` and an exit code is
+  ``{status, return_code, signal}``. Both are accepted here.
+* ``--parsable2`` (sacct) and ``-O`` with ``|`` separators (squeue) otherwise, with the fields
+  in the order of ``SQUEUE_FIELDS`` and ``SACCT_FIELDS``; times read as epoch seconds because
+  the commands run with ``SLURM_TIME_FORMAT=%s``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from dispatch.adapters.slurm.row import Origin, Row, split_state
+from dispatch.model.errors import InvalidError
+
+# The comment goes last: it is free text and may itself hold the separator.
+SQUEUE_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "Name",
+    "State",
+    "Reason",
+    "exit_code",
+    "RestartCnt",
+    "Requeue",
+    "PriorityLong",
+    "EligibleTime",
+    "SubmitTime",
+    "NodeList",
+    "Comment",
+)
+SACCT_FIELDS: tuple[str, ...] = (
+    "JobID",
+    "JobName",
+    "State",
+    "Reason",
+    "ExitCode",
+    "NodeList",
+    "Priority",
+    "Submit",
+    "Eligible",
+    "Comment",
+)
+SEPARATOR = "|"
+
+
+def parse_squeue_text(text: str) -> list[Row]:
+    """Rows from ``squeue --noheader -O <SQUEUE_FIELDS with | suffixes>``."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split(line, len(SQUEUE_FIELDS))
+        state, by = split_state(f[2])
+        code, sig = _exit_text(f[4])
+        rows.append(
+            Row(
+                job_id=f[0].strip(),
+                name=f[1].strip(),
+                state=state,
+                reason=f[3].strip(),
+                exit_code=code,
+                signal=sig,
+                restarts=_int(f[5]) or 0,
+                requeue=_flag(f[6]),
+                priority=_int(f[7]),
+                eligible_time=_int(f[8]),
+                submit_time=_int(f[9]),
+                nodes=f[10].strip(),
+                comment=f[11].rstrip(),
+                cancelled_by=by,
+                origin=Origin.LIVE,
+            )
+        )
+    return rows
+
+
+def parse_sacct_text(text: str) -> list[Row]:
+    """Rows from ``sacct -X -D --parsable2 --noheader -o <SACCT_FIELDS>``."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        f = _split(line, len(SACCT_FIELDS))
+        state, by = split_state(f[2])
+        code, sig = _exit_text(f[4])
+        rows.append(
+            Row(
+                job_id=f[0].strip(),
+                name=f[1].strip(),
+                state=state,
+                reason=f[3].strip(),
+                exit_code=code,
+                signal=sig,
+                nodes=f[5].strip(),
+                priority=_int(f[6]),
+                submit_time=_int(f[7]),
+                eligible_time=_int(f[8]),
+                comment=f[9].rstrip(),
+                cancelled_by=by,
+                origin=Origin.HISTORY,
+            )
+        )
+    return rows
+
+
+def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
+    """Rows from a controller JSON reply (``squeue --json``, ``scontrol show job --json``)."""
+    doc = _load(text)
+    rows = []
+    for job in doc.get("jobs") or []:
+        state, by = split_state(_first(job.get("job_state")))
+        code, sig = _exit_json(job.get("exit_code"))
+        rows.append(
+            Row(
+                job_id=str(job["job_id"]),
+                name=str(job.get("name") or ""),
+                state=state,
+                reason=str(job.get("state_reason") or ""),
+                comment=str(job.get("comment") or ""),
+                exit_code=code,
+                signal=sig,
+                restarts=_number(job.get("restart_cnt")) or 0,
+                nodes=str(job.get("nodes") or ""),
+                priority=_number(job.get("priority")),
+                submit_time=_number(job.get("submit_time")),
+                eligible_time=_number(job.get("eligible_time")),
+                requeue=_opt_bool(job.get("requeue")),
+                cancelled_by=by,
+                origin=Origin.LIVE,
+            )
+        )
+    return rows
+
+
+def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
+    """Rows from an accounting JSON reply (``sacct --json``), one per job record."""
+    doc = _load(text)
+    rows = []
+    for job in doc.get("jobs") or []:
+        st = job.get("state") or {}
+        state, by = split_state(_first(st.get("current")))
+        comment = job.get("comment")
+        if isinstance(comment, Mapping):
+            comment = comment.get("job")
+        times = job.get("time") or {}
+        code, sig = _exit_json(job.get("exit_code"))
+        killer = job.get("kill_request_user")
+        rows.append(
+            Row(
+                job_id=str(job["job_id"]),
+                name=str(job.get("name") or ""),
+                state=state,
+                reason=str(st.get("reason") or ""),
+                comment=str(comment or ""),
+                exit_code=code,
+                signal=sig,
+                restarts=_number(job.get("restart_cnt")) or 0,
+                nodes=str(job.get("nodes") or ""),
+                priority=_number(job.get("priority")),
+                submit_time=_number(times.get("submission")),
+                eligible_time=_number(times.get("eligible")),
+                cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
+                origin=Origin.HISTORY,
+            )
+        )
+    return rows
+
+
+def parse_job_id(text: str) -> str:
+    """The job id from ``sbatch --parsable`` (``123`` or ``123;cluster``)."""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    job_id = first.split(";")[0].strip()
+    if not re.fullmatch(r"\d+(_\d+)?", job_id):
+        raise InvalidError(f"sbatch printed {text.strip()[:80]!r}, not a job id")
+    return job_id
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """(major, minor) from ``slurm 22.05.8`` or ``slurm-wlm 24.11.5`` (``sinfo --version``)."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.\d+)?", text)
+    if m is None:
+        raise InvalidError(f"cannot read a Slurm release from {text.strip()[:80]!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config`` as a mapping of its ``Key = Value`` lines."""
+    config = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and " " not in key.strip():
+            config[key.strip()] = value.strip()
+    return config
+
+
+def _split(line: str, count: int) -> list[str]:
+    parts = line.split(SEPARATOR, count - 1)
+    if len(parts) < count:
+        raise InvalidError(f"expected {count} fields separated by {SEPARATOR!r}: {line[:120]!r}")
+    return parts
+
+
+def _load(text: str | Mapping[str, Any]) -> Mapping[str, Any]:
+    if isinstance(text, Mapping):
+        return text
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidError(f"scheduler JSON does not parse: {err}") from None
+    if not isinstance(doc, Mapping):
+        raise InvalidError("scheduler JSON is not an object")
+    return doc
+
+
+def _first(value: Any) -> str:
+    """``job_state`` is a string before 23.02's data_parser and a list of flags after."""
+    if isinstance(value, list):
+        return str(value[0]) if value else ""
+    return str(value or "")
+
+
+def _number(value: Any) -> int | None:
+    """An integer, or a ``{set, infinite, number}`` object (None unless set and finite)."""
+    if isinstance(value, Mapping):
+        if not value.get("set", True) or value.get("infinite", False):
+            return None
+        value = value.get("number")
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return _int(str(value))
+
+
+def _exit_json(value: Any) -> tuple[int | None, int | None]:
+    if value is None:
+        return None, None
+    if not isinstance(value, Mapping):
+        return _number(value), None
+    code = _number(value.get("return_code"))
+    sig = value.get("signal")
+    signal = _number(sig.get("id") if isinstance(sig, Mapping) else sig)
+    return code, signal or None
+
+
+def _exit_text(text: str) -> tuple[int | None, int | None]:
+    code, _, sig = text.strip().partition(":")
+    return _int(code), (_int(sig) or None)
+
+
+def _int(text: str) -> int | None:
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except ValueError:
+            return None
+
+
+def _flag(text: str) -> bool | None:
+    text = text.strip().lower()
+    if text in ("1", "yes", "true"):
+        return True
+    if text in ("0", "no", "false"):
+        return False
+    return None
+
+
+def _opt_bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None

@@ -1,0 +1,81 @@
+"""pyslurm job objects as rows: the mapping layer of the pyslurm transport. Pure, no import of
+pyslurm (only ``run.py`` imports it).
+
+Attribute names follow pyslurm 25.11: ``pyslurm.Job`` (controller) has ``id``, ``name``,
+``state``, ``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``,
+``requeue_count``, ``is_requeueable``, ``priority``, ``submit_time``, ``eligible_time`` and
+``allocated_nodes``; ``pyslurm.db.Job`` (accounting) has ``id``, ``name``, ``state``,
+``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``, ``nodelist``,
+``priority``, ``submit_time``, ``eligible_time`` and ``cancelled_by``. The mapping accepts the
+objects or plain dicts with those keys, which is how it is tested: pyslurm needs the Slurm
+25.11 headers and has not been run against a live cluster here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dispatch.adapters.slurm.row import Origin, Row, split_state
+
+
+def _get(obj: Any, name: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def row_from_job(job: Any) -> Row:
+    """A live row from a ``pyslurm.Job`` (or a dict of its attributes)."""
+    state, by = split_state(_text(_get(job, "state")))
+    requeueable = _get(job, "is_requeueable")
+    return Row(
+        job_id=_text(_get(job, "id")),
+        name=_text(_get(job, "name")),
+        state=state,
+        reason=_text(_get(job, "state_reason")),
+        comment=_text(_get(job, "comment")),
+        exit_code=_int(_get(job, "exit_code")),
+        signal=_int(_get(job, "exit_code_signal")) or None,
+        restarts=_int(_get(job, "requeue_count")) or 0,
+        nodes=_text(_get(job, "allocated_nodes")),
+        priority=_int(_get(job, "priority")),
+        submit_time=_int(_get(job, "submit_time")),
+        eligible_time=_int(_get(job, "eligible_time")),
+        requeue=requeueable if isinstance(requeueable, bool) else None,
+        cancelled_by=by,
+        origin=Origin.LIVE,
+    )
+
+
+def row_from_db_job(job: Any) -> Row:
+    """A history row from a ``pyslurm.db.Job`` (or a dict of its attributes)."""
+    state, by = split_state(_text(_get(job, "state")))
+    return Row(
+        job_id=_text(_get(job, "id")),
+        name=_text(_get(job, "name")),
+        state=state,
+        reason=_text(_get(job, "state_reason")),
+        comment=_text(_get(job, "comment")),
+        exit_code=_int(_get(job, "exit_code")),
+        signal=_int(_get(job, "exit_code_signal")) or None,
+        nodes=_text(_get(job, "nodelist")),
+        priority=_int(_get(job, "priority")),
+        submit_time=_int(_get(job, "submit_time")),
+        eligible_time=_int(_get(job, "eligible_time")),
+        cancelled_by=by or _text(_get(job, "cancelled_by")) if state == "CANCELLED" else "",
+        origin=Origin.HISTORY,
+    )

@@ -1,0 +1,190 @@
+"""Scheduler text out: the command lines dispatch sends to Slurm. Pure functions, no I/O.
+
+``sbatch_argv`` turns a StartRequest into one sbatch call that creates the attempt's object
+held (the gate), named ``dj-<job>``, with ``--comment=dispatch:<submission>/<attempt>`` so find
+reads the numbers back. The job's command runs under ``WRAPPER``, the one place that computes
+``DISPATCH_EPOCH`` at run time (a requeued job keeps its submit-time environment).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from datetime import timedelta
+
+from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
+from dispatch.adapters.slurm.parse import SACCT_FIELDS, SEPARATOR, SQUEUE_FIELDS
+from dispatch.adapters.slurm.row import comment_text
+from dispatch.model.errors import InvalidError, UnsupportedError
+from dispatch.model.objects import EPOCH_BASE, StartRequest
+
+# Runs as the batch script (sbatch --wrap gives it /bin/sh). SLURM_RESTART_COUNT is unset on
+# the first run and counts requeues after it; the epoch is N * EPOCH_BASE + R (DESIGN §8).
+WRAPPER = """\
+DISPATCH_RESTARTS="${{SLURM_RESTART_COUNT:-0}}"
+DISPATCH_EPOCH=$(( DISPATCH_SUBMISSION * {base} + DISPATCH_RESTARTS ))
+export DISPATCH_RESTARTS DISPATCH_EPOCH
+{exports}exec {command}
+"""
+
+_SIGNAL = re.compile(r"^(?:B:)?(?:SIG)?([A-Z0-9]+)(?:@(\d+))?$")
+
+
+def wrapper_script(command: Sequence[str], env: dict[str, str]) -> str:
+    """The batch script: epoch from submission and restart count, the spec's env, the command."""
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
+    return WRAPPER.format(base=EPOCH_BASE, exports=exports, command=shlex.join(command))
+
+
+def slurm_time(limit: timedelta) -> str:
+    """``--time``: whole minutes as minutes, otherwise ``D-HH:MM:SS``."""
+    total = int(limit.total_seconds())
+    if total % 60 == 0:
+        return str(total // 60)
+    days, rest = divmod(total, 86_400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{seconds:02d}"
+
+
+def signal_option(text: str) -> str:
+    """``--signal`` from ``USR1@120``, ``SIGUSR1@120`` or ``B:USR1@120``; sent to the batch
+    shell, which is the job's command after the wrapper's exec."""
+    m = _SIGNAL.match(text.strip().upper())
+    if m is None:
+        raise InvalidError(f"pre_termination_signal {text!r} is not SIGNAL[@SECONDS]")
+    name, secs = m.groups()
+    return f"--signal=B:{name}@{secs}" if secs else f"--signal=B:{name}"
+
+
+def sbatch_argv(req: StartRequest, *, container_images: bool) -> list[str]:
+    """The sbatch call that creates the attempt's object with its gate closed."""
+    spec = req.spec
+    argv = [
+        "sbatch",
+        "--parsable",
+        "--hold",
+        f"--job-name={req.name}",
+        f"--comment={comment_text(req.submission, req.attempt)}",
+        f"--nodes={spec.nodes}",
+        f"--ntasks-per-node={spec.procs_per_node}",
+    ]
+    if spec.gpus_per_node:
+        argv.append(f"--gpus-per-node={spec.gpus_per_node}")
+    if spec.time_limit is not None:
+        argv.append(f"--time={slurm_time(spec.time_limit)}")
+    for option, value in (
+        ("--partition", spec.partition),
+        ("--account", spec.account),
+        ("--qos", spec.qos),
+        ("--chdir", spec.working_directory),
+        ("--output", spec.output_path),
+    ):
+        if value:
+            argv.append(f"{option}={value}")
+    if spec.image:
+        if not container_images:
+            raise UnsupportedError(
+                f"image {spec.image!r} needs pyxis (--container-image), which this cluster lacks"
+            )
+        argv.append(f"--container-image={spec.image}")
+    if spec.pre_termination_signal:
+        argv.append(signal_option(spec.pre_termination_signal))
+    # Recovery is dispatch's: Slurm must not rerun the object by itself (Requeuer sets the bit).
+    argv.append("--no-requeue")
+    argv.append(
+        "--export=ALL"
+        f",DISPATCH_JOB={req.job}"
+        f",DISPATCH_SUBMISSION={req.lineage_submission}"
+        f",DISPATCH_ATTEMPT={req.attempt}"
+    )
+    argv.append(f"--wrap={wrapper_script(spec.command, spec.env)}")
+    return argv
+
+
+def _select(names: Sequence[str], ids: Sequence[str]) -> str:
+    return f"--jobs={','.join(ids)}" if ids else f"--name={','.join(names)}"
+
+
+def squeue_argv(
+    names: Sequence[str] = (), *, ids: Sequence[str] = (), json: bool = False
+) -> list[str]:
+    """One squeue for every object bearing any of ``names`` (or with one of ``ids``)."""
+    selection = ["--all", "--states=all", _select(names, ids)]
+    if json:
+        return ["squeue", "--json", *selection]
+    fields = ",".join(f"{f}:{SEPARATOR}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
+    return ["squeue", "--noheader", "--array", *selection, "--Format", fields]
+
+
+def sacct_argv(
+    names: Sequence[str] = (), *, since: str, ids: Sequence[str] = (), json: bool = False
+) -> list[str]:
+    """One sacct for the history of every object bearing any of ``names``, every run."""
+    selection = [
+        "--allusers",
+        "--allocations",
+        "--duplicates",
+        f"--starttime={since}",
+        _select(names, ids),
+    ]
+    if json:
+        return ["sacct", "--json", *selection]
+    return [
+        "sacct",
+        "--noheader",
+        "--parsable2",
+        *selection,
+        f"--format={','.join(SACCT_FIELDS)}",
+    ]
+
+
+def release_argv(job_id: str) -> list[str]:
+    """Lift the gate (the user hold placed by ``sbatch --hold``)."""
+    return ["scontrol", "release", job_id]
+
+
+def hold_argv(job_id: str) -> list[str]:
+    """dispatch's backend hold: a start time ten Julian years ahead."""
+    return ["scontrol", "update", f"jobid={job_id}", f"StartTime=now+{DISPATCH_HOLD_SECONDS}"]
+
+
+def unhold_argv(job_id: str) -> list[str]:
+    """Release dispatch's backend hold: the job may start now."""
+    return ["scontrol", "update", f"jobid={job_id}", "StartTime=now"]
+
+
+def requeue_bit_argv(job_id: str, on: bool) -> list[str]:
+    """Set (step one of requeue) or clear (restore) the job's requeue bit."""
+    return ["scontrol", "update", f"jobid={job_id}", f"Requeue={1 if on else 0}"]
+
+
+def requeue_argv(job_id: str) -> list[str]:
+    """Step two of requeue: end the run and queue the same job again."""
+    return ["scontrol", "requeue", job_id]
+
+
+def cancel_argv(job_id: str) -> list[str]:
+    """Stop one object."""
+    return ["scancel", job_id]
+
+
+def cancel_name_argv(name: str) -> list[str]:
+    """Stop every object bearing ``name``."""
+    return ["scancel", f"--name={name}"]
+
+
+def version_argv() -> list[str]:
+    """The release, read once per backend."""
+    return ["sinfo", "--version"]
+
+
+def sbatch_help_argv() -> list[str]:
+    """sbatch's option list: pyxis adds ``--container-image`` to it where installed."""
+    return ["sbatch", "--help"]
+
+
+def config_argv() -> list[str]:
+    """The controller's configuration, for probing capabilities."""
+    return ["scontrol", "show", "config"]

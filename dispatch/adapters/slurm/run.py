@@ -1,0 +1,142 @@
+"""Running Slurm: the only module that starts processes or imports pyslurm.
+
+``CommandRunner`` runs one command line, locally or under a prefix (``ssh HOST``, ``chroot
+DIR``, ...), each call with a timeout, and translates what went wrong into dispatch errors in
+this one place: a call with an effect whose reply is lost (timeout, broken SSH connection) is
+``OutcomeUnknownError``; a read that fails is ``UnreachableError``. ``PyslurmReader`` reads the
+same jobs in-process through pyslurm.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatch.model.errors import OutcomeUnknownError, UnavailableError, UnreachableError
+
+# Times printed as epoch seconds, so parsing never depends on the cluster's time zone.
+CLIENT_ENV = {"SLURM_TIME_FORMAT": "%s"}
+
+# ssh reports its own failure (no connection, lost connection) with exit status 255.
+SSH_FAILED = 255
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a command printed and how it exited."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the command exited with status 0."""
+        return self.returncode == 0
+
+
+@dataclass
+class CommandRunner:
+    """Runs Slurm commands locally, or under ``prefix``; ``quote`` joins the command into one
+    shell word list for prefixes that hand it to a remote shell (ssh)."""
+
+    prefix: tuple[str, ...] = ()
+    quote: bool = False
+    timeout: float = 60.0
+    env: dict[str, str] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def ssh(cls, host: str, *, timeout: float = 60.0, options: Sequence[str] = ()) -> CommandRunner:
+        """Commands on ``host`` over ssh (BatchMode: never waits for a password)."""
+        prefix = ("ssh", "-o", "BatchMode=yes", *options, host)
+        return cls(prefix=prefix, quote=True, timeout=timeout)
+
+    def command_line(self, argv: Sequence[str]) -> list[str]:
+        """The full command line this runner starts for ``argv``."""
+        if not self.prefix:
+            return list(argv)
+        inner = ["env", *(f"{k}={v}" for k, v in sorted({**CLIENT_ENV, **self.env}.items()))]
+        inner.extend(argv)
+        return [*self.prefix, shlex.join(inner)] if self.quote else [*self.prefix, *inner]
+
+    def run(self, argv: Sequence[str], *, effect: bool = False) -> Reply:
+        """Run ``argv``; ``effect`` marks calls that change the cluster (see module doc)."""
+        line = self.command_line(argv)
+        self.counts[argv[0]] += 1
+        env = None if self.prefix else {**os.environ, **CLIENT_ENV, **self.env}
+        what = shlex.join(argv)
+        try:
+            done = subprocess.run(
+                line,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            if effect:
+                raise OutcomeUnknownError(
+                    f"{what} gave no reply within {self.timeout:g}s; it may or may not have acted"
+                ) from None
+            raise UnreachableError(f"{what} gave no reply within {self.timeout:g}s") from None
+        except OSError as err:
+            # The program never started, so nothing happened on the cluster.
+            raise UnreachableError(f"cannot run {line[0]!r}: {err.strerror}") from None
+        if self.quote and done.returncode == SSH_FAILED:
+            detail = done.stderr.strip()[:200]
+            if effect:
+                raise OutcomeUnknownError(
+                    f"{what}: the connection failed ({detail}); it may or may not have acted"
+                )
+            raise UnreachableError(f"{what}: the connection failed ({detail})")
+        return Reply(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+
+def pyslurm_version() -> str | None:
+    """The installed pyslurm's version, or None when pyslurm cannot be imported."""
+    try:
+        import pyslurm  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return str(getattr(pyslurm, "__version__", "") or "")
+
+
+class PyslurmReader:
+    """Reads controller and accounting jobs in-process through pyslurm (25.11 API)."""
+
+    def __init__(self) -> None:
+        try:
+            import pyslurm
+        except ImportError as err:
+            raise UnavailableError(f"pyslurm cannot be imported: {err}") from None
+        self._pyslurm: Any = pyslurm
+        self.counts: Counter[str] = Counter()
+
+    def live(self, names: Sequence[str]) -> list[Any]:
+        """Every controller job whose name is in ``names`` (one load of the job table)."""
+        self.counts["pyslurm.Jobs.load"] += 1
+        try:
+            jobs = self._pyslurm.Jobs.load()
+        except Exception as err:  # pyslurm raises RPCError and others; translate them here
+            raise UnreachableError(f"pyslurm could not load jobs: {err}") from None
+        wanted = set(names)
+        return [j for j in jobs.values() if getattr(j, "name", None) in wanted]
+
+    def history(self, names: Sequence[str]) -> list[Any]:
+        """Every accounting record of a job whose name is in ``names`` (one query)."""
+        self.counts["pyslurm.db.Jobs.load"] += 1
+        try:
+            db = self._pyslurm.db
+            flt = db.JobFilter(names=list(names))
+            return list(db.Jobs.load(flt).values())
+        except Exception as err:  # translated here, the one boundary for pyslurm errors
+            raise UnreachableError(f"pyslurm could not load accounting: {err}") from None

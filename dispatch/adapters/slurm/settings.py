@@ -1,0 +1,81 @@
+"""The slurm adapter's settings, as read from a config file: validated, unknown keys refused."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.model.errors import InvalidError
+
+TRANSPORTS = ("auto", "cli", "ssh", "pyslurm")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How to reach Slurm and what to declare about the cluster.
+
+    ``transport``: ``auto`` (pyslurm when it imports and matches the release, else ssh when
+    ``ssh_host`` is set, else the local CLI), ``cli``, ``ssh`` or ``pyslurm``. ``prefix``: a
+    command prefix for the CLI (``["chroot", "/srv/sid"]``). ``timeout``: seconds per command.
+    ``history_since``: how far back sacct looks (sacct ``--starttime``). ``json``: ``auto``
+    (JSON from 24.05 on), ``yes`` or ``no``. ``container_images``: declare pyxis present
+    (``yes``/``no``) instead of probing ``sbatch --help``.
+    """
+
+    transport: str = "auto"
+    prefix: tuple[str, ...] = ()
+    ssh_host: str = ""
+    ssh_options: tuple[str, ...] = ()
+    timeout: float = 60.0
+    history_since: str = "now-60days"
+    json: str = "auto"
+    container_images: str = "probe"
+
+
+def _words(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(value.split())
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise InvalidError(f"slurm setting {key!r} = {value!r}: expected a list of words")
+
+
+def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise InvalidError(f"slurm setting {key!r} = {value!r}: expected one of {allowed}")
+    return value
+
+
+def load_settings(raw: Mapping[str, Any]) -> Settings:
+    """Settings from a config mapping; ``InvalidError`` names any unknown key or bad value."""
+    known = Settings.__dataclass_fields__
+    for key in raw:
+        if key not in known:
+            raise InvalidError(
+                f"slurm setting {key!r} is not known; known settings: {', '.join(sorted(known))}"
+            )
+    timeout = raw.get("timeout", Settings.timeout)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise InvalidError(f"slurm setting 'timeout' = {timeout!r}: expected positive seconds")
+    ssh_host = raw.get("ssh_host", "")
+    if not isinstance(ssh_host, str):
+        raise InvalidError(f"slurm setting 'ssh_host' = {ssh_host!r}: expected a host name")
+    since = raw.get("history_since", Settings.history_since)
+    if not isinstance(since, str) or not since:
+        raise InvalidError(f"slurm setting 'history_since' = {since!r}: expected a sacct time")
+    s = Settings(
+        transport=_choice("transport", raw.get("transport", "auto"), TRANSPORTS),
+        prefix=_words("prefix", raw.get("prefix", ())),
+        ssh_host=ssh_host,
+        ssh_options=_words("ssh_options", raw.get("ssh_options", ())),
+        timeout=float(timeout),
+        history_since=since,
+        json=_choice("json", raw.get("json", "auto"), ("auto", "yes", "no")),
+        container_images=_choice(
+            "container_images", raw.get("container_images", "probe"), ("probe", "yes", "no")
+        ),
+    )
+    if s.transport == "ssh" and not s.ssh_host:
+        raise InvalidError("slurm setting 'transport' = 'ssh' needs 'ssh_host'")
+    return s

@@ -1,0 +1,44 @@
+"""Choosing a transport: pyslurm in-process where it matches the release, else the CLI
+(local, under a prefix, or over ssh). Effects always go through the CLI."""
+
+from __future__ import annotations
+
+from dispatch.adapters.slurm import parse, render
+from dispatch.adapters.slurm.run import CommandRunner, PyslurmReader, pyslurm_version
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.errors import UnavailableError
+
+
+def command_runner(s: Settings) -> CommandRunner:
+    """The CLI runner the settings ask for."""
+    if s.transport == "ssh" or (s.transport == "auto" and s.ssh_host):
+        return CommandRunner.ssh(s.ssh_host, timeout=s.timeout, options=s.ssh_options)
+    return CommandRunner(prefix=s.prefix, timeout=s.timeout)
+
+
+def pyslurm_matches(version: str | None, release: tuple[int, int]) -> bool:
+    """pyslurm's version starts with the Slurm release it was built for (25.11.x)."""
+    if not version:
+        return False
+    try:
+        return parse.parse_version(version) == release
+    except Exception:
+        return False
+
+
+def choose_transport(s: Settings) -> tuple[CommandRunner, PyslurmReader | None]:
+    """The runner, and a pyslurm reader when pyslurm is asked for or fits automatically."""
+    runner = command_runner(s)
+    if s.transport in ("cli", "ssh"):
+        return runner, None
+    version = pyslurm_version()
+    if s.transport == "pyslurm":
+        if version is None:
+            raise UnavailableError("transport 'pyslurm' asked for, but pyslurm does not import")
+        return runner, PyslurmReader()
+    if version is None:
+        return runner, None
+    reply = runner.run(render.version_argv())
+    if reply.ok and pyslurm_matches(version, parse.parse_version(reply.stdout)):
+        return runner, PyslurmReader()
+    return runner, None
