@@ -97,3 +97,15 @@ class AlreadyRegisteredError(DispatchError):
     """An adapter is already registered under that name."""
 
     kind = "already registered"
+
+
+class LaunchRefusedError(RejectedError):
+    """The scheduler refused to create a launch's object.
+
+    ``cause`` is the text of the cause kind (``launch-failed`` or ``no-capacity``), kept as
+    text here so that this module imports nothing.
+    """
+
+    def __init__(self, message: str, cause: str = "launch-failed") -> None:
+        super().__init__(message)
+        self.cause = cause

@@ -68,7 +68,9 @@ class Rule(Value):
         for c in on:
             if c not in COVERABLE:
                 allowed = ", ".join(COVERABLE)
-                raise ValueError(f"cause {c.value!r} cannot be covered by a rule; use one of {allowed}")
+                raise ValueError(
+                    f"cause {c.value!r} cannot be covered by a rule; use one of {allowed}"
+                )
         if len(set(on)) != len(on):
             raise ValueError("a cause is named twice")
         return on

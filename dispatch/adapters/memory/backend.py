@@ -1,0 +1,323 @@
+"""``MemoryBackend``: an in-memory scheduler behind the whole SPI, in two shapes.
+
+The Slurm shape numbers its objects like Slurm job ids and gates them with a hold; the
+Kubeflow shape names them like TrainJobs and gates them with an admission annotation. Both
+implement every optional protocol. No thread and no clock of its own: time, when given, comes
+from the injected ``clock`` and is read inside calls (for time limits).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import IO
+
+from dispatch.adapters.memory.env import Env
+from dispatch.adapters.memory.objects import MemObject, Shape
+from dispatch.model.enums import (
+    Action,
+    Capability,
+    CauseKind,
+    ObjectState,
+    Provenance,
+    Source,
+    Tristate,
+)
+from dispatch.model.errors import (
+    LaunchRefusedError,
+    NotFoundError,
+    OutcomeUnknownError,
+    UnsupportedError,
+)
+from dispatch.model.objects import (
+    CallMeta,
+    CessationEvidence,
+    Declarations,
+    Discovery,
+    HoldMeta,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    StopReport,
+    object_name,
+)
+from dispatch.model.values import Cause, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
+
+_YES = Support(state=Tristate.YES, source=Source.DECLARED)
+_NO = Support(state=Tristate.NO, source=Source.DECLARED)
+
+
+class MemoryBackend:
+    """An in-memory scheduler implementing the whole SPI."""
+
+    def __init__(
+        self,
+        shape: Shape | str = Shape.SLURM,
+        auto_run: bool = False,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.shape = Shape(shape)
+        self.auto_run = auto_run
+        self.clock = clock
+        self.mu = threading.RLock()
+        self.objects: dict[str, MemObject] = {}
+        self.refusals: list[CauseKind] = []
+        self.lost_replies: list[bool] = []
+        self.calls: Counter[str] = Counter()
+        self._next_id = 1000
+        self._env = Env(self)
+
+    def env(self) -> Env:
+        """The scheduler's own part, for tests and examples."""
+        return self._env
+
+    # --- the scheduler's bookkeeping, used by Env ---
+
+    def new_object(
+        self,
+        job: JobID,
+        submission: int | None,
+        attempt: int | None,
+        lineage: int,
+        spec: JobSpec | None,
+    ) -> MemObject:
+        """Create an object with the job's name, gate closed."""
+        self._next_id += 1
+        name = object_name(job)
+        if self.shape is Shape.SLURM:
+            ref = ObjectRef(id=str(self._next_id), name=name)
+        else:
+            ref = ObjectRef(id=f"default/{name}-{self._next_id}", name=name)
+        obj = MemObject(
+            ref=ref,
+            job=job,
+            submission=submission,
+            attempt=attempt,
+            lineage_submission=lineage,
+            time_limit=spec.time_limit if spec else None,
+            nodes=tuple(f"n{i + 1}" for i in range(spec.nodes if spec else 1)),
+        )
+        self.objects[ref.id] = obj
+        return obj
+
+    def run_object(self, obj: MemObject) -> None:
+        """Start ``obj`` running."""
+        obj.running = True
+        obj.started_at = self.clock() if self.clock else None
+
+    def maybe_run(self, obj: MemObject) -> None:
+        """Under ``auto_run``, start an object as soon as nothing keeps it from running."""
+        runnable = obj.live and not (obj.running or obj.gated or obj.admin_held or obj.holds)
+        if self.auto_run and runnable:
+            self.run_object(obj)
+
+    def _tick(self) -> None:
+        """Apply time limits by the injected clock; called at the start of every call."""
+        if self.clock is None:
+            return
+        now = self.clock()
+        for obj in self.objects.values():
+            limit, started = obj.time_limit, obj.started_at
+            if obj.running and limit and started and now - started >= limit:
+                obj.running, obj.ended = False, True
+                obj.cause = Cause(
+                    kind=CauseKind.TIME_LIMIT,
+                    provenance=Provenance.SCHEDULER,
+                    detail="reached its time limit",
+                )
+
+    def _obj(self, ref: ObjectRef) -> MemObject | None:
+        obj = self.objects.get(ref.id)
+        return None if obj is None or obj.purged else obj
+
+    # --- Backend ---
+
+    def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:
+        """Every capability, declared yes."""
+        self.calls["capabilities"] += 1
+        return dict.fromkeys(Capability, _YES)
+
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
+        """Every action can be performed; none is enforced natively."""
+        self.calls["rules"] += 1
+        answers = []
+        for rule in policy.rules:
+            if rule.action in (Action.RESTART, Action.REQUEUE):
+                why = f"dispatch's supervisor does not carry out {rule.action} rules yet"
+                answers.append(RuleSupport(perform=Support(state=Tristate.NO, detail=why)))
+            else:
+                answers.append(RuleSupport(perform=_YES, native=_NO))
+        return answers
+
+    def start(self, req: StartRequest) -> ObjectRef:
+        """Create the attempt's object, gate closed (or refuse, or lose the reply)."""
+        with self.mu:
+            self.calls["start"] += 1
+            self._tick()
+            if self.refusals:
+                kind = self.refusals.pop(0)
+                raise LaunchRefusedError(
+                    f"the scheduler refused attempt {req.submission}/{req.attempt}", kind.value
+                )
+            lost = self.lost_replies.pop(0) if self.lost_replies else None
+            if lost is False:
+                raise OutcomeUnknownError(f"start of {req.submission}/{req.attempt}: no reply")
+            obj = self.new_object(
+                req.job, req.submission, req.attempt, req.lineage_submission, req.spec
+            )
+            if lost:
+                raise OutcomeUnknownError(f"start of {req.submission}/{req.attempt}: reply lost")
+            return obj.ref
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift dispatch's gate; an object past its gate (or ended) is success."""
+        with self.mu:
+            self.calls["open"] += 1
+            self._tick()
+            obj = self._obj(ref)
+            if obj is None:
+                raise NotFoundError(f"no object {ref.id} to open")
+            obj.gated = False
+            self.maybe_run(obj)
+
+    def find(self, job: JobID) -> Discovery:
+        """Every object carrying the job's name."""
+        with self.mu:
+            self.calls["find"] += 1
+            self._tick()
+            return Discovery(objects=self._found(job), at=self.clock() if self.clock else None)
+
+    def _found(self, job: JobID) -> tuple[ObjectObs, ...]:
+        name = object_name(job)
+        return tuple(o.obs() for o in self.objects.values() if o.ref.name == name and not o.purged)
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One object as the scheduler shows it."""
+        with self.mu:
+            self.calls["inspect"] += 1
+            self._tick()
+            obj = self._obj(ref)
+            if obj is None:
+                raise NotFoundError(f"no object {ref.id}")
+            return obj.obs()
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """Stop one object; one already gone is success."""
+        with self.mu:
+            self.calls["stop"] += 1
+            self._tick()
+            obj = self._obj(ref)
+            if obj is not None and obj.live:
+                self._cancel(obj, reason)
+
+    def _cancel(self, obj: MemObject, reason: str) -> None:
+        obj.running, obj.ended = False, True
+        obj.cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=reason)
+
+    def stop_job(self, job: JobID, reason: str) -> StopReport:
+        """Stop every object with the job's name, foreign ones included."""
+        with self.mu:
+            self.calls["stop_job"] += 1
+            stopped = []
+            for obj in self.objects.values():
+                if obj.ref.name == object_name(job) and not obj.purged and obj.live:
+                    self._cancel(obj, reason)
+                    stopped.append(obj.ref)
+            return StopReport(stopped=tuple(stopped), live=())
+
+    def declarations(self) -> Declarations:
+        """The memory adapter's declarations."""
+        return Declarations(
+            name=f"memory/{self.shape}", capabilities=dict.fromkeys(Capability, _YES)
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # --- optional protocols ---
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Place a backend hold instance; twice is success."""
+        with self.mu:
+            obj = self._obj(ref)
+            if obj is None:
+                raise NotFoundError(f"no object {ref.id} to hold")
+            if obj.live and not obj.running:
+                obj.holds.add(meta.instance)
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Release one hold instance; a released one is success."""
+        with self.mu:
+            obj = self._obj(ref)
+            if obj is not None:
+                obj.holds.discard(meta.instance)
+                self.maybe_run(obj)
+
+    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Run the same object again: set the requeue bit, then requeue it."""
+        with self.mu:
+            obj = self._obj(ref)
+            if obj is None:
+                raise NotFoundError(f"no object {ref.id} to requeue")
+            obj.requeue_bit = True
+            obj.running, obj.ended, obj.cause = False, False, Cause()
+            obj.restarts += 1
+            obj.requeue_bit = False
+            self.maybe_run(obj)
+
+    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Clear a requeue bit left set."""
+        with self.mu:
+            obj = self._obj(ref)
+            if obj is not None:
+                obj.requeue_bit = False
+
+    def watch(self, job: JobID) -> Iterator[ObjectObs]:
+        """The job's objects as they are now (the memory scheduler loses no evidence)."""
+        with self.mu:
+            found = self._found(job)
+        yield from found
+
+    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+        """An ended object's processes are gone; a live one's are not."""
+        with self.mu:
+            obj = self._obj(ref)
+            if obj is None or obj.ended:
+                return CessationEvidence(ceased=True, detail="the object has ended")
+            return CessationEvidence(ceased=False, detail="the object is live")
+
+    def native(self, spec: JobSpec, policy: RecoveryPolicy) -> list[Support]:
+        """No rule is enforced natively."""
+        return [_NO for _ in policy.rules]
+
+    def identity_weakened(self, spec: JobSpec) -> str:
+        """Every execution keeps its own identity."""
+        return ""
+
+    def find_many(
+        self, jobs: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> dict[JobID, Discovery]:
+        """Every asked job's objects, in one call."""
+        with self.mu:
+            self.calls["find_many"] += 1
+            self._tick()
+            at = self.clock() if self.clock else None
+            by_name: dict[str, list[ObjectObs]] = {object_name(j): [] for j in jobs}
+            for obj in self.objects.values():
+                if obj.purged:
+                    continue
+                found = by_name.get(obj.ref.name)
+                if found is not None:
+                    obs = obj.obs()
+                    if not states or obs.state in states:
+                        found.append(obs)
+            return {
+                j: Discovery(objects=tuple(by_name[object_name(j)]), at=at, complete=not states)
+                for j in jobs
+            }
+
+    def output(self, job: JobID, submission: int, stream: str = "stdout") -> IO[bytes]:
+        """The memory scheduler keeps no output."""
+        raise UnsupportedError("the memory adapter keeps no output")

@@ -1,0 +1,76 @@
+"""The memory adapter's scheduler state: its objects and how each shows to ``find``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from dispatch.model.enums import ObjectState
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.values import Cause, JobID
+
+
+class Shape(StrEnum):
+    """Which scheduler the memory adapter imitates."""
+
+    SLURM = "slurm"
+    KUBEFLOW = "kubeflow"
+
+
+@dataclass(slots=True)
+class MemObject:
+    """One scheduler object as the memory scheduler keeps it."""
+
+    ref: ObjectRef
+    job: JobID
+    submission: int | None
+    attempt: int | None
+    lineage_submission: int
+    time_limit: timedelta | None = None
+    gated: bool = True
+    admin_held: bool = False
+    holds: set[int] = field(default_factory=set)
+    running: bool = False
+    ended: bool = False
+    cause: Cause = Cause()
+    restarts: int = 0
+    requeue_bit: bool = False
+    purged: bool = False
+    started_at: datetime | None = None
+    nodes: tuple[str, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        """Whether the object can still run or runs."""
+        return not self.ended
+
+    def state(self) -> ObjectState:
+        """The object's state as an adapter reports it."""
+        if self.ended:
+            return ObjectState.ENDED
+        if self.running:
+            return ObjectState.RUNNING
+        if self.admin_held or self.holds:
+            return ObjectState.HELD
+        if self.gated:
+            return ObjectState.GATED
+        return ObjectState.PENDING
+
+    def obs(self) -> ObjectObs:
+        """What ``find`` shows of this object."""
+        return ObjectObs(
+            ref=self.ref,
+            submission=self.submission,
+            attempt=self.attempt,
+            state=self.state(),
+            cause=self.cause,
+            held_by_other=self.admin_held,
+            requeue_bit=self.requeue_bit,
+            restarts=self.restarts,
+            nodes=self.nodes,
+        )
+
+    def epoch_submission(self) -> int:
+        """The lineage submission N this object's executions carry in ``DISPATCH_EPOCH``."""
+        return self.lineage_submission

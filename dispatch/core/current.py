@@ -1,0 +1,110 @@
+"""What is known of a job's objects right now: the record merged with what find shows.
+
+``next_steps`` and ``project`` judge objects through this one view, so an observation that a
+pass is about to commit already counts in the decisions of the same pass.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dispatch.core.job import Job, ObjectRec
+from dispatch.model.enums import CauseKind, ObjectState, Provenance, UnmatchedPolicy
+from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
+from dispatch.model.values import Cause
+
+VANISHED = Cause(
+    kind=CauseKind.UNKNOWN,
+    provenance=Provenance.SCHEDULER,
+    detail="vanished from the scheduler without an end state",
+)
+
+
+class Current:
+    """The record's objects and the discovery, merged."""
+
+    def __init__(self, job: Job, d: Discovery) -> None:
+        self.job = job
+        self.d = d
+        self._seen = {o.ref.id: o for o in d.objects}
+
+    def obs(self, ref: ObjectRef) -> ObjectObs | None:
+        """The newest observation of ``ref``: from find, else from the record."""
+        seen = self._seen.get(ref.id)
+        if seen is not None:
+            return seen
+        rec = self.job.object(ref)
+        return rec.last if rec else None
+
+    def seen_now(self, ref: ObjectRef) -> bool:
+        """Whether this find showed ``ref``."""
+        return ref.id in self._seen
+
+    def ended(self, ref: ObjectRef) -> bool:
+        """Whether the object is known to have ended."""
+        obs = self.obs(ref)
+        rec = self.job.object(ref)
+        return (obs is not None and obs.state is ObjectState.ENDED) or bool(rec and rec.ended)
+
+    def end_cause(self, ref: ObjectRef) -> Cause:
+        """Why the object ended."""
+        obs = self.obs(ref)
+        if obs is not None and obs.state is ObjectState.ENDED:
+            return obs.cause
+        rec = self.job.object(ref)
+        if rec is not None and rec.end_cause is not None:
+            return rec.end_cause
+        return VANISHED
+
+    def vanished(self, ref: ObjectRef) -> bool:
+        """Whether an object seen before is missing from a complete find without an end."""
+        rec = self.job.object(ref)
+        if rec is None or rec.ended or rec.verified_stopped or rec.last is None:
+            return False
+        return self.d.complete and not self.seen_now(ref)
+
+    def alive(self, ref: ObjectRef) -> bool:
+        """Whether the object may still run."""
+        rec = self.job.object(ref)
+        if rec is not None and (rec.verified_stopped or rec.abandoned):
+            return False
+        return not self.ended(ref) and not self.vanished(ref) and self.obs(ref) is not None
+
+    def done(self, rec: ObjectRec) -> bool:
+        """Whether the object no longer blocks settling, counting this find."""
+        return rec.done or self.ended(rec.ref) or self.vanished(rec.ref)
+
+    def objects(self) -> list[ObjectObs]:
+        """Every object of the job that find shows or the record saw, foreign included."""
+        found = dict(self._seen)
+        for rec in self.job.objects.values():
+            if rec.ref.id not in found and rec.last is not None:
+                found[rec.ref.id] = rec.last
+        return [found[k] for k in sorted(found)]
+
+    def at(self, fallback: datetime) -> datetime:
+        """When find looked (``fallback`` when it did not say)."""
+        return self.d.at or fallback
+
+
+def unabandoned_foreign(job: Job, cur: Current) -> list[ObjectObs]:
+    """Foreign objects of the job that no person has abandoned yet."""
+    out: list[ObjectObs] = []
+    for o in cur.objects():
+        rec = job.objects.get(o.ref.id)
+        if o.foreign and not (rec is not None and rec.abandoned):
+            out.append(o)
+    return out
+
+
+def blockers(job: Job, cur: Current) -> list[str]:
+    """What keeps a record with an outcome from settling, one phrase each."""
+    why = [
+        f"object {rec.ref.id} is alive"
+        for rec in job.objects.values()
+        if not rec.foreign and not cur.done(rec)
+    ]
+    why += [f"foreign object {o.ref.id} is not abandoned" for o in unabandoned_foreign(job, cur)]
+    if job.header.options.unmatched is UnmatchedPolicy.MANUAL:
+        why += [f"attempt {n}/{a.number} is unresolved" for n, a in job.unresolved_attempts()]
+    return why

@@ -1,0 +1,83 @@
+"""What follows when an execution ends: an outcome, a rule's action, or a failure that says why.
+
+Invariant 8 lives here: a job is never failed for a cause that a rule with budget left covers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dispatch.core.job import Job, SubmissionRec
+from dispatch.core.steps import Authorize, Escalate, Outcome, PlaceHold, Step
+from dispatch.model.enums import Action, CauseKind, Enforcer, State
+from dispatch.model.values import NO_CAUSE, Cause, Plan, RuleAssignment
+
+
+def covering_rule(plan: Plan, kind: CauseKind) -> RuleAssignment | None:
+    """The first rule of the plan whose effective causes include ``kind``."""
+    for ra in plan.rules:
+        if kind in ra.effective.on:
+            return ra
+    return None
+
+
+def budget_left(job: Job, ra: RuleAssignment) -> bool:
+    """Whether the rule may fire once more."""
+    return job.rule_use.get(ra.index, 0) < ra.effective.budget
+
+
+def recovers(job: Job, cause: Cause) -> bool:
+    """Whether a rule with budget left and an enforcer covers ``cause``."""
+    ra = covering_rule(job.header.plan, cause.kind)
+    return (
+        ra is not None
+        and ra.enforcer is not Enforcer.NOBODY
+        and budget_left(job, ra)
+        and (ra.effective.action in (Action.RESUBMIT, Action.HOLD))
+    )
+
+
+def ending(job: Job, sub: SubmissionRec, cause: Cause, now: datetime, refused: bool) -> list[Step]:
+    """The steps after submission ``sub``'s execution ended (or every launch was refused)."""
+    if cause.kind is CauseKind.NONE and not refused:
+        return [Outcome(state=State.SUCCEEDED, cause=NO_CAUSE)]
+    ra = covering_rule(job.header.plan, cause.kind)
+    if ra is not None and ra.enforcer is not Enforcer.NOBODY and budget_left(job, ra):
+        if ra.effective.action is Action.RESUBMIT:
+            trigger = f"{sub.n}:{cause.kind}"
+            return [Authorize(submission=sub.n + 1, rule=ra.index, trigger=trigger)]
+        if ra.effective.action is Action.HOLD:
+            hold_for = ra.effective.hold_for
+            until = now + hold_for if hold_for is not None else None
+            return [
+                PlaceHold(
+                    instance=len(job.holds) + 1,
+                    submission=sub.n,
+                    rule=ra.index,
+                    cause=cause,
+                    until=until,
+                )
+            ]
+    why = _reason(job, cause, ra)
+    if refused:
+        label = f"refused:{sub.n}"
+        said = f": {cause.detail}" if cause.detail else ""
+        why = f"every launch attempt of submission {sub.n} was refused ({cause.kind}{said}); {why}"
+    else:
+        label = f"failed:{cause.kind}"
+        if cause.detail:
+            why += f" ({cause.detail})"
+    return [Outcome(state=State.FAILED, cause=cause), Escalate(id=label, detail=why)]
+
+
+def _reason(job: Job, cause: Cause, ra: RuleAssignment | None) -> str:
+    """Why no rule recovers ``cause``, in one phrase."""
+    if ra is None:
+        return f"no rule covers {cause.kind}"
+    if ra.enforcer is Enforcer.NOBODY:
+        return f"rule {ra.index} covers {cause.kind} but nobody enforces it"
+    if not budget_left(job, ra):
+        return (
+            f"rule {ra.index} covers {cause.kind} but its budget of {ra.effective.budget} is spent"
+        )
+    return f"rule {ra.index} asks a person to decide on {cause.kind} ({ra.effective.action})"

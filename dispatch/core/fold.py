@@ -1,0 +1,343 @@
+"""``fold``: replay a record into the job level, refusing what the protocol cannot write.
+
+Pure: no I/O, no clock (``now`` is an argument). Each entry kind has one handler; every
+job-level state change goes through the transition table in ``transitions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from dispatch.core.job import AttemptRec, HoldRec, Job, ObjectRec, Outcome, SubmissionRec
+from dispatch.core.transitions import Change, transition
+from dispatch.model.enums import HoldKind, ObjectState, State
+from dispatch.model.errors import InvalidError
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.record import (
+    AbandonEntry,
+    AttemptEntry,
+    AuthorizeEntry,
+    Base,
+    CancelEntry,
+    CanonicalEntry,
+    Decision,
+    DeliveredEntry,
+    EscalateEntry,
+    GiveUpEntry,
+    HoldEntry,
+    ObserveEntry,
+    OpenEntry,
+    OutcomeEntry,
+    OwnerEntry,
+    PlaceHoldEntry,
+    ReleaseEntry,
+    ReplyEntry,
+    RequeueEntry,
+    ResubmitEntry,
+    RetireEntry,
+    SettleEntry,
+    StopEntry,
+    VerifiedStoppedEntry,
+    View,
+)
+from dispatch.model.status import Escalation, Event
+from dispatch.model.values import NO_CAUSE, Cause, Hold
+
+
+def fold(view: View, now: datetime) -> Job:
+    """The job level of ``view``; ``InvalidError`` for a history the protocol cannot write."""
+    folder = _Folder(Job(header=view.header, revision=view.revision))
+    for commit in view.commits:
+        for entry in commit.entries:
+            folder.apply(entry, commit.revision)
+    return folder.job
+
+
+class _Folder:
+    """Applies entries one by one to a job under construction."""
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.resume = State.PENDING
+        self.handlers: dict[type[Any], Callable[[Any], None]] = {
+            CancelEntry: self._cancel,
+            HoldEntry: self._hold,
+            ReleaseEntry: self._release,
+            ResubmitEntry: self._resubmit,
+            GiveUpEntry: self._give_up,
+            AbandonEntry: self._abandon,
+            RequeueEntry: self._requeue,
+            ObserveEntry: self._observe,
+            OwnerEntry: self._owner,
+            AuthorizeEntry: self._authorize,
+            AttemptEntry: self._attempt,
+            ReplyEntry: self._reply,
+            CanonicalEntry: self._canonical,
+            OpenEntry: self._open,
+            RetireEntry: self._retire,
+            StopEntry: self._stop,
+            VerifiedStoppedEntry: self._verified_stopped,
+            PlaceHoldEntry: self._place_hold,
+            OutcomeEntry: self._outcome,
+            EscalateEntry: self._escalate,
+            SettleEntry: self._settle,
+            DeliveredEntry: self._delivered,
+        }
+
+    def apply(self, entry: Base, revision: int) -> None:
+        j = self.job
+        if isinstance(entry, Decision) and not isinstance(entry, OwnerEntry):
+            if entry.token != j.owner:
+                self._refuse(entry, revision, "its token is not the current owner's")
+            if j.settled:
+                self._refuse(entry, revision, "the record is settled")
+        try:
+            self.handlers[type(entry)](entry)
+        except InvalidError as err:
+            raise InvalidError(f"job {j.header.job} revision {revision}: {err.message}") from None
+
+    def _refuse(self, entry: Base, revision: int, why: str) -> None:
+        kind = getattr(entry, "kind", type(entry).__name__)
+        raise InvalidError(f"job {self.job.header.job} revision {revision}: {kind} refused: {why}")
+
+    def _move(self, change: Change, at: datetime, cause: Cause, submission: int) -> None:
+        j = self.job
+        before = j.state
+        after = transition(before, change, self.resume)
+        if after is State.HELD and before is not State.HELD:
+            self.resume = before
+        if after != before:
+            j.history.append(
+                Event(from_=before, to=after, cause=cause, submission=submission, at=at)
+            )
+        j.state = after
+
+    def _latest_n(self) -> int:
+        latest = self.job.latest()
+        return latest.n if latest else 0
+
+    def _not_terminal(self, what: str) -> None:
+        if self.job.outcome is not None:
+            raise InvalidError(f"{what} after the outcome {self.job.outcome.state}")
+
+    def _object(self, ref: ObjectRef, submission: int | None, attempt: int | None) -> ObjectRec:
+        rec = self.job.objects.get(ref.id)
+        if rec is None:
+            rec = ObjectRec(ref=ref, submission=submission, attempt=attempt)
+            self.job.objects[ref.id] = rec
+        return rec
+
+    def _sub(self, n: int) -> SubmissionRec:
+        sub = self.job.submission(n)
+        if sub is None:
+            raise InvalidError(f"submission {n} was never authorized")
+        return sub
+
+    # --- control ---
+
+    def _cancel(self, e: CancelEntry) -> None:
+        self._not_terminal("cancel")
+        if self.job.cancel is None:
+            self.job.cancel = e
+
+    def _hold(self, e: HoldEntry) -> None:
+        self._not_terminal("hold")
+        if e.instance != len(self.job.holds) + 1:
+            raise InvalidError(f"hold instance {e.instance} is out of order")
+        hold = Hold(
+            kind=HoldKind.BACKEND, by=e.by, reason=e.reason, until=e.until, instance=e.instance
+        )
+        self.job.holds.append(HoldRec(instance=e.instance, hold=hold))
+        self._move(Change.HOLD, e.at, NO_CAUSE, self._latest_n())
+
+    def _release(self, e: ReleaseEntry) -> None:
+        self._not_terminal("release")
+        h = self.job.holds[e.instance - 1] if 0 < e.instance <= len(self.job.holds) else None
+        if h is None or not h.active:
+            raise InvalidError(f"hold {e.instance} is not in force")
+        if h.recovery:
+            raise InvalidError(f"hold {e.instance} is a recovery hold, which is never released")
+        h.active, h.released_at, h.override = False, e.at, e.override
+        if self.job.active_hold() is None:
+            self._move(Change.RELEASE, e.at, NO_CAUSE, self._latest_n())
+
+    def _resubmit(self, e: ResubmitEntry) -> None:
+        self._not_terminal("resubmit")
+        self.job.resubmits += 1
+
+    def _give_up(self, e: GiveUpEntry) -> None:
+        self._not_terminal("give-up")
+        if self.job.give_up is None:
+            self.job.give_up = e
+
+    def _abandon(self, e: AbandonEntry) -> None:
+        t = e.target
+        if t.foreign:
+            rec = self._object(ObjectRef(id=t.foreign), None, None)
+            if not rec.foreign:
+                raise InvalidError(f"object {t.foreign} is not foreign")
+            rec.abandoned = True
+            return
+        sub = self._sub(t.submission)
+        if t.attempt:
+            att = sub.attempt(t.attempt)
+            if att is None:
+                raise InvalidError(f"attempt {t.submission}/{t.attempt} was never numbered")
+            att.abandoned = True
+        else:
+            sub.abandoned = True
+            for att in sub.attempts:
+                att.abandoned = att.abandoned or att.unresolved
+
+    def _requeue(self, e: RequeueEntry) -> None:
+        self._not_terminal("requeue")
+
+    # --- evidence ---
+
+    def _observe(self, e: ObserveEntry) -> None:
+        obs: ObjectObs = e.obs
+        rec = self._object(obs.ref, obs.submission, obs.attempt)
+        rec.last = obs
+        if obs.state is ObjectState.ENDED:
+            rec.ended, rec.end_cause = True, obs.cause
+        if obs.submission is not None and obs.attempt is not None:
+            sub = self.job.submission(obs.submission)
+            att = sub.attempt(obs.attempt) if sub else None
+            if att is not None:
+                att.matched = True
+
+    # --- decisions ---
+
+    def _owner(self, e: OwnerEntry) -> None:
+        self.job.owner = e.token
+
+    def _authorize(self, e: AuthorizeEntry) -> None:
+        j = self.job
+        self._not_terminal("authorize")
+        if e.submission != len(j.submissions) + 1:
+            raise InvalidError(f"authorize {e.submission} out of order")
+        hold = j.active_hold()
+        if hold is not None and not hold.recovery:
+            raise InvalidError(f"authorize {e.submission} while hold {hold.instance} is in force")
+        if e.rule is not None:
+            if not 0 <= e.rule < len(j.header.plan.rules):
+                raise InvalidError(f"authorize names rule {e.rule}, which the plan does not have")
+            j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+        if e.trigger == "resubmit":
+            if j.resubmits <= 0:
+                raise InvalidError("authorize for a resubmit nobody asked for")
+            j.resubmits -= 1
+        cause = j.last_end_cause() if e.submission > 1 else NO_CAUSE
+        if hold is not None:
+            hold.active, hold.released_at = False, e.at
+        j.submissions.append(
+            SubmissionRec(n=e.submission, rule=e.rule, trigger=e.trigger, authorized_at=e.at)
+        )
+        change = Change.AUTHORIZE_FIRST if e.submission == 1 else Change.AUTHORIZE_NEXT
+        self._move(change, e.at, cause, e.submission)
+
+    def _attempt(self, e: AttemptEntry) -> None:
+        sub = self._sub(e.submission)
+        if e.attempt != len(sub.attempts) + 1:
+            raise InvalidError(f"attempt {e.submission}/{e.attempt} out of order")
+        if sub.canonical is not None:
+            raise InvalidError(f"attempt {e.submission}/{e.attempt} after the canonical object")
+        sub.attempts.append(AttemptRec(number=e.attempt, at=e.at))
+
+    def _reply(self, e: ReplyEntry) -> None:
+        att = self._sub(e.submission).attempt(e.attempt)
+        if att is None or att.replied:
+            raise InvalidError(f"reply to attempt {e.submission}/{e.attempt}, which awaits none")
+        att.replied, att.ref, att.refused, att.unknown = True, e.ref, e.refused, e.unknown
+        if e.ref is not None:
+            self._object(e.ref, e.submission, e.attempt)
+            att.matched = True
+
+    def _canonical(self, e: CanonicalEntry) -> None:
+        sub = self._sub(e.submission)
+        if sub.canonical is not None:
+            raise InvalidError(f"submission {e.submission} already has a canonical object")
+        rec = self._object(e.ref, e.submission, None)
+        if rec.submission != e.submission or rec.retired:
+            raise InvalidError(f"object {e.ref.id} cannot be canonical for {e.submission}")
+        sub.canonical = e.ref
+
+    def _open(self, e: OpenEntry) -> None:
+        if not any(
+            s.canonical is not None and s.canonical.id == e.ref.id for s in self.job.submissions
+        ):
+            raise InvalidError(f"open of {e.ref.id}, which is not a canonical object")
+        self._object(e.ref, None, None).opening = True
+
+    def _retire(self, e: RetireEntry) -> None:
+        if any(
+            s.canonical is not None and s.canonical.id == e.ref.id for s in self.job.submissions
+        ):
+            raise InvalidError(f"retire of {e.ref.id}, which is canonical")
+        self._object(e.ref, None, None).retired = True
+
+    def _stop(self, e: StopEntry) -> None:
+        self._object(e.ref, None, None).stopping = True
+
+    def _verified_stopped(self, e: VerifiedStoppedEntry) -> None:
+        self._object(e.ref, None, None).verified_stopped = True
+
+    def _place_hold(self, e: PlaceHoldEntry) -> None:
+        j = self.job
+        self._not_terminal("place-hold")
+        if e.instance != len(j.holds) + 1:
+            raise InvalidError(f"hold instance {e.instance} is out of order")
+        if not 0 <= e.rule < len(j.header.plan.rules):
+            raise InvalidError(f"place-hold names rule {e.rule}, which the plan does not have")
+        j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+        hold = Hold(
+            kind=HoldKind.RECOVERY,
+            by=e.by,
+            reason=f"rule {e.rule} holds on {e.cause.kind}",
+            until=e.until,
+            instance=e.instance,
+        )
+        j.holds.append(
+            HoldRec(
+                instance=e.instance, hold=hold, submission=e.submission, rule=e.rule, cause=e.cause
+            )
+        )
+        self._move(Change.HOLD, e.at, e.cause, e.submission)
+
+    def _outcome(self, e: OutcomeEntry) -> None:
+        j = self.job
+        self._not_terminal("outcome")
+        change = {
+            State.SUCCEEDED: Change.SUCCEED,
+            State.FAILED: Change.FAIL,
+            State.CANCELLED: Change.CANCEL,
+        }.get(e.state)
+        if change is None:
+            raise InvalidError(f"{e.state} is not an outcome")
+        self._move(change, e.at, e.cause, self._latest_n())
+        j.outcome = Outcome(state=e.state, cause=e.cause, at=e.at)
+        for h in j.holds:
+            if h.active:
+                h.active, h.released_at = False, e.at
+
+    def _escalate(self, e: EscalateEntry) -> None:
+        if e.id in self.job.escalations:
+            raise InvalidError(f"escalation {e.id} committed twice")
+        self.job.escalations[e.id] = Escalation(id=e.id, detail=e.detail, at=e.at)
+
+    def _settle(self, e: SettleEntry) -> None:
+        j = self.job
+        if j.outcome is None:
+            raise InvalidError("settle without an outcome")
+        j.settled, j.settled_at = True, e.at
+
+    def _delivered(self, e: DeliveredEntry) -> None:
+        old = self.job.escalations.get(e.id)
+        if old is None:
+            raise InvalidError(f"delivery of escalation {e.id}, which was never committed")
+        if old.delivered is None:
+            self.job.escalations[e.id] = Escalation(
+                id=old.id, detail=old.detail, at=old.at, delivered=e.at
+            )

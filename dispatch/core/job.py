@@ -1,0 +1,176 @@
+"""The job level: a record folded into what ``next_steps`` and ``project`` need.
+
+These are plain classes built by ``fold`` alone; readers treat them as read-only, so every
+actor that folds the same revision sees the same job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from dispatch.model.enums import CauseKind, HoldKind, State
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.record import CancelEntry, GiveUpEntry, Header
+from dispatch.model.status import Escalation, Event
+from dispatch.model.values import Cause, Hold
+
+
+@dataclass(slots=True)
+class AttemptRec:
+    """One start call of a submission, numbered before the call."""
+
+    number: int
+    at: datetime
+    replied: bool = False
+    ref: ObjectRef | None = None
+    refused: Cause | None = None
+    unknown: bool = False
+    matched: bool = False
+    abandoned: bool = False
+
+    @property
+    def unresolved(self) -> bool:
+        """Whether nobody knows what the call did: no object, no refusal, not abandoned."""
+        return not (self.matched or self.abandoned or self.ref or self.refused)
+
+
+@dataclass(slots=True)
+class SubmissionRec:
+    """Submission N: why it was authorized, its attempts, and its canonical object."""
+
+    n: int
+    rule: int | None
+    trigger: str
+    authorized_at: datetime
+    attempts: list[AttemptRec] = field(default_factory=list)
+    canonical: ObjectRef | None = None
+    abandoned: bool = False
+
+    def attempt(self, a: int) -> AttemptRec | None:
+        """Attempt ``a`` of this submission, or None."""
+        return self.attempts[a - 1] if 0 < a <= len(self.attempts) else None
+
+
+@dataclass(slots=True)
+class ObjectRec:
+    """A scheduler object the record knows of."""
+
+    ref: ObjectRef
+    submission: int | None
+    attempt: int | None
+    last: ObjectObs | None = None
+    retired: bool = False
+    opening: bool = False
+    stopping: bool = False
+    ended: bool = False
+    end_cause: Cause | None = None
+    verified_stopped: bool = False
+    abandoned: bool = False
+
+    @property
+    def foreign(self) -> bool:
+        """Whether the object's submission and attempt could not be read."""
+        return self.submission is None or self.attempt is None
+
+    @property
+    def done(self) -> bool:
+        """Whether the object no longer blocks settling."""
+        return self.ended or self.verified_stopped or self.abandoned
+
+
+@dataclass(slots=True)
+class HoldRec:
+    """One hold instance: a person's or a recovery rule's."""
+
+    instance: int
+    hold: Hold
+    submission: int = 0
+    rule: int | None = None
+    cause: Cause | None = None
+    active: bool = True
+    released_at: datetime | None = None
+    override: bool = False
+
+    @property
+    def recovery(self) -> bool:
+        """Whether a rule placed this hold after an execution ended."""
+        return self.hold.kind is HoldKind.RECOVERY
+
+
+@dataclass(slots=True)
+class Outcome:
+    """The committed terminal state, its cause, and when."""
+
+    state: State
+    cause: Cause
+    at: datetime
+
+
+@dataclass(slots=True)
+class Job:
+    """A record folded into the job level."""
+
+    header: Header
+    revision: int
+    state: State = State.PENDING
+    owner: str = ""
+    outcome: Outcome | None = None
+    cancel: CancelEntry | None = None
+    give_up: GiveUpEntry | None = None
+    settled: bool = False
+    settled_at: datetime | None = None
+    submissions: list[SubmissionRec] = field(default_factory=list)
+    objects: dict[str, ObjectRec] = field(default_factory=dict)
+    holds: list[HoldRec] = field(default_factory=list)
+    escalations: dict[str, Escalation] = field(default_factory=dict)
+    rule_use: dict[int, int] = field(default_factory=dict)
+    resubmits: int = 0
+    history: list[Event] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether an outcome was committed."""
+        return self.outcome is not None
+
+    def latest(self) -> SubmissionRec | None:
+        """The latest submission, or None before the first."""
+        return self.submissions[-1] if self.submissions else None
+
+    def submission(self, n: int) -> SubmissionRec | None:
+        """Submission ``n``, or None."""
+        return self.submissions[n - 1] if 0 < n <= len(self.submissions) else None
+
+    def active_hold(self) -> HoldRec | None:
+        """The latest hold in force, or None."""
+        for h in reversed(self.holds):
+            if h.active:
+                return h
+        return None
+
+    def object(self, ref: ObjectRef) -> ObjectRec | None:
+        """The recorded object with ``ref``'s id, or None."""
+        return self.objects.get(ref.id)
+
+    def escalated(self, escalation_id: str) -> bool:
+        """Whether an escalation with this id was committed."""
+        return escalation_id in self.escalations
+
+    def unresolved_attempts(self) -> list[tuple[int, AttemptRec]]:
+        """Every (submission, attempt) whose outcome nobody knows, in order."""
+        return [
+            (s.n, a)
+            for s in self.submissions
+            if not s.abandoned
+            for a in s.attempts
+            if a.unresolved
+        ]
+
+    def last_end_cause(self) -> Cause:
+        """The cause that ended the latest canonical execution, or unknown."""
+        for s in reversed(self.submissions):
+            if s.canonical is not None:
+                o = self.object(s.canonical)
+                if o is not None and o.end_cause is not None:
+                    return o.end_cause
+        return Cause(kind=CauseKind.UNKNOWN)

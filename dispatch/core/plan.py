@@ -1,0 +1,95 @@
+"""``make_plan``: assign every recovery rule an enforcer before anything is created.
+
+Pure: the backend's answers about the rules come in as an argument. For each rule, in order:
+an invalid rule is refused; a rule the backend cannot perform is refused; one whose support is
+unknown is refused unless accepted as unverified (naming its enforcer); a rule the backend
+enforces natively goes to the backend; a supervised job's rule goes to the supervisor; anything
+else is refused unless accepted as unenforced, and then a matching cause fails the job with an
+escalation. Under a shared checkpoint every rule becomes a hold for a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dispatch.model.enums import COVERABLE, Action, CheckpointMode, Enforcer, Tristate
+from dispatch.model.errors import InvalidError, RejectedError
+from dispatch.model.values import (
+    SHARED_HOLD_FOR,
+    JobID,
+    JobSpec,
+    Plan,
+    Rule,
+    RuleAssignment,
+    RuleSupport,
+    SubmitOptions,
+)
+
+
+def make_plan(
+    job: JobID,
+    spec: JobSpec,
+    options: SubmitOptions,
+    support: Sequence[RuleSupport],
+    identity_weakened: str = "",
+) -> Plan:
+    """The plan ``submit`` would record for ``spec``; refuses with the rule and the reason."""
+    rules = spec.recovery.rules
+    if len(support) != len(rules):
+        raise InvalidError(f"{len(support)} rule answers for {len(rules)} rules")
+    for name, indexes in (
+        ("accept_unverified", set(options.accept_unverified)),
+        ("accept_unenforced", set(options.accept_unenforced)),
+    ):
+        for i in sorted(indexes):
+            if not 0 <= i < len(rules):
+                raise InvalidError(f"{name} names rule {i}, but the policy has {len(rules)} rules")
+    shared = spec.checkpoint is CheckpointMode.SHARED
+    assignments = tuple(
+        RuleAssignment(
+            index=i,
+            rule=rule,
+            effective=_effective(rule, shared),
+            enforcer=_enforcer(i, rule, sup, options, shared),
+        )
+        for i, (rule, sup) in enumerate(zip(rules, support, strict=True))
+    )
+    covered = {c for ra in assignments for c in ra.effective.on}
+    return Plan(
+        job=job,
+        rules=assignments,
+        uncovered=tuple(c for c in COVERABLE if c not in covered),
+        checkpoint=spec.checkpoint,
+        unmatched=options.unmatched,
+        identity_weakened=identity_weakened,
+    )
+
+
+def _effective(rule: Rule, shared: bool) -> Rule:
+    if not shared:
+        return rule
+    return Rule(on=rule.on, action=Action.HOLD, budget=rule.budget, hold_for=SHARED_HOLD_FOR)
+
+
+def _enforcer(
+    i: int, rule: Rule, sup: RuleSupport, options: SubmitOptions, shared: bool
+) -> Enforcer:
+    perform = sup.perform
+    if perform.state is Tristate.NO:
+        said = f": {perform.detail}" if perform.detail else ""
+        raise RejectedError(f"the backend cannot perform rule {i} ({rule.action}){said}")
+    if perform.state is Tristate.UNKNOWN:
+        chosen = options.accept_unverified.get(i)
+        if chosen is None:
+            raise RejectedError(
+                f"the backend cannot tell whether it performs rule {i} ({rule.action}); "
+                "accept it as unverified, naming who enforces it"
+            )
+        return chosen
+    if sup.native.state is Tristate.YES and not shared:
+        return Enforcer.BACKEND
+    if options.supervised:
+        return Enforcer.SUPERVISOR
+    if i in options.accept_unenforced:
+        return Enforcer.NOBODY
+    raise RejectedError(f"nobody would enforce rule {i}; supervise the job or AcceptUnenforced it")

@@ -1,0 +1,58 @@
+"""What a reader sees of a job: its status, its transitions and its escalations."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dispatch.model.base import Value
+from dispatch.model.enums import CleanupState, Level, State
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.values import NO_CAUSE, Cause, Hold, JobID, Plan
+
+
+class Event(Value):
+    """One committed state transition of a job."""
+
+    from_: State
+    to: State
+    cause: Cause = NO_CAUSE
+    submission: int = 0
+    at: datetime
+
+
+class Escalation(Value):
+    """dispatch asking a person to decide something; ``id`` says what, and is unique per job."""
+
+    id: str
+    detail: str = ""
+    at: datetime
+    delivered: datetime | None = None
+
+
+class Submission(Value):
+    """Submission N as status shows it: its canonical object and what the scheduler showed."""
+
+    n: int
+    canonical: ObjectRef | None = None
+    executions: tuple[ObjectObs, ...] = ()
+    abandoned: bool = False
+
+
+class Status(Value):
+    """A job as the core computes it from the record and what the scheduler shows now."""
+
+    job: JobID
+    name: str = ""
+    level: Level = Level.JOB
+    state: State
+    cause: Cause = NO_CAUSE
+    unattended: bool = False
+    cleanup: CleanupState = CleanupState.CLEAR
+    hold: Hold | None = None
+    submissions: tuple[Submission, ...] = ()
+    history: tuple[Event, ...] = ()
+    plan: Plan | None = None
+    supersedes: JobID = ""
+    superseded_by: JobID = ""
+    escalations: tuple[Escalation, ...] = ()
+    settled: bool = False

@@ -1,0 +1,216 @@
+"""The Operator: every action a person (or a host) takes on a job, each recorded with its actor.
+
+Each action reads the record, checks that it applies, and commits a control entry conditional
+on the revision it read; a conflict means someone moved first, so it reads again and decides
+again. Effects on the scheduler are the supervisor's, except the stop half of ``cancel``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from dispatch.clock import Clock
+from dispatch.core.fold import fold
+from dispatch.core.job import Job
+from dispatch.model.base import Value
+from dispatch.model.enums import ActorKind, State
+from dispatch.model.errors import (
+    ConflictError,
+    InvalidError,
+    NotFoundError,
+    RejectedError,
+    UnauthorizedError,
+)
+from dispatch.model.objects import ObjectRef
+from dispatch.model.record import (
+    AbandonEntry,
+    CancelEntry,
+    Entry,
+    GiveUpEntry,
+    Header,
+    HoldEntry,
+    ReleaseEntry,
+    ResubmitEntry,
+)
+from dispatch.model.values import AbandonTarget, Actor, JobID, JobSpec, Plan
+from dispatch.records.contract import Records
+from dispatch.spi import Backend
+from dispatch.submission import new_job_id, plan_with, submit_options
+
+# How often a control commit is retried after losing a race; each retry re-reads the record.
+CONTROL_RETRIES = 8
+
+
+class CancelReceipt(Value):
+    """A cancel's two halves: the commit, which is final, and the clean-up, which may lag."""
+
+    committed: bool
+    already: State | None = None
+    cleanup_complete: bool = False
+    live: tuple[ObjectRef, ...] = ()
+
+
+class Operator:
+    """Acts on jobs; every action names its actor and is recorded."""
+
+    def __init__(
+        self, backend: Backend, store: Records, clock: Clock, rand: Callable[[int], bytes]
+    ) -> None:
+        self._backend, self._store, self._clock, self._rand = backend, store, clock, rand
+
+    def submit(self, spec: JobSpec, by: Actor, **options: Any) -> Plan:
+        """Record a new job and return its plan; nothing is created on the scheduler."""
+        return self._create(spec, by, "", 0, options)
+
+    def _create(
+        self, spec: JobSpec, by: Actor, supersedes: JobID, lineage_base: int, options: Any
+    ) -> Plan:
+        if not isinstance(spec, JobSpec):
+            raise InvalidError(f"spec must be a JobSpec, not {type(spec).__name__}")
+        if not isinstance(by, Actor):
+            raise InvalidError(f"by must be an Actor, not {type(by).__name__}")
+        opts = submit_options(**options)
+        key = opts.idempotency_key
+        if key:
+            existing = self._store.find_key(key)
+            if existing is not None:
+                return self._store.read(existing).header.plan
+        job = new_job_id(self._rand)
+        plan = plan_with(self._backend, job, spec, opts)
+        header = Header(
+            job=job,
+            spec=spec,
+            plan=plan,
+            options=opts,
+            creator=by,
+            created_at=self._clock.now(),
+            supersedes=supersedes,
+            lineage_base=lineage_base,
+        )
+        try:
+            self._store.create(header)
+        except ConflictError:
+            existing = self._store.find_key(key) if key else None
+            if existing is None:
+                raise
+            return self._store.read(existing).header.plan
+        return plan
+
+    def _control(self, job: JobID, build: Callable[[Job, datetime], Entry]) -> Job:
+        """Commit the entry ``build`` makes from the current record; retried on conflict."""
+        for _ in range(CONTROL_RETRIES):
+            view = self._store.read(job)
+            now = self._clock.now()
+            j = fold(view, now)
+            entry = build(j, now)
+            try:
+                self._store.commit(job, [entry], view.revision)
+                return j
+            except ConflictError:
+                continue
+        raise ConflictError(f"job {job}: the record kept moving; try again")
+
+    def cancel(self, job: JobID, by: Actor, reason: str) -> CancelReceipt:
+        """Commit the cancel, then stop what runs; the receipt separates the two."""
+        try:
+            self._control(job, lambda j, now: _cancel(j, now, by, reason))
+        except _AlreadyTerminal as done:
+            return CancelReceipt(committed=False, already=done.state)
+        found = self._backend.find(job)
+        live = []
+        for obs in found.objects:
+            if obs.state.live and not obs.foreign:
+                self._backend.stop(obs.ref, f"cancelled by {by}: {reason}")
+                live.append(obs.ref)
+        after = self._backend.find(job)
+        still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)
+        return CancelReceipt(committed=True, cleanup_complete=not still, live=still)
+
+    def hold(self, job: JobID, by: Actor, reason: str, until: datetime | None = None) -> None:
+        """Hold the job: nothing of it is started or opened until the hold is released."""
+
+        def build(j: Job, now: datetime) -> Entry:
+            _not_terminal(j, "hold")
+            if until is not None and until <= now:
+                raise InvalidError(f"hold until {until.isoformat()} is not in the future")
+            return HoldEntry(at=now, by=by, instance=len(j.holds) + 1, reason=reason, until=until)
+
+        self._control(job, build)
+
+    def release(self, job: JobID, by: Actor) -> None:
+        """Release the hold in force; a recovery hold is refused (resubmit, cancel or give up)."""
+
+        def build(j: Job, now: datetime) -> Entry:
+            hold = j.active_hold()
+            if hold is None:
+                raise RejectedError(f"job {job} has no hold in force")
+            if hold.recovery:
+                raise RejectedError(
+                    f"hold {hold.instance} of job {job} is a recovery hold; answer it with "
+                    "resubmit, cancel or give_up"
+                )
+            override = hold.hold.by != by
+            return ReleaseEntry(at=now, by=by, instance=hold.instance, override=override)
+
+        self._control(job, build)
+
+    def resubmit(self, job: JobID, by: Actor, reason: str) -> None:
+        """Ask for a new submission of the same job."""
+
+        def build(j: Job, now: datetime) -> Entry:
+            _not_terminal(j, "resubmit")
+            return ResubmitEntry(at=now, by=by, reason=reason)
+
+        self._control(job, build)
+
+    def give_up(self, job: JobID, by: Actor, reason: str) -> None:
+        """Fail the job with the cause that ended it; recorded, and needs no answer."""
+
+        def build(j: Job, now: datetime) -> Entry:
+            _not_terminal(j, "give up")
+            return GiveUpEntry(at=now, by=by, reason=reason)
+
+        self._control(job, build)
+
+    def abandon(self, job: JobID, target: AbandonTarget, by: Actor, reason: str) -> None:
+        """Close a launch nobody can account for, or a foreign object; a person's call only."""
+        if by.kind is not ActorKind.HUMAN:
+            raise UnauthorizedError(f"only a human may abandon; {by} is a {by.kind}")
+
+        def build(j: Job, now: datetime) -> Entry:
+            if target.foreign:
+                rec = j.objects.get(target.foreign)
+                if rec is None or not rec.foreign:
+                    raise NotFoundError(f"job {job} has no foreign object {target.foreign}")
+            elif j.submission(target.submission) is None:
+                raise NotFoundError(f"job {job} has no submission {target.submission}")
+            return AbandonEntry(at=now, by=by, target=target, reason=reason)
+
+        self._control(job, build)
+
+    def supersede(self, job: JobID, by: Actor, reason: str, **options: Any) -> Plan:
+        """Create a new job with the same spec whose executions outrank the old job's."""
+        view = self._store.read(job)
+        old = fold(view, self._clock.now())
+        base = old.header.lineage_base + len(old.submissions)
+        return self._create(old.header.spec, by, job, base, options)
+
+
+class _AlreadyTerminal(Exception):
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+
+def _cancel(j: Job, now: datetime, by: Actor, reason: str) -> Entry:
+    if j.outcome is not None:
+        raise _AlreadyTerminal(j.outcome.state)
+    return CancelEntry(at=now, by=by, reason=reason)
+
+
+def _not_terminal(j: Job, what: str) -> None:
+    if j.outcome is not None:
+        raise RejectedError(
+            f"job {j.header.job} already {j.outcome.state}; cannot {what} (supersede it instead)"
+        )

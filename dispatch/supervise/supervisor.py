@@ -1,0 +1,215 @@
+"""The supervisor: a thin loop that carries out what ``next_steps`` says, and delivers escalations.
+
+A pass reads the record, then looks at the scheduler, then folds and decides, then executes
+each step by conditional commit. No decision lives here; a lost race means another actor
+moved first, so the next pass reads again. After each pass's steps, every escalation the
+record held undelivered when the pass began is offered to ``deliver``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from dispatch.clock import Clock, SystemClock
+from dispatch.core import steps as st
+from dispatch.core.fold import fold
+from dispatch.core.next import next_steps
+from dispatch.model.enums import ActorKind
+from dispatch.model.errors import ConflictError, DispatchError
+from dispatch.model.objects import Discovery
+from dispatch.model.record import DeliveredEntry, View
+from dispatch.model.status import Escalation
+from dispatch.model.values import Actor, JobID
+from dispatch.records.contract import Records, owner_token
+from dispatch.spi import Backend, find_all
+from dispatch.supervise.execute import Executor
+
+log = logging.getLogger("dispatch.supervise")
+
+Deliver = Callable[[JobID, Escalation], None]
+"""Receives one escalation; returning without an exception means it reached a person."""
+
+# How often a delivery mark is retried when other commits race it.
+DELIVERY_RETRIES = 4
+
+
+def _no_delivery(job: JobID, escalation: Escalation) -> None:
+    log.warning("job %s: escalation %s: %s", job, escalation.id, escalation.detail)
+
+
+@dataclass
+class PassResult:
+    """What one pass over one job did."""
+
+    job: JobID
+    progressed: bool = False
+    settled: bool = False
+    wake: datetime | None = None
+    steps: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did: jobs passed, skipped (owned elsewhere), failed, and scheduler queries."""
+
+    passed: list[JobID] = field(default_factory=list)
+    skipped: list[JobID] = field(default_factory=list)
+    failed: dict[JobID, str] = field(default_factory=dict)
+    settled: list[JobID] = field(default_factory=list)
+    not_reached: list[JobID] = field(default_factory=list)
+
+
+class Supervisor:
+    """Runs jobs' lifecycles over a backend and a record store."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: Records,
+        *,
+        deliver: Deliver | None = None,
+        clock: Clock | None = None,
+        poll: timedelta = timedelta(seconds=5),
+        actor: Actor | None = None,
+        rand: Callable[[int], bytes] = os.urandom,
+    ) -> None:
+        self.backend, self.store = backend, store
+        self.deliver = deliver or _no_delivery
+        self.clock = clock or SystemClock()
+        self.poll = poll
+        self.actor = actor or Actor(
+            kind=ActorKind.SUPERVISOR, id=f"{socket.gethostname()}:{os.getpid()}"
+        )
+        self.rand = rand
+
+    def _token(self) -> str:
+        return self.rand(16).hex()
+
+    def run(self, job: JobID) -> None:
+        """Supervise ``job`` until its record settles, then deliver what remains, once each."""
+        token = self._token()
+        self.store.acquire(job, token, self.actor, self.clock.now())
+        try:
+            while True:
+                view = self.store.read(job)
+                result = self.pass_once(job, token, view, self.backend.find(job))
+                if result.settled:
+                    break
+                if result.progressed:
+                    continue
+                now = self.clock.now()
+                wake = now + self.poll
+                if result.wake is not None:
+                    wake = min(wake, result.wake)
+                self.clock.sleep_until(wake)
+            self._last_look(job)
+        finally:
+            self.store.release(job, token)
+
+    def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
+        """One pass: ``view`` was read before ``found`` was looked up; decide, execute, deliver."""
+        now = self.clock.now()
+        j = fold(view, now)
+        undelivered = [e for e in j.escalations.values() if e.delivered is None]
+        result = PassResult(job=job, settled=j.settled)
+        ex = Executor(self.backend, self.store, view.header, view.revision, token, self.actor, now)
+        try:
+            for step in next_steps(j, found, now):
+                if isinstance(step, st.Wait):
+                    result.wake = step.wake
+                    continue
+                ex.run(step)
+                result.progressed = True
+                result.steps.append(step.kind)
+                result.settled = result.settled or isinstance(step, st.Settle)
+        except ConflictError as err:
+            result.progressed = True
+            if owner_token(self.store.read(job)) != token:
+                raise ConflictError(
+                    f"job {job}: another supervisor owns it now ({err.message})"
+                ) from None
+        self._deliver(job, undelivered)
+        return result
+
+    def _deliver(self, job: JobID, escalations: Sequence[Escalation]) -> None:
+        for e in escalations:
+            try:
+                self.deliver(job, e)
+            except Exception as err:  # noqa: BLE001 - any failure means "offer it again"
+                log.warning("job %s: delivering %s failed, offered again: %s", job, e.id, err)
+                continue
+            self._mark_delivered(job, e.id)
+
+    def _mark_delivered(self, job: JobID, escalation_id: str) -> None:
+        for _ in range(DELIVERY_RETRIES):
+            view = self.store.read(job)
+            j = fold(view, self.clock.now())
+            known = j.escalations.get(escalation_id)
+            if known is None or known.delivered is not None:
+                return
+            entry = DeliveredEntry(at=self.clock.now(), by=self.actor, id=escalation_id)
+            try:
+                self.store.commit(job, [entry], view.revision)
+                return
+            except ConflictError:
+                continue
+        log.warning(
+            "job %s: could not record delivery of %s; it may be offered again", job, escalation_id
+        )
+
+    def _last_look(self, job: JobID) -> None:
+        """After settling: deliver every escalation still undelivered, one attempt each."""
+        j = fold(self.store.read(job), self.clock.now())
+        self._deliver(job, [e for e in j.escalations.values() if e.delivered is None])
+
+    def sweep(self, budget: timedelta | None = None) -> SweepReport:
+        """One pass over every unsettled job: what cron or scrontab runs each tick.
+
+        Jobs another supervisor owns are skipped; the scheduler is asked once for all the
+        rest; a job whose pass fails is reported and the others go on. With ``budget``, jobs
+        not reached in time are left for the next tick.
+        """
+        report = SweepReport()
+        start = self.clock.now()
+        token = self._token()
+        owned: list[JobID] = []
+        views: dict[JobID, View] = {}
+        try:
+            for job in self.store.jobs():
+                try:
+                    self.store.acquire(job, token, self.actor, self.clock.now())
+                except ConflictError:
+                    report.skipped.append(job)
+                    continue
+                except DispatchError as err:
+                    report.failed[job] = str(err)
+                    continue
+                owned.append(job)
+            for job in owned:
+                try:
+                    views[job] = self.store.read(job)
+                except DispatchError as err:
+                    report.failed[job] = str(err)
+            found = find_all(self.backend, list(views)) if views else {}
+            for job, view in views.items():
+                if budget is not None and self.clock.now() - start >= budget:
+                    report.not_reached.append(job)
+                    continue
+                try:
+                    result = self.pass_once(job, token, view, found[job])
+                except DispatchError as err:
+                    report.failed[job] = str(err)
+                    continue
+                report.passed.append(job)
+                if result.settled:
+                    self._last_look(job)
+                    report.settled.append(job)
+        finally:
+            for job in owned:
+                self.store.release(job, token)
+        return report
