@@ -68,7 +68,7 @@ def make_client(
     config = BotoConfig(
         region_name=region,
         proxies=proxy.proxies_for(target),
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=10,
         read_timeout=read_timeout,
         max_pool_connections=FILES_AT_ONCE * TRANSFER.max_request_concurrency + 4,
