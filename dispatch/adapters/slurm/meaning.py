@@ -175,7 +175,10 @@ def _cause(entry: Entry, row: Row) -> Cause:
     if entry.cause is CauseKind.CANCELLED:
         detail = f"by {row.cancelled_by}" if row.cancelled_by else ""
         return Cause(kind=entry.cause, provenance=entry.provenance, detail=detail)
-    detail = row.reason if row.reason not in ("", "None") else ""
+    # A waiting object's reason says what it waits for; an ended run's reason is stale text
+    # that differs between controller and accounting, so it is left out.
+    live = entry.state is not ObjectState.ENDED
+    detail = row.reason if live and row.reason not in ("", "None") else ""
     return Cause(kind=entry.cause, provenance=entry.provenance, detail=detail)
 
 

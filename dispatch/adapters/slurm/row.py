@@ -75,7 +75,7 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
     for part in _split_top(text.strip()):
         m = re.fullmatch(r"([^\[\]]*)\[([^\]]+)\](.*)", part)
         if m is None:
-            if part and part not in ("(null)", "None", "N/A"):
+            if part and part not in ("(null)", "None", "None assigned", "N/A"):
                 hosts.append(part)
             continue
         head, ranges, tail = m.groups()

@@ -1,0 +1,78 @@
+"""Parsers on real JSON replies of Slurm 24.05 to 25.11 (data/recordings, see its README):
+the same job means the same object state and cause whatever the release, and the controller
+(squeue shape) and accounting (sacct shape) agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dispatch.adapters.slurm.observe import observe
+from dispatch.adapters.slurm.parse import parse_sacct_json, parse_squeue_json
+from dispatch.model.enums import CauseKind, ObjectState, Provenance
+from dispatch.model.objects import ObjectObs
+
+DATA = Path(__file__).parent / "data" / "recordings"
+RELEASES = ["24.05/0.0.41", "24.11/0.0.42", "25.05/0.0.43", "25.11/0.0.44"]
+
+EXPECTED = {
+    "completed": (ObjectState.ENDED, CauseKind.NONE, None),
+    "failed": (ObjectState.ENDED, CauseKind.NON_ZERO_EXIT, 1),
+    "pending": (ObjectState.PENDING, CauseKind.NONE, None),
+    "running": (ObjectState.RUNNING, CauseKind.NONE, None),
+    "timeout": (ObjectState.ENDED, CauseKind.TIME_LIMIT, None),
+}
+
+
+def controller(release: str, kind: str) -> ObjectObs:
+    (obs,) = observe(parse_squeue_json((DATA / release / f"slurm-job-{kind}.json").read_text()))
+    return obs
+
+
+def accounting(release: str, kind: str) -> ObjectObs:
+    (obs,) = observe(parse_sacct_json((DATA / release / f"slurmdb-job-{kind}.json").read_text()))
+    return obs
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_recorded_job_means_the_same_in_every_release(release: str, kind: str) -> None:
+    state, cause, exit_code = EXPECTED[kind]
+    for obs in (controller(release, kind), accounting(release, kind)):
+        assert obs.state is state
+        assert obs.cause.kind is cause
+        assert obs.cause.exit_code == exit_code
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_controller_and_accounting_give_identical_causes_across_releases(kind: str) -> None:
+    seen = {(o.state, o.cause) for r in RELEASES for o in (controller(r, kind), accounting(r, kind))}
+    assert len(seen) == 1
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_recorded_job_without_dispatch_comment_is_foreign(release: str) -> None:
+    obs = controller(release, "running")
+    assert obs.submission is None and obs.foreign
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_non_zero_exit_is_attributed_to_the_application(release: str) -> None:
+    assert controller(release, "failed").cause.provenance is Provenance.APPLICATION
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_job_state_is_a_list_and_exit_code_nested_from_24_05(release: str) -> None:
+    import json
+
+    job = json.loads((DATA / release / "slurm-job-failed.json").read_text())["jobs"][0]
+    assert isinstance(job["job_state"], list)
+    assert job["exit_code"]["return_code"]["number"] == 1
+    assert controller(release, "failed").ref.id == str(job["job_id"])
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_running_job_reports_its_nodes(release: str) -> None:
+    assert controller(release, "running").nodes
+    assert accounting(release, "pending").nodes == ()
