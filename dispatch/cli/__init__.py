@@ -1,1 +1,1 @@
-"""dispatch package."""
+"""The dispatch command line."""

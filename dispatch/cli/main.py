@@ -1,0 +1,52 @@
+"""The ``dispatch`` command: verbs on jobs, and the demo.
+
+Exit codes: 0 success, 1 the operation was refused or failed, 2 bad usage or bad input.
+Errors are one line saying what was refused and what to do next.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from dispatch.cli.demo import run_demo
+from dispatch.model.errors import DispatchError, InvalidError
+from dispatch.records.contract import Records
+from dispatch.records.memory import MemoryRecords
+
+
+def _fail(err: DispatchError) -> None:
+    click.echo(f"error: {err}", err=True)
+    sys.exit(2 if isinstance(err, InvalidError) else 1)
+
+
+@click.group()
+@click.version_option(package_name="dispatch")
+def main() -> None:
+    """Submit and supervise multi-node training jobs on Slurm, safely and visibly."""
+
+
+@main.command()
+@click.option(
+    "--ledger",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep the record in a file ledger in this folder (left behind to inspect).",
+)
+def demo(ledger: Path | None) -> None:
+    """Run the tutorial: submit, preempt, recover, succeed, on the memory adapter."""
+    store: Records
+    try:
+        if ledger is None:
+            store = MemoryRecords()
+        else:
+            from dispatch.records.file import FileRecords
+
+            store = FileRecords(ledger)
+        job = run_demo(store, click.echo)
+    except DispatchError as err:
+        _fail(err)
+        return
+    if ledger is not None:
+        click.echo(f"record of job {job} kept in {ledger}", err=True)
