@@ -1,0 +1,415 @@
+"""The file ledger's folder: its format version, the private-root rule, crash leftovers, corrupt
+and foreign files, snapshots and the cache."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from record_samples import ADA, AT, SUPERVISOR, header
+
+from dispatch.model.errors import (
+    ConflictError,
+    InvalidError,
+    NotFoundError,
+    RejectedError,
+    UnavailableError,
+)
+from dispatch.model.record import CancelEntry, SettleEntry
+from dispatch.records import ledger_format as fmt
+from dispatch.records import locks
+from dispatch.records.file import FileRecords, Problem
+
+
+def cancel(reason: str = "") -> list[CancelEntry]:
+    return [CancelEntry(at=AT, by=ADA, reason=reason)]
+
+
+def grow(store: FileRecords, job: str, revisions: int) -> None:
+    """Commit until ``job`` is at ``revisions``."""
+    for revision in range(store.read(job).revision, revisions):
+        store.commit(job, cancel(str(revision + 1)), revision)
+
+
+# --- the root ---------------------------------------------------------------------------------
+
+
+def test_a_new_root_is_created_private_to_its_user_with_its_format(tmp_path: Path) -> None:
+    root = tmp_path / "a" / "ledger"
+    FileRecords(root)
+    assert os.stat(root).st_mode & 0o777 == 0o700
+    assert (root / "FORMAT").read_text() == "dispatch-ledger 1\n"
+
+
+def test_an_empty_private_folder_becomes_a_ledger(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    root.mkdir(mode=0o700)
+    FileRecords(root).create(header("j1"))
+    assert FileRecords(root).jobs() == ["j1"]
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o770, 0o702])
+def test_a_root_others_can_write_to_is_refused_naming_the_path_and_the_fix(
+    tmp_path: Path, mode: int
+) -> None:
+    root = tmp_path / "ledger"
+    FileRecords(root)
+    os.chmod(root, mode)
+    with pytest.raises(RejectedError) as err:
+        FileRecords(root)
+    assert str(root) in str(err.value)
+    assert f"{mode:o}" in str(err.value)
+    assert f"chmod 700 {root}" in str(err.value)
+
+
+def test_a_root_others_can_only_read_is_accepted(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    FileRecords(root)
+    os.chmod(root, 0o755)
+    FileRecords(root)
+
+
+def test_a_root_of_another_format_version_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    FileRecords(root)
+    (root / "FORMAT").write_text("dispatch-ledger 2\n")
+    with pytest.raises(InvalidError) as err:
+        FileRecords(root)
+    assert str(root / "FORMAT") in str(err.value)
+    assert "dispatch-ledger 2" in str(err.value)
+
+
+def test_a_folder_with_files_but_no_format_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    root.mkdir(mode=0o700)
+    (root / "thesis.tex").write_text("x")
+    with pytest.raises(InvalidError, match="not a dispatch ledger"):
+        FileRecords(root)
+    assert (root / "thesis.tex").exists()
+
+
+def test_a_filesystem_where_a_second_process_gets_a_held_lock_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-in: local disks have working locks, so the second process is replaced by a script
+    that reports being granted the lock, as on an NFS mount without lockd."""
+    monkeypatch.setattr(locks, "_CHILD", "import sys; sys.exit(1)")
+    with pytest.raises(UnavailableError, match="file locks do not work"):
+        FileRecords(tmp_path / "ledger")
+
+
+def test_a_filesystem_without_flock_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-in: ``flock`` failing with ENOLCK, as on NFS with no lock manager, is simulated."""
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(37, "No locks available")
+
+    monkeypatch.setattr(locks.fcntl, "flock", no_locks)
+    with pytest.raises(UnavailableError, match="No locks available"):
+        FileRecords(tmp_path / "ledger")
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+
+def test_a_job_id_that_cannot_name_a_folder_is_invalid_to_create(tmp_path: Path) -> None:
+    store = FileRecords(tmp_path / "ledger")
+    for job in ("../x", ".hidden", "a/b", ""):
+        with pytest.raises(InvalidError):
+            store.create(header(job))
+        with pytest.raises(NotFoundError):
+            store.read(job)
+
+
+def test_a_corrupt_revision_is_invalid_naming_its_path_and_nothing_is_deleted(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 3)
+    bad = root / "jobs" / "j1" / "r0000000003.json"
+    bad.write_text('{"revision": 3, "entries": [{"kind": "nonsense"}]}')
+    fresh = FileRecords(root)
+    with pytest.raises(InvalidError) as err:
+        fresh.read("j1")
+    assert str(bad) in str(err.value)
+    assert bad.exists()
+    assert [p.path for p in fresh.problems()] == [bad]
+
+
+def test_a_torn_revision_met_by_a_warm_reader_is_invalid_naming_its_path(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    store.read("j1")
+    bad = root / "jobs" / "j1" / "r0000000002.json"
+    bad.write_text('{"revision": 2, "entr')
+    with pytest.raises(InvalidError, match=str(bad)):
+        store.read("j1")
+
+
+def test_a_revision_file_holding_another_revision_is_invalid(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 3)
+    folder = root / "jobs" / "j1"
+    (folder / "r0000000003.json").write_bytes((folder / "r0000000002.json").read_bytes())
+    with pytest.raises(InvalidError, match="holds revision 2"):
+        FileRecords(root).read("j1")
+
+
+def test_a_header_of_another_job_is_invalid(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    store.create(header("j2"))
+    folder = root / "jobs"
+    (folder / "j2" / "r0000000001.json").write_bytes(
+        (folder / "j1" / "r0000000001.json").read_bytes()
+    )
+    with pytest.raises(InvalidError, match="header is of job 'j1'"):
+        FileRecords(root).read("j2")
+
+
+def test_a_missing_revision_is_invalid_naming_the_gap(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 4)
+    gap = root / "jobs" / "j1" / "r0000000003.json"
+    gap.unlink()
+    with pytest.raises(InvalidError, match=f"{gap}: revision is missing"):
+        FileRecords(root).read("j1")
+
+
+def test_a_foreign_file_in_a_job_folder_is_invalid_naming_its_path(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    FileRecords(root).create(header("j1"))
+    foreign = root / "jobs" / "j1" / "notes.txt"
+    foreign.write_text("mine")
+    with pytest.raises(InvalidError, match=str(foreign)):
+        FileRecords(root).read("j1")
+    assert foreign.exists()
+
+
+def test_a_sweep_reads_every_other_job_past_a_corrupt_one_and_gets_the_problem(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    for job in ("j1", "j2", "j3"):
+        store.create(header(job))
+    (root / "jobs" / "j2" / "r0000000001.json").write_text("{}")
+    seen: list[Problem] = []
+    sweeper = FileRecords(root, on_problem=seen.append)
+    read = []
+    for job in sweeper.jobs():
+        try:
+            read.append(sweeper.read(job).header.job)
+        except InvalidError:
+            continue
+    assert read == ["j1", "j3"]
+    assert [p.path for p in seen] == [root / "jobs" / "j2" / "r0000000001.json"]
+    assert sweeper.problems() == seen
+
+
+def test_foreign_entries_of_the_jobs_folder_are_skipped_and_reported(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    (root / "jobs" / "README md").write_text("x")
+    (root / "unsettled" / "what ever").write_text("x")
+    assert store.jobs() == ["j1"]
+    assert store.jobs(include_settled=True) == ["j1"]
+    assert {p.path.name for p in store.problems()} == {"README md", "what ever"}
+
+
+# --- crash leftovers --------------------------------------------------------------------------
+
+
+def test_temp_files_left_by_a_crash_are_ignored_by_readers(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 2)
+    (root / "jobs" / "j1" / f"{fmt.TEMP_PREFIX}host-1-ab").write_text('{"revision": 3')
+    assert FileRecords(root).read("j1") == store.read("j1")
+    assert store.commit("j1", cancel(), 2) == 3
+
+
+def test_old_temp_files_are_removed_by_the_next_acquire_and_young_ones_kept(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    folder = root / "jobs" / "j1"
+    old, young = folder / f"{fmt.TEMP_PREFIX}old", folder / f"{fmt.TEMP_PREFIX}young"
+    old.write_text("x")
+    young.write_text("x")
+    past = os.stat(old).st_mtime - fmt.TEMP_MAX_AGE_SECONDS - 60
+    os.utime(old, (past, past))
+    store.acquire("j1", "t1", SUPERVISOR, AT)
+    assert not old.exists()
+    assert young.exists()
+
+
+def test_a_create_that_died_before_its_header_is_not_listed_and_can_be_done_again(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    (root / "jobs" / "j1").mkdir()
+    (root / "unsettled" / "j1").touch()
+    assert store.jobs() == []
+    assert store.jobs(include_settled=True) == []
+    with pytest.raises(NotFoundError):
+        store.read("j1")
+    store.create(header("j1"))
+    assert store.jobs() == ["j1"]
+
+
+def test_a_key_claimed_by_a_create_that_died_lets_that_same_job_be_created(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    (root / "keys" / fmt_key("k")).write_text("j1")
+    assert store.find_key("k") is None
+    store.create(header("j1", key="k"))
+    assert store.find_key("k") == "j1"
+
+
+def test_a_key_claimed_by_a_create_that_died_refuses_other_jobs_naming_the_claim(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    claim = root / "keys" / fmt_key("k")
+    claim.write_text("j1")
+    with pytest.raises(ConflictError, match=f"remove {claim}"):
+        store.create(header("j2", key="k"))
+
+
+def test_a_stale_unsettled_marker_is_repaired_by_the_next_read(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    revision = store.acquire("j1", "t1", SUPERVISOR, AT)
+    store.commit("j1", [SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    # A crash between the settle revision and the removal of the marker leaves the marker.
+    (root / "unsettled" / "j1").touch()
+    sweeper = FileRecords(root)
+    assert sweeper.jobs() == ["j1"]
+    sweeper.read("j1")
+    assert not (root / "unsettled" / "j1").exists()
+    assert sweeper.jobs() == []
+
+
+# --- snapshots and the cache ------------------------------------------------------------------
+
+
+def test_a_corrupt_snapshot_is_ignored_and_the_record_reads_from_its_revisions(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root, snapshot_every=4)
+    store.create(header("j1"))
+    grow(store, "j1", 10)
+    snapshot = root / "jobs" / "j1" / fmt.SNAPSHOT
+    assert snapshot.exists()
+    snapshot.write_text("{not json")
+    fresh = FileRecords(root, snapshot_every=4)
+    assert fresh.read("j1") == store.read("j1")
+    assert [p.path for p in fresh.problems()] == [snapshot]
+
+
+def test_a_snapshot_that_disagrees_with_the_revisions_is_ignored(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root, snapshot_every=4)
+    store.create(header("j1"))
+    grow(store, "j1", 10)
+    snapshot = root / "jobs" / "j1" / fmt.SNAPSHOT
+    snapshot.write_text(snapshot.read_text().replace('"reason":"8"', '"reason":"forged"'))
+    assert FileRecords(root).read("j1") == store.read("j1")
+
+
+def test_a_missing_snapshot_changes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root, snapshot_every=4)
+    store.create(header("j1"))
+    grow(store, "j1", 10)
+    (root / "jobs" / "j1" / fmt.SNAPSHOT).unlink()
+    fresh = FileRecords(root)
+    assert fresh.read("j1") == store.read("j1")
+    assert fresh.problems() == []
+
+
+def test_a_cold_read_of_a_long_record_starts_from_its_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 130)
+    fresh = FileRecords(root)
+    opened = count_reads(monkeypatch)
+    view = fresh.read("j1")
+    # The header, the snapshot (at 128) and its last revision to check it, then 129 and 130,
+    # and the probe for 131.
+    assert [p.name for p in opened] == [
+        "r0000000001.json",
+        "snapshot.json",
+        "r0000000128.json",
+        "r0000000129.json",
+        "r0000000130.json",
+        "r0000000131.json",
+    ]
+    assert view == store.read("j1")
+
+
+def test_a_warm_read_of_an_unchanged_record_only_probes_the_next_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 20)
+    store.read("j1")
+    opened = count_reads(monkeypatch)
+    store.read("j1")
+    assert [p.name for p in opened] == ["r0000000021.json"]
+
+
+def test_a_warm_reader_sees_commits_of_another_writer(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    reader, writer = FileRecords(root), FileRecords(root)
+    writer.create(header("j1"))
+    assert reader.read("j1").revision == 1
+    writer.commit("j1", cancel("new"), 1)
+    assert reader.read("j1") == writer.read("j1")
+    with pytest.raises(ConflictError):
+        reader.commit("j1", cancel("stale"), 1)
+
+
+def fmt_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Record every file the ledger reads from now on."""
+    opened: list[Path] = []
+    real = fmt.read_bytes
+
+    def counting(path: Path) -> bytes | None:
+        opened.append(path)
+        return real(path)
+
+    monkeypatch.setattr(fmt, "read_bytes", counting)
+    return opened
