@@ -89,10 +89,9 @@ class VaultSource:
                 path=self.path, mount_point=self.mount, raise_on_deleted_version=True
             )
         except hvac.exceptions.VaultError as exc:
-            status = getattr(exc, "status_code", None) or "?"
-            raise SourceFailed(
-                f"{self.address}: {type(exc).__name__} (HTTP {status})"
-            ) from None
+            # hvac names the refusal by class (Forbidden, InvalidPath, ...); its text may echo
+            # the request, so only the class name is reported.
+            raise SourceFailed(f"{self.address}: Vault answered {type(exc).__name__}") from None
         except requests.RequestException as exc:
             raise SourceFailed(f"{self.address}: {type(exc).__name__}") from None
         finally:

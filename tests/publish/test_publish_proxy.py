@@ -1,0 +1,99 @@
+"""The one proxy rule, and proof from the recording proxy that S3 and Vault both follow it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import S3StoreFactory
+from recording_proxy import ProxyServer, RecordingProxy
+from vault_standin import VaultServer, VaultState
+
+from publish.epoch import Epoch
+from publish.proxy import ProxyRule
+from publish.resolve import resolve
+from publish.save import save
+from publish.vault import VaultSource
+
+
+@pytest.fixture
+def proxy() -> Iterator[RecordingProxy]:
+    with ProxyServer() as state:
+        yield state
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Iterator[VaultState]:
+    with VaultServer() as state:
+        state.approles["r"] = "s"
+        state.secrets["secret/p"] = {"access_key_id": "A", "secret_access_key": "B"}
+        yield state
+
+
+def test_explicit_proxy_wins_over_the_environment() -> None:
+    rule = ProxyRule.from_env("http://explicit:1", {"HTTPS_PROXY": "http://env:2"})
+    assert rule.proxy_for("https://s3.example") == "http://explicit:1"
+
+
+def test_environment_proxy_is_chosen_by_the_target_scheme() -> None:
+    rule = ProxyRule.from_env(None, {"HTTPS_PROXY": "http://tls:1", "http_proxy": "http://p:2"})
+    assert rule.proxy_for("https://s3.example") == "http://tls:1"
+    assert rule.proxy_for("http://minio.local:9000") == "http://p:2"
+
+
+@pytest.mark.parametrize("no_proxy", ["vault.corp", ".corp", "corp", "x, vault.corp", "*"])
+def test_no_proxy_exempts_matching_hosts_even_from_an_explicit_proxy(no_proxy: str) -> None:
+    rule = ProxyRule.from_env("http://explicit:1", {"NO_PROXY": no_proxy})
+    assert rule.proxy_for("https://vault.corp:8200") is None
+
+
+def test_no_proxy_does_not_exempt_a_host_that_only_ends_alike() -> None:
+    rule = ProxyRule.from_env(None, {"NO_PROXY": "corp", "HTTPS_PROXY": "http://p:1"})
+    assert rule.proxy_for("https://notcorp:1") == "http://p:1"
+
+
+def test_s3_requests_go_through_the_proxy_the_rule_names(
+    s3_store: S3StoreFactory, make_save: object, proxy: RecordingProxy, tmp_path: Path
+) -> None:
+    store = s3_store(proxy=proxy.url)
+    folder = tmp_path / "s"
+    folder.mkdir()
+    (folder / "m").write_bytes(b"x")
+    save(store, folder, 1, Epoch.of(1, 0))
+    resolve(store, Epoch.of(1, 0), into=tmp_path / "out")
+    assert proxy.seen("PUT", "/ckpt/data/") == 1
+    assert proxy.seen("PUT", "/ckpt/log/") == 1
+    assert proxy.seen("GET", "/ckpt/data/") >= 1
+
+
+def test_s3_environment_proxy_is_ignored_for_a_no_proxy_host(
+    s3_store: S3StoreFactory, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    store = s3_store()  # the fixture's rule has no explicit proxy and reads nothing itself
+    store.put_bytes("k", b"v")
+    assert proxy.requests == []
+
+
+def test_vault_requests_go_through_the_proxy_the_rule_names(
+    vault: VaultState, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VAULT_ROLE_ID", "r")
+    monkeypatch.setenv("VAULT_SECRET_ID", "s")
+    rule = ProxyRule.from_env(None, {"HTTP_PROXY": proxy.url})
+    assert VaultSource(vault.url, "p", "approle", rule).load().access_key_id == "A"
+    assert proxy.seen("POST", "/v1/auth/approle/login") == 1
+    assert proxy.seen("GET", "/v1/secret/data/p") == 1
+
+
+def test_vault_bypasses_the_proxy_for_a_no_proxy_host(
+    vault: VaultState, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VAULT_ROLE_ID", "r")
+    monkeypatch.setenv("VAULT_SECRET_ID", "s")
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)  # requests' own env reading must stay off
+    rule = ProxyRule.from_env(None, {"HTTP_PROXY": proxy.url, "NO_PROXY": "127.0.0.1"})
+    assert VaultSource(vault.url, "p", "approle", rule).load().access_key_id == "A"
+    assert proxy.requests == []
