@@ -3,6 +3,7 @@ and foreign files, snapshots and the cache."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 from pathlib import Path
@@ -108,7 +109,7 @@ def test_a_filesystem_without_flock_is_refused(
     def no_locks(fd: int, op: int) -> None:
         raise OSError(37, "No locks available")
 
-    monkeypatch.setattr(locks.fcntl, "flock", no_locks)
+    monkeypatch.setattr(fcntl, "flock", no_locks)
     with pytest.raises(UnavailableError, match="No locks available"):
         FileRecords(tmp_path / "ledger")
 
