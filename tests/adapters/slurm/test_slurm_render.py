@@ -1,0 +1,147 @@
+"""The renderers: sbatch and query command lines and the batch wrapper, against golden files."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import timedelta
+
+import pytest
+from slurm_golden import check_golden
+
+from dispatch.adapters.slurm import render
+from dispatch.model.errors import InvalidError, UnsupportedError
+from dispatch.model.objects import StartRequest
+from dispatch.model.values import JobSpec
+
+FULL = JobSpec(
+    name="train",
+    command=("torchrun", "--nnodes=2", "train.py", "--lr", "3e-4", "it's"),
+    nodes=2,
+    procs_per_node=4,
+    gpus_per_node=4,
+    time_limit=timedelta(hours=2),
+    partition="low",
+    account="ml",
+    qos="normal",
+    working_directory="/scratch/run",
+    output_path="/scratch/run/%j.out",
+    image="nvcr.io/nvidia/pytorch:24.05-py3",
+    pre_termination_signal="USR1@120",
+    env={"WANDB_MODE": "offline", "NCCL_DEBUG": "INFO,WARN"},
+)
+
+
+def request(spec: JobSpec, submission: int = 2, attempt: int = 1) -> StartRequest:
+    return StartRequest(
+        job="ab12", submission=submission, attempt=attempt, lineage_submission=7, spec=spec
+    )
+
+
+def lines(argv: list[str]) -> str:
+    return "".join(f"{a}\n" if "\n" not in a else f"{a}\n---\n" for a in argv)
+
+
+def test_sbatch_argv_for_a_full_spec_matches_golden() -> None:
+    check_golden("sbatch-full.txt", lines(render.sbatch_argv(request(FULL), container_images=True)))
+
+
+def test_sbatch_argv_for_a_minimal_spec_matches_golden() -> None:
+    spec = JobSpec(command=("python", "main.py"))
+    check_golden("sbatch-minimal.txt", lines(render.sbatch_argv(request(spec), container_images=False)))
+
+
+def test_wrapper_matches_golden() -> None:
+    check_golden("wrapper.sh", render.wrapper_script(FULL.command, FULL.env))
+
+
+def test_query_command_lines_match_golden() -> None:
+    names = ["dj-a", "dj-b"]
+    text = "".join(
+        " ".join(argv) + "\n"
+        for argv in (
+            render.squeue_argv(names),
+            render.squeue_argv(names, json=True),
+            render.squeue_argv(ids=["12"]),
+            render.sacct_argv(names, since="now-60days"),
+            render.sacct_argv(names, since="now-60days", json=True),
+            render.release_argv("12"),
+            render.hold_argv("12"),
+            render.unhold_argv("12"),
+            render.requeue_bit_argv("12", True),
+            render.requeue_argv("12"),
+            render.requeue_bit_argv("12", False),
+            render.cancel_argv("12"),
+            render.cancel_name_argv("dj-a"),
+        )
+    )
+    check_golden("queries.txt", text)
+
+
+def test_sbatch_creates_the_object_held_named_and_commented() -> None:
+    argv = render.sbatch_argv(request(FULL, submission=3, attempt=2), container_images=True)
+    assert "--hold" in argv
+    assert "--job-name=dj-ab12" in argv
+    assert "--comment=dispatch:3/2" in argv
+    assert "--no-requeue" in argv
+
+
+def test_environment_carries_the_lineage_submission_not_the_job_local_one() -> None:
+    (export,) = [a for a in render.sbatch_argv(request(FULL), container_images=True) if a.startswith("--export")]
+    assert export == "--export=ALL,DISPATCH_JOB=ab12,DISPATCH_SUBMISSION=7,DISPATCH_ATTEMPT=1"
+
+
+def test_container_image_without_pyxis_is_unsupported() -> None:
+    with pytest.raises(UnsupportedError):
+        render.sbatch_argv(request(FULL), container_images=False)
+
+
+@pytest.mark.parametrize(
+    ("limit", "text"),
+    [
+        (timedelta(minutes=1), "1"),
+        (timedelta(hours=2), "120"),
+        (timedelta(days=1, seconds=5), "1-00:00:05"),
+        (timedelta(seconds=90), "0-00:01:30"),
+    ],
+)
+def test_time_limit_is_minutes_or_days_hours_minutes_seconds(limit: timedelta, text: str) -> None:
+    assert render.slurm_time(limit) == text
+
+
+@pytest.mark.parametrize(
+    ("given", "option"),
+    [
+        ("USR1@120", "--signal=B:USR1@120"),
+        ("SIGTERM@60", "--signal=B:TERM@60"),
+        ("B:USR2@30", "--signal=B:USR2@30"),
+        ("usr1", "--signal=B:USR1"),
+    ],
+)
+def test_pre_termination_signal_goes_to_the_batch_shell(given: str, option: str) -> None:
+    assert render.signal_option(given) == option
+
+
+def test_malformed_pre_termination_signal_is_invalid() -> None:
+    with pytest.raises(InvalidError):
+        render.signal_option("USR1 at 2 minutes")
+
+
+@pytest.mark.parametrize(("restarts", "epoch"), [(None, "7000000"), ("0", "7000000"), ("3", "7000003")])
+def test_wrapper_computes_the_epoch_from_submission_and_restart_count(
+    restarts: str | None, epoch: str
+) -> None:
+    """Runs the wrapper under a real /bin/sh, as sbatch --wrap does."""
+    script = render.wrapper_script(("sh", "-c", 'echo "$DISPATCH_EPOCH $WANDB_MODE $NCCL_DEBUG"'), FULL.env)
+    env = {"DISPATCH_SUBMISSION": "7", "PATH": "/usr/bin:/bin"}
+    if restarts is not None:
+        env["SLURM_RESTART_COUNT"] = restarts
+    out = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == [epoch, "offline", "INFO,WARN"]
+
+
+def test_wrapper_passes_arguments_through_unchanged() -> None:
+    script = render.wrapper_script(("printf", "%s|", "a b", "it's", "$HOME"), {})
+    out = subprocess.run(
+        ["/bin/sh", "-c", script], env={"DISPATCH_SUBMISSION": "1"}, capture_output=True, text=True, check=True
+    )
+    assert out.stdout == "a b|it's|$HOME|"
