@@ -122,7 +122,7 @@ def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
                 job_id=str(job["job_id"]),
                 name=str(job.get("name") or ""),
                 state=state,
-                reason=str(job.get("state_reason") or ""),
+                reason=_reason(job),
                 comment=str(job.get("comment") or ""),
                 exit_code=code,
                 signal=sig,
@@ -171,6 +171,16 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
             )
         )
     return rows
+
+
+def _reason(job: Mapping[str, Any]) -> str:
+    """The controller's reason; for a hold, its description says which (22.05 gives
+    ``JobHeldUser`` with ``launch failed requeued held``, the text squeue prints)."""
+    reason = str(job.get("state_reason") or "")
+    description = str(job.get("state_description") or "")
+    if description and reason in ("JobHeldUser", "JobHeldAdmin"):
+        return description
+    return reason
 
 
 def parse_job_id(text: str) -> str:
@@ -243,7 +253,11 @@ def _exit_json(value: Any) -> tuple[int | None, int | None]:
     if value is None:
         return None, None
     if not isinstance(value, Mapping):
-        return _number(value), None
+        # v0.0.38 (22.05) prints the raw wait status: the code in the high byte, the signal low.
+        status = _number(value)
+        if status is None:
+            return None, None
+        return status >> 8, (status & 0x7F) or None
     code = _number(value.get("return_code"))
     sig = value.get("signal")
     signal = _number(sig.get("id") if isinstance(sig, Mapping) else sig)

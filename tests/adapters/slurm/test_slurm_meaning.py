@@ -86,7 +86,9 @@ def test_cancelled_keeps_who_cancelled() -> None:
 
 
 def test_gate_is_only_the_user_hold_of_an_object_carrying_a_dispatch_comment() -> None:
-    ours = Row(job_id="1", name="dj-x", state="PENDING", reason="JobHeldUser", comment="dispatch:2/1")
+    ours = Row(
+        job_id="1", name="dj-x", state="PENDING", reason="JobHeldUser", comment="dispatch:2/1"
+    )
     theirs = Row(job_id="1", name="dj-x", state="PENDING", reason="JobHeldUser", comment="mine")
     assert meaning(ours).state is ObjectState.GATED
     assert meaning(theirs).state is ObjectState.HELD
@@ -94,7 +96,9 @@ def test_gate_is_only_the_user_hold_of_an_object_carrying_a_dispatch_comment() -
 
 
 def test_admin_hold_is_held_by_other_even_on_a_dispatch_object() -> None:
-    row = Row(job_id="1", name="dj-x", state="PENDING", reason="JobHeldAdmin", comment="dispatch:1/1")
+    row = Row(
+        job_id="1", name="dj-x", state="PENDING", reason="JobHeldAdmin", comment="dispatch:1/1"
+    )
     assert meaning(row).held_by_other
 
 
@@ -121,8 +125,7 @@ def test_no_capacity_reason_matches_with_its_node_list_suffix() -> None:
 
 def test_sbatch_refusing_node_configuration_is_no_capacity() -> None:
     cause = refusal_cause(
-        "sbatch: error: Batch job submission failed: "
-        "Requested node configuration is not available"
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available"
     )
     assert cause is not None and cause.kind is CauseKind.NO_CAPACITY
     assert refusal_cause("sbatch: error: invalid partition specified: x") is None

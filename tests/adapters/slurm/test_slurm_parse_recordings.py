@@ -47,7 +47,9 @@ def test_recorded_job_means_the_same_in_every_release(release: str, kind: str) -
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_controller_and_accounting_give_identical_causes_across_releases(kind: str) -> None:
-    seen = {(o.state, o.cause) for r in RELEASES for o in (controller(r, kind), accounting(r, kind))}
+    seen = {
+        (o.state, o.cause) for r in RELEASES for o in (controller(r, kind), accounting(r, kind))
+    }
     assert len(seen) == 1
 
 

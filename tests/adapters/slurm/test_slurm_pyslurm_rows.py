@@ -37,13 +37,19 @@ def test_gated_pyslurm_job_reads_gated_with_its_numbers() -> None:
 
 
 def test_pyslurm_object_attributes_read_like_a_dict() -> None:
-    job = SimpleNamespace(**{**GATED, "state": "RUNNING", "state_reason": "None", "allocated_nodes": "n[1-2]"})
+    job = SimpleNamespace(
+        **{**GATED, "state": "RUNNING", "state_reason": "None", "allocated_nodes": "n[1-2]"}
+    )
     (obs,) = observe([row_from_job(job)])
     assert obs.state is ObjectState.RUNNING and obs.nodes == ("n1", "n2")
 
 
 def test_dispatch_hold_reads_held_through_pyslurm() -> None:
-    held = {**GATED, "state_reason": "BeginTime", "eligible_time": GATED["submit_time"] + DISPATCH_HOLD_SECONDS}
+    held = {
+        **GATED,
+        "state_reason": "BeginTime",
+        "eligible_time": GATED["submit_time"] + DISPATCH_HOLD_SECONDS,
+    }
     (obs,) = observe([row_from_job(held)])
     assert obs.state is ObjectState.HELD and not obs.held_by_other
 

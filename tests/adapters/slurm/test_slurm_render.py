@@ -47,7 +47,9 @@ def test_sbatch_argv_for_a_full_spec_matches_golden() -> None:
 
 def test_sbatch_argv_for_a_minimal_spec_matches_golden() -> None:
     spec = JobSpec(command=("python", "main.py"))
-    check_golden("sbatch-minimal.txt", lines(render.sbatch_argv(request(spec), container_images=False)))
+    check_golden(
+        "sbatch-minimal.txt", lines(render.sbatch_argv(request(spec), container_images=False))
+    )
 
 
 def test_wrapper_matches_golden() -> None:
@@ -86,7 +88,11 @@ def test_sbatch_creates_the_object_held_named_and_commented() -> None:
 
 
 def test_environment_carries_the_lineage_submission_not_the_job_local_one() -> None:
-    (export,) = [a for a in render.sbatch_argv(request(FULL), container_images=True) if a.startswith("--export")]
+    (export,) = [
+        a
+        for a in render.sbatch_argv(request(FULL), container_images=True)
+        if a.startswith("--export")
+    ]
     assert export == "--export=ALL,DISPATCH_JOB=ab12,DISPATCH_SUBMISSION=7,DISPATCH_ATTEMPT=1"
 
 
@@ -126,22 +132,32 @@ def test_malformed_pre_termination_signal_is_invalid() -> None:
         render.signal_option("USR1 at 2 minutes")
 
 
-@pytest.mark.parametrize(("restarts", "epoch"), [(None, "7000000"), ("0", "7000000"), ("3", "7000003")])
+@pytest.mark.parametrize(
+    ("restarts", "epoch"), [(None, "7000000"), ("0", "7000000"), ("3", "7000003")]
+)
 def test_wrapper_computes_the_epoch_from_submission_and_restart_count(
     restarts: str | None, epoch: str
 ) -> None:
     """Runs the wrapper under a real /bin/sh, as sbatch --wrap does."""
-    script = render.wrapper_script(("sh", "-c", 'echo "$DISPATCH_EPOCH $WANDB_MODE $NCCL_DEBUG"'), FULL.env)
+    script = render.wrapper_script(
+        ("sh", "-c", 'echo "$DISPATCH_EPOCH $WANDB_MODE $NCCL_DEBUG"'), FULL.env
+    )
     env = {"DISPATCH_SUBMISSION": "7", "PATH": "/usr/bin:/bin"}
     if restarts is not None:
         env["SLURM_RESTART_COUNT"] = restarts
-    out = subprocess.run(["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        ["/bin/sh", "-c", script], env=env, capture_output=True, text=True, check=True
+    )
     assert out.stdout.split() == [epoch, "offline", "INFO,WARN"]
 
 
 def test_wrapper_passes_arguments_through_unchanged() -> None:
     script = render.wrapper_script(("printf", "%s|", "a b", "it's", "$HOME"), {})
     out = subprocess.run(
-        ["/bin/sh", "-c", script], env={"DISPATCH_SUBMISSION": "1"}, capture_output=True, text=True, check=True
+        ["/bin/sh", "-c", script],
+        env={"DISPATCH_SUBMISSION": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout == "a b|it's|$HOME|"

@@ -1,0 +1,117 @@
+"""Parsers and meaning on real Slurm 22.05 output (data/22.05, see its README)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dispatch.adapters.slurm.observe import observe
+from dispatch.adapters.slurm.parse import (
+    parse_sacct_json,
+    parse_sacct_text,
+    parse_squeue_json,
+    parse_squeue_text,
+)
+from dispatch.adapters.slurm.row import Row
+from dispatch.model.enums import CauseKind, ObjectState
+from dispatch.model.objects import ObjectObs
+
+DATA = Path(__file__).parent / "data" / "22.05"
+E, P, H, R = ObjectState.ENDED, ObjectState.PENDING, ObjectState.HELD, ObjectState.RUNNING
+C = CauseKind
+
+# scenario: object state, cause, restarts, held by other
+EXPECTED = {
+    "begin-future": (H, C.HELD, 0, False),
+    "cancelled": (E, C.CANCELLED, 0, False),
+    "completed": (E, C.NONE, 0, False),
+    "failed-exit3": (E, C.NON_ZERO_EXIT, 0, False),
+    "held": (H, C.HELD, 0, True),
+    "launch-failed": (H, C.LAUNCH_FAILED, 1, True),
+    "no-capacity": (P, C.NO_CAPACITY, 0, False),
+    "node-failed": (P, C.NODE_LOST, 1, False),
+    "node-failed-norequeue": (E, C.NODE_LOST, 0, False),
+    "pending-resources": (P, C.NONE, 0, False),
+    "preempted-cancel": (E, C.PREEMPTED, 0, False),
+    "preempted-cancel-settled": (E, C.PREEMPTED, 0, False),
+    "preempted-requeued": (P, C.PREEMPTED, 1, False),
+    "preempted-requeued-rerun": (R, C.NONE, 1, False),
+    "preemptor": (R, C.NONE, 0, False),
+    "running": (R, C.NONE, 0, False),
+    "timeout": (E, C.TIME_LIMIT, 0, False),
+}
+
+
+def rows(scenario: str) -> tuple[list[Row], list[Row]]:
+    folder = DATA / scenario
+    job_id = str(json.loads((folder / "meta.json").read_text())["job_id"])
+    live = [
+        r for r in parse_squeue_json((folder / "squeue.json").read_text()) if r.job_id == job_id
+    ]
+    history = [
+        r for r in parse_sacct_json((folder / "sacct.json").read_text()) if r.job_id == job_id
+    ]
+    return live, history
+
+
+def found(scenario: str) -> ObjectObs:
+    live, history = rows(scenario)
+    (obs,) = observe(live + history)
+    return obs
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_captured_22_05_situation_has_its_meaning(scenario: str) -> None:
+    state, cause, restarts, other = EXPECTED[scenario]
+    obs = found(scenario)
+    assert (obs.state, obs.cause.kind, obs.restarts, obs.held_by_other) == (
+        state,
+        cause,
+        restarts,
+        other,
+    )
+
+
+def test_22_05_job_state_is_a_string_and_exit_code_a_raw_wait_status() -> None:
+    live, _ = rows("failed-exit3")
+    assert live[0].exit_code == 3 and live[0].signal is None
+    assert found("failed-exit3").cause.exit_code == 3
+
+
+def test_22_05_accounting_json_loses_the_exit_code_so_text_is_used_there() -> None:
+    """A known 22.05 defect (dbv0.0.38 reports return_code 0 for `exit 3`); the adapter reads
+    sacct --parsable2 on releases before 24.05 for that reason."""
+    _, history = rows("failed-exit3")
+    assert history[0].exit_code == 0
+
+
+def test_requeued_run_is_pending_with_the_earlier_runs_cause_from_history() -> None:
+    live, history = rows("preempted-requeued")
+    assert [r.state for r in history] == ["PREEMPTED", "PENDING"]
+    (live_only,) = observe(live)
+    assert live_only.cause.kind is C.REQUEUED
+    assert found("preempted-requeued").cause.kind is C.PREEMPTED
+
+
+def test_launch_failure_hold_reads_from_the_json_description() -> None:
+    live, _ = rows("launch-failed")
+    assert live[0].reason == "launch failed requeued held"
+
+
+def test_launch_failure_without_requeue_reads_as_cancelled_a_known_limit() -> None:
+    """With --no-requeue, 22.05 ends a prolog failure as CANCELLED by the SlurmUser with reason
+    None; nothing in squeue or sacct tells it from a cancel (see docs/slurm-mapping.md)."""
+    assert found("launch-failed-norequeue").cause.kind is C.CANCELLED
+
+
+def test_text_and_json_readers_agree_on_the_same_22_05_job() -> None:
+    squeue = "23|dj-x|PENDING|BeginTime|0|1|1|4294901740|1796209222|1796209191||dispatch:1/1\n"
+    sacct = (
+        "23|dj-x|PREEMPTED|None|0:0|n[2-4]|4294901741|1796209186|1796209186|dispatch:1/1\n"
+        "23|dj-x|PENDING|None|0:0|None assigned|4294901740|1796209191|1796209222|\n"
+    )
+    (obs,) = observe(parse_squeue_text(squeue) + parse_sacct_text(sacct))
+    assert (obs.state, obs.cause.kind, obs.restarts) == (P, C.PREEMPTED, 1)
+    assert (obs.submission, obs.attempt) == (1, 1)
