@@ -29,7 +29,7 @@ import os
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent
@@ -51,8 +51,16 @@ def version() -> str:
 
 def submit(name: str, args: list[str], script: str) -> tuple[int | None, dict]:
     """sbatch; returns (job id or None, record of the call)."""
-    cmd = ["sbatch", "--parsable", f"--job-name=dj-{name}", f"--comment=dispatch:{name}:1:1",
-           f"--output={WORKDIR}/%j.out", *args, "--wrap", script]
+    cmd = [
+        "sbatch",
+        "--parsable",
+        f"--job-name=dj-{name}",
+        f"--comment=dispatch:{name}:1:1",
+        f"--output={WORKDIR}/%j.out",
+        *args,
+        "--wrap",
+        script,
+    ]
     proc = sh(cmd)
     jobid = int(proc.stdout.strip().split(";")[0]) if proc.returncode == 0 else None
     rec = {"cmd": cmd, "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
@@ -75,12 +83,15 @@ def wait_until(jobid: int, pred, timeout: float, what: str) -> str:
         time.sleep(0.5)
 
 
-def capture(scenario: str, jobid: int | None, submit_rec: dict, notes: list[str],
-            folder: str | None = None) -> None:
+def capture(
+    scenario: str, jobid: int | None, submit_rec: dict, notes: list[str], folder: str | None = None
+) -> None:
     d = OUT / (folder or scenario)
     d.mkdir(parents=True, exist_ok=True)
     (d / "submit.txt").write_text(
-        "$ " + " ".join(_quote(a) for a in submit_rec["cmd"]) + "\n"
+        "$ "
+        + " ".join(_quote(a) for a in submit_rec["cmd"])
+        + "\n"
         + f"# exit code {submit_rec['rc']}\n"
         + f"# stdout:\n{submit_rec['stdout']}# stderr:\n{submit_rec['stderr']}"
     )
@@ -88,7 +99,7 @@ def capture(scenario: str, jobid: int | None, submit_rec: dict, notes: list[str]
         "scenario": scenario,
         "job_id": jobid,
         "sinfo_version": version(),
-        "captured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "captured_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "what_was_done": notes,
         "squeue_format": SQUEUE_FORMAT,
         "sacct_fields": SACCT_FIELDS,
@@ -108,8 +119,10 @@ def capture(scenario: str, jobid: int | None, submit_rec: dict, notes: list[str]
             (d / fname).write_text(proc.stdout)
             meta["commands"][fname] = {"cmd": cmd, "rc": proc.returncode, "stderr": proc.stderr}
     (d / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    print(f"recorded {folder or scenario}: job {jobid}: {state_of(jobid) if jobid else '-'}",
-          flush=True)
+    print(
+        f"recorded {folder or scenario}: job {jobid}: {state_of(jobid) if jobid else '-'}",
+        flush=True,
+    )
 
 
 def _quote(a: str) -> str:
@@ -138,7 +151,10 @@ SLEEP = "sleep 600"
 def main(selected: list[str]) -> int:
     WORKDIR.mkdir(parents=True, exist_ok=True)
     os.chdir(WORKDIR)
-    want = (lambda s: not selected or s in selected)
+
+    def want(scenario: str) -> bool:
+        return not selected or scenario in selected
+
     print(version())
 
     # --- the time-limit job first: it takes a minute or two to expire. In `high` so
@@ -191,22 +207,56 @@ def main(selected: list[str]) -> int:
 
     if want("launch-failed"):
         # The prolog fails for a comment containing dispatch-fail-prolog.
-        j, rec = submit("launch-failed", ["--comment=dispatch:launch-failed:1:1,dispatch-fail-prolog"],
-                        "echo should-not-run")
-        wait_until(j, lambda s: "launch failed" in s or s.split("|")[0] not in ("PENDING", "CONFIGURING", "RUNNING"), 30, "launch failure")
+        j, rec = submit(
+            "launch-failed",
+            ["--comment=dispatch:launch-failed:1:1,dispatch-fail-prolog"],
+            "echo should-not-run",
+        )
+        wait_until(
+            j,
+            lambda s: (
+                "launch failed" in s or s.split("|")[0] not in ("PENDING", "CONFIGURING", "RUNNING")
+            ),
+            30,
+            "launch failure",
+        )
         time.sleep(1)
-        capture("launch-failed", j, rec, ["comment contains dispatch-fail-prolog: the prolog exits 1",
-                                          "sinfo -R afterwards: " + sh(["sinfo", "-h", "-R", "-o", "%N|%T|%E"]).stdout.strip()])
+        capture(
+            "launch-failed",
+            j,
+            rec,
+            [
+                "comment contains dispatch-fail-prolog: the prolog exits 1",
+                "sinfo -R afterwards: "
+                + sh(["sinfo", "-h", "-R", "-o", "%N|%T|%E"]).stdout.strip(),
+            ],
+        )
         cancel(j)
         sh(["scontrol", "update", "nodename=n[1-4]", "state=resume"])  # undrain
-        j2, rec2 = submit("launch-failed-norequeue",
-                          ["--no-requeue", "--comment=dispatch:launch-failed-norequeue:1:1,dispatch-fail-prolog"],
-                          "echo should-not-run")
-        wait_until(j2, lambda s: "launch failed" in s or s.split("|")[0] not in ("PENDING", "CONFIGURING", "RUNNING"), 30, "launch failure")
+        j2, rec2 = submit(
+            "launch-failed-norequeue",
+            ["--no-requeue", "--comment=dispatch:launch-failed-norequeue:1:1,dispatch-fail-prolog"],
+            "echo should-not-run",
+        )
+        wait_until(
+            j2,
+            lambda s: (
+                "launch failed" in s or s.split("|")[0] not in ("PENDING", "CONFIGURING", "RUNNING")
+            ),
+            30,
+            "launch failure",
+        )
         time.sleep(2)
-        capture("launch-failed-norequeue", j2, rec2,
-                ["--no-requeue; comment contains dispatch-fail-prolog: the prolog exits 1",
-                 "sinfo -R afterwards: " + sh(["sinfo", "-h", "-R", "-o", "%N|%T|%E"]).stdout.strip()])
+        capture(
+            "launch-failed-norequeue",
+            j2,
+            rec2,
+            [
+                "--no-requeue; comment contains dispatch-fail-prolog: the prolog exits 1",
+                "sinfo -R afterwards: "
+                + sh(["sinfo", "-h", "-R", "-o", "%N|%T|%E"]).stdout.strip(),
+            ],
+        )
         cancel(j2)
         sh(["scontrol", "update", "nodename=n[1-4]", "state=resume"])
         wait_nodes_idle()
@@ -217,24 +267,42 @@ def main(selected: list[str]) -> int:
         wait_until(lo, lambda s: s.startswith("RUNNING"), 30, "running")
         pend, prec = submit("pending-resources", ["-p", "low", "-N4", "--exclusive"], "true")
         time.sleep(2)
-        capture("pending-resources", pend, prec,
-                ["asked for 4 whole nodes while 3 are taken by a running job"])
+        capture(
+            "pending-resources",
+            pend,
+            prec,
+            ["asked for 4 whole nodes while 3 are taken by a running job"],
+        )
         cancel(pend)
         hi, hrec = submit("preemptor", ["-p", "high", "-N3", "--exclusive"], SLEEP)
         wait_until(lo, lambda s: not s.startswith("RUNNING"), 30, "preemption")
         wait_until(lo, lambda s: s.startswith("PENDING"), 30, "requeue")
         time.sleep(1)
-        capture("preempted-requeued", lo, rec,
-                [f"running in `low` (PreemptMode=REQUEUE); job {hi} submitted to `high` "
-                 "with -N3 --exclusive"])
+        capture(
+            "preempted-requeued",
+            lo,
+            rec,
+            [
+                f"running in `low` (PreemptMode=REQUEUE); job {hi} submitted to `high` "
+                "with -N3 --exclusive"
+            ],
+        )
         capture("preemptor", hi, hrec, [f"the `high` job that preempted job {lo}"])
         cancel(hi)
         # cred_expire=30 in slurm.conf: the requeued job may start again ~31 s later.
         wait_until(lo, lambda s: s.startswith("RUNNING"), 90, "restart after requeue")
         time.sleep(1)
-        capture("preempted-requeued", lo, rec,
-                [f"preempted by job {hi} and requeued", f"job {hi} cancelled",
-                 "captured once the requeued job runs again"], "preempted-requeued-rerun")
+        capture(
+            "preempted-requeued",
+            lo,
+            rec,
+            [
+                f"preempted by job {hi} and requeued",
+                f"job {hi} cancelled",
+                "captured once the requeued job runs again",
+            ],
+            "preempted-requeued-rerun",
+        )
         cancel(lo)
         wait_nodes_idle()
 
@@ -244,13 +312,24 @@ def main(selected: list[str]) -> int:
         hi, hrec = submit("preemptor-cancel", ["-p", "high", "-N3", "--exclusive"], SLEEP)
         wait_until(lo, lambda s: not s.startswith("RUNNING"), 30, "preemption")
         time.sleep(1)
-        capture("preempted-cancel", lo, rec,
-                [f"running in `lowcancel` (PreemptMode=CANCEL); job {hi} submitted to `high` "
-                 "with -N3 --exclusive"])
+        capture(
+            "preempted-cancel",
+            lo,
+            rec,
+            [
+                f"running in `lowcancel` (PreemptMode=CANCEL); job {hi} submitted to `high` "
+                "with -N3 --exclusive"
+            ],
+        )
         wait_until(lo, lambda s: not s.startswith("COMPLETING"), 30, "end of completing")
         time.sleep(1)
-        capture("preempted-cancel", lo, rec, ["the same, a few seconds later"],
-                "preempted-cancel-settled")
+        capture(
+            "preempted-cancel",
+            lo,
+            rec,
+            ["the same, a few seconds later"],
+            "preempted-cancel-settled",
+        )
         cancel(hi)
         wait_nodes_idle()
 
@@ -258,8 +337,11 @@ def main(selected: list[str]) -> int:
     if want("node-failed"):
         # Keep clear of the node running the time-limit job: setting it down would
         # end that job too.
-        avoid = sh(["squeue", "-h", "-j", str(timeout_job), "-o", "%N"]).stdout.strip() \
-            if timeout_job else ""
+        avoid = (
+            sh(["squeue", "-h", "-j", str(timeout_job), "-o", "%N"]).stdout.strip()
+            if timeout_job
+            else ""
+        )
         exclude = [f"--exclude={avoid}"] if avoid else []
         for name, extra in (("node-failed", []), ("node-failed-norequeue", ["--no-requeue"])):
             j, rec = submit(name, ["-p", "high", "-N2", *exclude, *extra], SLEEP)
@@ -269,15 +351,23 @@ def main(selected: list[str]) -> int:
             sh(["scontrol", "update", f"nodename={first}", "state=down", "reason=dispatch-test"])
             wait_until(j, lambda s: not s.startswith("RUNNING"), 30, "node failure")
             time.sleep(2)
-            capture(name, j, rec, [f"running on {nodes}; `scontrol update nodename={first} "
-                                   "state=down reason=dispatch-test`"])
+            capture(
+                name,
+                j,
+                rec,
+                [
+                    f"running on {nodes}; `scontrol update nodename={first} "
+                    "state=down reason=dispatch-test`"
+                ],
+            )
             cancel(j)
             sh(["scontrol", "update", f"nodename={first}", "state=resume"])
             wait_nodes_idle()
 
     if timeout_job is not None:
-        wait_until(timeout_job, lambda s: not s.startswith(("RUNNING", "COMPLETING")), 200,
-                   "time limit")
+        wait_until(
+            timeout_job, lambda s: not s.startswith(("RUNNING", "COMPLETING")), 200, "time limit"
+        )
         time.sleep(1)
         capture("timeout", timeout_job, timeout_rec, ["--time=1 and `sleep 600`"])
     return 0
