@@ -24,7 +24,8 @@ class Fault:
     """Answer `status` instead of forwarding, or forward and then wait `delay` seconds.
 
     Applies to requests whose method matches and whose URL contains `url_contains`
-    (and, if `query_contains` is set, whose URL also contains it), `times` times.
+    (and, if `query_contains` is set, whose URL also contains it), `times` times, after
+    letting the first `skip` matching requests through untouched.
     """
 
     method: str
@@ -33,7 +34,9 @@ class Fault:
     delay: float = 0.0
     times: int = 1
     query_contains: str | None = None
+    skip: int = 0
     hits: int = 0
+    skipped: int = 0
 
     def matches(self, method: str, url: str) -> bool:
         """Whether this fault applies to the request and has uses left."""
@@ -57,6 +60,9 @@ class RecordingProxy:
             self.requests.append((method, url))
             for fault in self.faults:
                 if fault.matches(method, url):
+                    if fault.skipped < fault.skip:
+                        fault.skipped += 1
+                        continue
                     fault.hits += 1
                     return fault
         return None
@@ -102,6 +108,8 @@ def _handler(state: RecordingProxy) -> type[BaseHTTPRequestHandler]:
             if fault is not None and fault.status is not None:
                 error = (f"<Error><Code>Injected{fault.status}</Code>"
                          f"<Message>injected by the test proxy</Message></Error>").encode()
+                if fault.status < 300:
+                    error = b""  # a success that never reached the store
                 self._reply(fault.status, [("Content-Type", "application/xml")], error)
                 return
             target = urlsplit(self.path)

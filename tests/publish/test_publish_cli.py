@@ -1,0 +1,132 @@
+"""The `publish` command line: store naming, output, and one exit code per kind of outcome."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from publish_testbed import Bucket
+
+from publish.cli import main
+
+EXIT_NOTHING, EXIT_FENCED, EXIT_INVALID, EXIT_UNAVAILABLE, EXIT_PROBE = 3, 4, 5, 6, 8
+
+
+def _save_folder(tmp_path: Path, name: str = "s", content: bytes = b"w") -> Path:
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(content)
+    return folder
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> str:
+    return str(tmp_path / "root")
+
+
+def test_resolve_with_nothing_published_exits_3(root: str) -> None:
+    code, _, err = _run("resolve", "--store", root, "--epoch", "1000000")
+    assert code == EXIT_NOTHING
+    assert "no complete publication" in err
+
+
+def test_save_then_resolve_json_reports_epoch_step_and_files(root: str, tmp_path: Path) -> None:
+    code, out, _ = _run("save", str(_save_folder(tmp_path)), "--step", "12",
+                        env={"PUBLISH_STORE": root, "DISPATCH_EPOCH": "3000001"})
+    assert code == 0 and "published" in out
+    code, out, _ = _run("resolve", "--json", env={"PUBLISH_STORE": root,
+                                                  "DISPATCH_EPOCH": "3000001"})
+    body = json.loads(out)
+    assert code == 0
+    assert (body["epoch"], body["step"]) == (3000001, 12)
+    assert [f["path"] for f in body["files"]] == ["model.bin"]
+    assert (Path(body["path"]) / "model.bin").read_bytes() == b"w"
+
+
+def test_zombie_save_exits_4_and_publishes_nothing(root: str, tmp_path: Path) -> None:
+    _run("save", str(_save_folder(tmp_path, "a")), "--step", "1", "--store", root,
+         "--epoch", "2000000")
+    code, _, err = _run("save", str(_save_folder(tmp_path, "b")), "--step", "9",
+                        "--store", root, "--epoch", "1000003")
+    assert code == EXIT_FENCED
+    assert "outranked" in err
+    assert len(list((Path(root) / "log").iterdir())) == 1
+
+
+@pytest.mark.parametrize("step", ["nine", "-1", "1.5", ""])
+def test_save_with_a_step_that_is_not_a_number_exits_5_and_publishes_nothing(
+    root: str, tmp_path: Path, step: str
+) -> None:
+    code, _, err = _run("save", str(_save_folder(tmp_path)), "--step", step, "--store", root,
+                        "--epoch", "1000000")
+    assert code == EXIT_INVALID
+    assert "step" in err
+    assert not Path(root).exists()
+
+
+def test_missing_epoch_exits_5_with_what_to_do(root: str, tmp_path: Path) -> None:
+    code, _, err = _run("save", str(_save_folder(tmp_path)), "--step", "1", "--store", root)
+    assert code == EXIT_INVALID
+    assert "DISPATCH_EPOCH" in err
+
+
+def test_missing_store_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = _run("resolve", "--epoch", "1")
+    assert code == 2
+    assert "--store" in err
+
+
+def test_s3_round_trip_through_the_cli(s3_env: Bucket, tmp_path: Path) -> None:
+    common = ["--store", s3_env.store_url, "--endpoint-url", s3_env.server.url,
+              "--epoch", "1000000"]
+    code, _, err = _run("save", str(_save_folder(tmp_path, content=b"abc")), "--step", "4",
+                        *common)
+    assert code == 0, err
+    code, out, err = _run("resolve", "--into", str(tmp_path / "resume"), *common)
+    assert code == 0, err
+    assert out.strip() == str(tmp_path / "resume")
+    assert (tmp_path / "resume" / "model.bin").read_bytes() == b"abc"
+
+
+def test_s3_without_credentials_exits_6_naming_the_source(bucket: Bucket) -> None:
+    code, _, err = _run("resolve", "--store", bucket.store_url, "--endpoint-url",
+                        bucket.server.url, "--epoch", "1")
+    assert code == EXIT_UNAVAILABLE
+    assert "env:" in err
+
+
+def test_probe_prints_a_line_per_check_and_exits_0(s3_env: Bucket) -> None:
+    code, out, _ = _run("probe", "--store", s3_env.store_url,
+                        "--endpoint-url", s3_env.server.url)
+    assert code == 0
+    assert len(out.splitlines()) == 7
+    assert all(line.startswith("ok") for line in out.splitlines())
+
+
+def test_probe_with_a_wrong_key_exits_8_without_printing_the_secret(
+    bucket: Bucket, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", bucket.server.credentials.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-wrong-secret")
+    code, out, _ = _run("probe", "--store", bucket.store_url,
+                        "--endpoint-url", bucket.server.url)
+    assert code == EXIT_PROBE
+    assert "FAIL bucket" in out
+    assert "the-wrong-secret" not in out
+
+
+def test_prune_prints_what_it_removed(root: str, tmp_path: Path) -> None:
+    for step in ("1", "2", "3"):
+        _run("save", str(_save_folder(tmp_path, step, step.encode())), "--step", step,
+             "--store", root, "--epoch", "1000000")
+    code, out, _ = _run("prune", "--keep", "1", "--store", root, "--epoch", "1000000")
+    assert code == 0
+    assert out.splitlines() == ["pruned 000001000000-000000000000002",
+                                "pruned 000001000000-000000000000001"]
