@@ -63,6 +63,8 @@ class FileRecords:
         self._mu = threading.Lock()
         self._cache: dict[JobID, View] = {}
         self._settled: set[JobID] = set()
+        # The bytes of each revision read or written, so a snapshot is a join, not a dump.
+        self._raw: dict[JobID, dict[int, bytes]] = {}
         self._problems: dict[Path, str] = {}
 
     # --- the Records contract -------------------------------------------------------------
@@ -221,7 +223,7 @@ class FileRecords:
         view = self._load_snapshot(job, folder, header, last) or View(header=header)
         commits = list(view.commits)
         for revision in range(view.revision + 1, last + 1):
-            commits.append(self._load_commit(folder / fmt.revision_name(revision), revision))
+            commits.append(self._load_commit(job, folder / fmt.revision_name(revision), revision))
         view, _ = self._read_after(job, folder, View(header=header, commits=tuple(commits)))
         return view, any(settles(c.entries) for c in view.commits)
 
@@ -234,7 +236,7 @@ class FileRecords:
             data = fmt.read_bytes(path)
             if data is None:
                 break
-            new.append(self._parse_commit(path, data, revision))
+            new.append(self._parse_commit(job, path, data, revision))
             revision += 1
         if not new:
             with self._mu:
@@ -264,19 +266,21 @@ class FileRecords:
             raise self._problem(path, f"the header is of job {header.job!r}")
         return header
 
-    def _load_commit(self, path: Path, revision: int) -> Commit:
+    def _load_commit(self, job: JobID, path: Path, revision: int) -> Commit:
         data = fmt.read_bytes(path)
         if data is None:
             raise self._problem(path, "revision vanished while it was read")
-        return self._parse_commit(path, data, revision)
+        return self._parse_commit(job, path, data, revision)
 
-    def _parse_commit(self, path: Path, data: bytes, revision: int) -> Commit:
+    def _parse_commit(self, job: JobID, path: Path, data: bytes, revision: int) -> Commit:
         try:
             commit: Commit = Commit.load(data)
         except InvalidError as err:
             raise self._problem(path, f"not a revision: {err.message}") from None
         if commit.revision != revision:
             raise self._problem(path, f"holds revision {commit.revision}")
+        with self._mu:
+            self._raw.setdefault(job, {})[revision] = data
         return commit
 
     def _load_snapshot(self, job: JobID, folder: Path, header: Header, last: int) -> View | None:
@@ -292,7 +296,7 @@ class FileRecords:
             if view.revision > last:
                 raise InvalidError(f"it is at revision {view.revision}, past the last file")
             if view.commits and view.commits[-1] != self._load_commit(
-                folder / fmt.revision_name(view.revision), view.revision
+                job, folder / fmt.revision_name(view.revision), view.revision
             ):
                 raise InvalidError(f"its revision {view.revision} differs from the file")
         except InvalidError as err:
@@ -311,26 +315,41 @@ class FileRecords:
         revision = expected + 1
         commit = Commit(revision=revision, entries=tuple(entries))
         folder = self._jobs / job
-        if not fmt.create_exclusive(
-            folder / fmt.revision_name(revision), commit.model_dump_json().encode()
-        ):
+        data = commit.model_dump_json().encode()
+        if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
             raise ConflictError(
                 f"job {job}: another writer committed revision {revision}; "
                 f"the commit was decided at {expected}"
             )
+        with self._mu:
+            self._raw.setdefault(job, {})[revision] = data
         settled = settles(entries)
         new = View(header=view.header, commits=(*view.commits, commit))
         self._remember(job, new, settled)
         if settled:
             self._drop_marker(job)
         if revision % self._snapshot_every == 0:
-            self._write_snapshot(folder, new)
+            self._write_snapshot(job, folder, new)
         return revision
 
-    def _write_snapshot(self, folder: Path, view: View) -> None:
+    def _write_snapshot(self, job: JobID, folder: Path, view: View) -> None:
+        with self._mu:
+            raw = dict(self._raw.get(job, {}))
+        # The View's JSON, joined from the revisions' own bytes (dumping it whole costs more
+        # than the commit itself on a long record).
+        commits = b",".join(
+            raw.get(c.revision) or c.model_dump_json().encode() for c in view.commits
+        )
+        data = (
+            b'{"header":'
+            + view.header.model_dump_json().encode()
+            + b',"commits":['
+            + commits
+            + b"]}"
+        )
         path = folder / fmt.SNAPSHOT
         try:
-            fmt.replace(path, view.model_dump_json().encode())
+            fmt.replace(path, data)
             fmt.remove_old_temps(folder)
         except OSError as err:
             # The commit has landed; a snapshot only saves reading time.
