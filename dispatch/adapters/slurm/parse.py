@@ -254,10 +254,7 @@ def _exit_json(value: Any) -> tuple[int | None, int | None]:
         return None, None
     if not isinstance(value, Mapping):
         # v0.0.38 (22.05) prints the raw wait status: the code in the high byte, the signal low.
-        status = _number(value)
-        if status is None:
-            return None, None
-        return status >> 8, (status & 0x7F) or None
+        return _wait_status(_number(value))
     code = _number(value.get("return_code"))
     sig = value.get("signal")
     signal = _number(sig.get("id") if isinstance(sig, Mapping) else sig)
@@ -265,8 +262,18 @@ def _exit_json(value: Any) -> tuple[int | None, int | None]:
 
 
 def _exit_text(text: str) -> tuple[int | None, int | None]:
-    code, _, sig = text.strip().partition(":")
-    return _int(code), (_int(sig) or None)
+    """sacct prints ``code:signal``; squeue's ``exit_code`` prints the raw wait status."""
+    code, colon, sig = text.strip().partition(":")
+    if colon:
+        return _int(code), (_int(sig) or None)
+    return _wait_status(_int(code))
+
+
+def _wait_status(status: int | None) -> tuple[int | None, int | None]:
+    """The exit code in the high byte, the terminating signal in the low seven bits."""
+    if status is None:
+        return None, None
+    return status >> 8, (status & 0x7F) or None
 
 
 def _int(text: str) -> int | None:

@@ -1,0 +1,389 @@
+"""The slurm adapter through the SPI against the real local Slurm 22.05 cluster.
+
+Nothing is stood in: ``slurm_helpers/localcluster up`` starts real daemons (n1..n4; partitions
+``low`` (PreemptMode=REQUEUE), ``lowcancel`` and ``high``), and every call below runs the real
+sbatch/squeue/sacct/scontrol/scancel through the adapter's CLI transport. Waits poll the
+scheduler with a bound; nothing asserts on elapsed time. With ``SLURM_CAPTURE=1`` the adapter's
+own squeue and sacct output is written to ``data/22.05/adapter/`` for the parser tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from dispatch.adapters.slurm import render
+from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.run import CommandRunner
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.enums import ActorKind, CauseKind, ObjectState, Provenance
+from dispatch.model.errors import RejectedError
+from dispatch.model.objects import CallMeta, HoldMeta, ObjectObs, ObjectRef, StartRequest
+from dispatch.model.values import Actor, JobSpec
+
+pytestmark = pytest.mark.live
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[3]
+LOCALCLUSTER = REPO / "slurm_helpers" / "localcluster"
+CAPTURES = Path(__file__).parent / "data" / "22.05" / "adapter"
+WAIT = 150.0  # seconds; every poll is bounded by this
+ME = Actor(kind=ActorKind.SUPERVISOR, id="live-test")
+
+
+@pytest.fixture(scope="module")
+def cluster_env() -> dict[str, str]:
+    up = subprocess.run(
+        [str(LOCALCLUSTER), "up"], capture_output=True, text=True, timeout=900, check=False
+    )
+    if up.returncode != 0:
+        pytest.fail(f"localcluster up failed ({up.returncode}):\n{up.stdout}{up.stderr}")
+    printed = subprocess.run(
+        [str(LOCALCLUSTER), "env"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    env = {}
+    for line in printed.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key.strip()] = value.strip().strip("'\"")
+    assert Path(env["SLURM_CONF"]).is_file()
+    return env
+
+
+@pytest.fixture
+def backend(cluster_env: dict[str, str]) -> Iterator[SlurmBackend]:
+    b = SlurmBackend(CommandRunner(env=cluster_env, timeout=60), Settings(transport="cli"))
+    yield b
+    b.close()
+
+
+@pytest.fixture
+def jobs(backend: SlurmBackend) -> Iterator[list[str]]:
+    """Job ids made by a test; every object of each is stopped afterwards."""
+    made: list[str] = []
+    yield made
+    for job in made:
+        backend.stop_job(job, "live test clean-up")
+
+
+def new_job(jobs: list[str]) -> str:
+    job = "lt" + secrets.token_hex(4)
+    jobs.append(job)
+    return job
+
+
+def start(
+    backend: SlurmBackend, job: str, *command: str, attempt: int = 1, **spec: object
+) -> ObjectRef:
+    req = StartRequest(
+        job=job,
+        submission=1,
+        attempt=attempt,
+        lineage_submission=1,
+        spec=JobSpec(command=command, output_path="/dev/null", **spec),  # type: ignore[arg-type]
+    )
+    return backend.start(req)
+
+
+def wait_for(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
+    deadline = time.monotonic() + WAIT
+    value = probe()
+    while not ok(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {WAIT:g}s for {what}; last seen: {value!r}")
+        time.sleep(0.5)
+        value = probe()
+    return value
+
+
+def the_object(backend: SlurmBackend, job: str, ref: ObjectRef) -> ObjectObs:
+    found = [o for o in backend.find(job).objects if o.ref.id == ref.id]
+    assert len(found) == 1, f"find({job}) shows {found}"
+    return found[0]
+
+
+def wait_state(backend: SlurmBackend, job: str, ref: ObjectRef, *states: ObjectState) -> ObjectObs:
+    return wait_for(
+        f"{ref} in {states}", lambda: the_object(backend, job, ref), lambda o: o.state in states
+    )
+
+
+def run(backend: SlurmBackend, *argv: str) -> str:
+    reply = backend.runner.run(list(argv), effect=True)
+    assert reply.ok, f"{argv} failed: {reply.stderr}"
+    return reply.stdout
+
+
+def capture(backend: SlurmBackend, scenario: str, job: str) -> None:
+    """Keep the adapter's own squeue and sacct output for this moment (SLURM_CAPTURE=1)."""
+    if os.environ.get("SLURM_CAPTURE") != "1":
+        return
+    name = f"dj-{job}"
+    commands = []
+    for argv in (
+        render.squeue_argv([name]),
+        render.sacct_argv([name], since=backend.settings.history_since),
+    ):
+        reply = backend.runner.run(argv)
+        commands.append({"argv": argv, "returncode": reply.returncode, "stdout": reply.stdout})
+    version = backend.runner.run(render.version_argv()).stdout.strip()
+    doc = {"slurm": version, "scenario": scenario, "env": "SLURM_TIME_FORMAT=%s"}
+    CAPTURES.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({**doc, "commands": commands}, indent=2) + "\n"
+    (CAPTURES / f"{scenario}.json").write_text(text)
+
+
+def test_started_object_is_gated_and_does_not_run_until_opened(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "true")
+    for _ in range(3):
+        obs = the_object(backend, job, ref)
+        assert obs.state is ObjectState.GATED
+        assert (obs.submission, obs.attempt) == (1, 1)
+        time.sleep(0.5)
+    capture(backend, "gated", job)
+    backend.open(ref)
+    obs = wait_state(backend, job, ref, ObjectState.ENDED)
+    assert obs.cause.kind is CauseKind.NONE
+    capture(backend, "completed", job)
+
+
+def test_open_is_idempotent_and_stop_of_a_gone_object_is_success(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "sleep", "120")
+    backend.open(ref)
+    obs = wait_state(backend, job, ref, ObjectState.RUNNING)
+    assert obs.nodes
+    capture(backend, "running", job)
+    backend.open(ref)
+    backend.stop(ref, "test")
+    obs = wait_state(backend, job, ref, ObjectState.ENDED)
+    assert obs.cause.kind is CauseKind.CANCELLED
+    capture(backend, "cancelled", job)
+    backend.stop(ref, "again")
+
+
+def test_object_with_the_name_but_no_dispatch_comment_is_foreign(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    out = run(
+        backend,
+        "sbatch",
+        "--parsable",
+        "--hold",
+        f"--job-name=dj-{job}",
+        "--output=/dev/null",
+        "--wrap=true",
+    )
+    (obs,) = backend.find(job).objects
+    assert obs.ref.id == out.strip()
+    assert obs.submission is None and obs.foreign
+    assert obs.state is ObjectState.HELD and obs.held_by_other
+    capture(backend, "foreign", job)
+
+
+def test_non_zero_exit_is_non_zero_exit_with_exit_code_3(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "sh", "-c", "exit 3")
+    backend.open(ref)
+    obs = wait_state(backend, job, ref, ObjectState.ENDED)
+    assert obs.cause.kind is CauseKind.NON_ZERO_EXIT
+    assert obs.cause.exit_code == 3
+    assert obs.cause.provenance is Provenance.APPLICATION
+    capture(backend, "exit3", job)
+
+
+def preempt(backend: SlurmBackend, job: str, ref: ObjectRef) -> str:
+    """Run a ``high`` job on the object's node, whole node, and return its id."""
+    node = wait_state(backend, job, ref, ObjectState.RUNNING).nodes[0]
+    return run(
+        backend,
+        "sbatch",
+        "--parsable",
+        "--partition=high",
+        f"--nodelist={node}",
+        "--exclusive",
+        f"--job-name=preemptor-{job}",
+        "--output=/dev/null",
+        "--wrap=sleep 20",
+    ).strip()
+
+
+def test_low_job_preempted_by_a_high_job_ends_preempted(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "sleep", "300", partition="low")
+    backend.open(ref)
+    high = preempt(backend, job, ref)
+    try:
+        obs = wait_state(backend, job, ref, ObjectState.ENDED)
+        assert obs.cause.kind is CauseKind.PREEMPTED
+        assert obs.cause.provenance is Provenance.SCHEDULER
+        capture(backend, "preempted", job)
+    finally:
+        run(backend, "scancel", high)
+
+
+def test_requeueable_object_preempted_is_pending_again_with_cause_preempted(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "sleep", "300", partition="low")
+    backend.open(ref)
+    run(backend, *render.requeue_bit_argv(ref.id, True))
+    high = preempt(backend, job, ref)
+    try:
+        obs = wait_for(
+            "a requeue after preemption",
+            lambda: the_object(backend, job, ref),
+            lambda o: o.restarts >= 1 and o.state is not ObjectState.RUNNING,
+        )
+        assert obs.state in (ObjectState.PENDING, ObjectState.ENDED)
+        assert obs.cause.kind in (CauseKind.PREEMPTED, CauseKind.REQUEUED)
+        obs = wait_for(
+            "history of the preempted run",
+            lambda: the_object(backend, job, ref),
+            lambda o: o.cause.kind is CauseKind.PREEMPTED,
+        )
+        assert obs.state is ObjectState.PENDING and obs.requeue_bit
+        capture(backend, "preempted-requeued", job)
+    finally:
+        run(backend, "scancel", high)
+
+
+def test_node_loss_under_a_running_object_is_node_lost(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "sleep", "300")
+    backend.open(ref)
+    node = wait_state(backend, job, ref, ObjectState.RUNNING).nodes[0]
+    run(backend, "scontrol", "update", f"nodename={node}", "state=down", "reason=dispatch-test")
+    try:
+        obs = wait_state(backend, job, ref, ObjectState.ENDED)
+        assert obs.cause.kind is CauseKind.NODE_LOST
+        capture(backend, "node-lost", job)
+    finally:
+        run(backend, "scontrol", "update", f"nodename={node}", "state=resume")
+
+
+def test_requeue_runs_the_same_object_again_and_restore_clears_the_bit(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "sleep", "300")
+    backend.open(ref)
+    wait_state(backend, job, ref, ObjectState.RUNNING)
+    meta = CallMeta(by=ME, reason="test")
+    backend.requeue(ref, meta)
+    obs = wait_for(
+        "the requeued object", lambda: the_object(backend, job, ref), lambda o: o.restarts == 1
+    )
+    assert obs.requeue_bit and obs.state.live
+    capture(backend, "requeued", job)
+    backend.restore_requeue_bit(ref, meta)
+    assert not the_object(backend, job, ref).requeue_bit
+
+
+def test_dispatch_hold_is_held_by_dispatch_and_its_release_lets_the_object_run(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "true")
+    meta = HoldMeta(instance=1, by=ME, reason="test")
+    backend.hold(ref, meta)
+    backend.hold(ref, meta)
+    assert the_object(backend, job, ref).state is ObjectState.GATED
+    backend.open(ref)
+    obs = the_object(backend, job, ref)
+    assert (obs.state, obs.cause.kind, obs.held_by_other) == (
+        ObjectState.HELD,
+        CauseKind.HELD,
+        False,
+    )
+    capture(backend, "dispatch-hold", job)
+    backend.release(ref, meta)
+    obs = wait_state(backend, job, ref, ObjectState.ENDED)
+    assert obs.cause.kind is CauseKind.NONE
+    backend.release(ref, meta)
+
+
+def test_admin_hold_is_held_by_other_and_never_opened(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "true")
+    run(backend, "scontrol", "hold", ref.id)
+    obs = the_object(backend, job, ref)
+    assert obs.state is ObjectState.HELD and obs.held_by_other
+    capture(backend, "admin-hold", job)
+    with pytest.raises(RejectedError):
+        backend.open(ref)
+    assert the_object(backend, job, ref).state is ObjectState.HELD
+
+
+def test_more_nodes_than_the_partition_has_is_no_capacity(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    ref = start(backend, job, "true", nodes=5)
+    backend.open(ref)
+    obs = wait_state(backend, job, ref, ObjectState.PENDING)
+    assert obs.cause.kind is CauseKind.NO_CAPACITY
+    capture(backend, "no-capacity", job)
+
+
+def test_find_many_is_one_squeue_and_one_sacct_for_all_jobs(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    made = [new_job(jobs) for _ in range(3)]
+    refs = {job: start(backend, job, "true") for job in made}
+    missing = "lt" + secrets.token_hex(4)
+    backend.capabilities()
+    before = dict(backend.runner.counts)
+    found = backend.find_many([*made, missing])
+    spent = {k: v - before.get(k, 0) for k, v in backend.runner.counts.items()}
+    assert {k: v for k, v in spent.items() if v} == {"squeue": 1, "sacct": 1}
+    for job, ref in refs.items():
+        assert [o.ref.id for o in found[job].objects] == [ref.id]
+    assert found[missing].objects == ()
+
+
+def test_stop_job_stops_every_object_of_the_job_by_name(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    job = new_job(jobs)
+    first = start(backend, job, "sleep", "120", attempt=1)
+    second = start(backend, job, "sleep", "120", attempt=2)
+    backend.open(first)
+    report = backend.stop_job(job, "test")
+    assert {r.id for r in report.stopped} == {first.id, second.id}
+    assert report.live == ()
+    assert all(not o.state.live for o in backend.find(job).objects)
+
+
+@pytest.mark.slow
+def test_time_limit_reached_is_time_limit(backend: SlurmBackend, jobs: list[str]) -> None:
+    from datetime import timedelta
+
+    job = new_job(jobs)
+    ref = start(backend, job, "sleep", "600", time_limit=timedelta(minutes=1))
+    backend.open(ref)
+    obs = wait_state(backend, job, ref, ObjectState.ENDED)
+    assert obs.cause.kind is CauseKind.TIME_LIMIT
+    capture(backend, "time-limit", job)
