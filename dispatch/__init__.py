@@ -6,13 +6,13 @@ is created. Compose a cluster over an adapter and a record store, submit through
 run a ``Supervisor``, and read jobs through its observer. Users import this one name.
 """
 
-from dispatch.clock import Clock, SystemClock
+from dispatch.clock import Clock, ManualClock, SystemClock
 from dispatch.cluster import (
     Cluster,
     Config,
     Observer,
     Stopper,
-    adapters,
+    adapter_names,
     compose,
     new_backend,
     open,
@@ -87,13 +87,12 @@ from dispatch.submission import make_plan
 from dispatch.watch import Watch, watch
 
 __all__ = [
-    "COVERABLE",
-    "SHARED_HOLD_FOR",
     "AbandonTarget",
     "Action",
     "Actor",
     "ActorKind",
     "AlreadyRegisteredError",
+    "COVERABLE",
     "CancelReceipt",
     "Capability",
     "Cause",
@@ -118,6 +117,7 @@ __all__ = [
     "JobSpec",
     "LaunchRefusedError",
     "Level",
+    "ManualClock",
     "NotFoundError",
     "ObjectObs",
     "ObjectRef",
@@ -133,6 +133,7 @@ __all__ = [
     "Rule",
     "RuleAssignment",
     "RuleSupport",
+    "SHARED_HOLD_FOR",
     "SharedCheckpoint",
     "Source",
     "StartRequest",
@@ -151,7 +152,7 @@ __all__ = [
     "UnreachableError",
     "UnsupportedError",
     "Watch",
-    "adapters",
+    "adapter_names",
     "compose",
     "epoch",
     "fold",

@@ -7,7 +7,7 @@ get a Clock, so a simulator can drive all of them on virtual time.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -35,3 +35,26 @@ class SystemClock:
         delay = (t - self.now()).total_seconds()
         if delay > 0:
             time.sleep(delay)
+
+
+class ManualClock:
+    """A clock that moves only when told: ``sleep_until`` jumps to the moment asked for.
+
+    For tests and simulations that drive the supervisor on virtual time.
+    """
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self.t = start or datetime(2026, 1, 1, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        """The clock's current moment."""
+        return self.t
+
+    def sleep_until(self, t: datetime) -> None:
+        """Jump to ``t`` (never backwards)."""
+        self.t = max(self.t, t)
+
+    def advance(self, d: timedelta) -> datetime:
+        """Move forward by ``d`` and return the new moment."""
+        self.t = self.t + d
+        return self.t

@@ -50,8 +50,11 @@ def _entry_point_names() -> set[str]:
     return {ep.name for ep in entry_points(group="dispatch.adapters")}
 
 
-def adapters() -> list[str]:
-    """The names of every registered adapter, sorted."""
+def adapter_names() -> list[str]:
+    """The names of every registered adapter, sorted.
+
+    (Named so because ``dispatch.adapters`` is the package the adapters live in.)
+    """
     with _registry_mu:
         return sorted(set(_registry) | _entry_point_names())
 
@@ -63,7 +66,7 @@ def new_backend(name: str, settings: dict[str, Any] | None = None) -> Backend:
     if factory is None:
         found = [ep for ep in entry_points(group="dispatch.adapters") if ep.name == name]
         if not found:
-            known = ", ".join(adapters()) or "none"
+            known = ", ".join(adapter_names()) or "none"
             raise NotFoundError(f"no adapter named {name!r}; registered: {known}")
         factory = found[0].load()
     return factory(dict(settings or {}))
