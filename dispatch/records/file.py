@@ -286,7 +286,11 @@ class FileRecords:
     def _load_snapshot(self, job: JobID, folder: Path, header: Header, last: int) -> View | None:
         """The snapshot if it agrees with the revision files; a bad one is reported and skipped."""
         path = folder / fmt.SNAPSHOT
-        data = fmt.read_bytes(path)
+        try:
+            data = fmt.read_bytes(path)
+        except OSError:
+            # NFS answers ESTALE when another writer replaced the snapshot while it was opened.
+            return None
         if data is None:
             return None
         try:

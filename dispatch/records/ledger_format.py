@@ -106,13 +106,22 @@ def create_exclusive(path: Path, data: bytes, *, sync: bool = True) -> bool:
     try:
         os.link(temp, path)
     except FileExistsError:
-        return False
+        # NFS: a retransmitted LINK whose first reply was lost answers EEXIST although it
+        # worked; the name then leads to our own temp file's inode (see open(2), O_EXCL).
+        return _same_file(temp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
         if sync:
             fsync_dir(path.parent)
     return True
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samestat(os.stat(a), os.stat(b))
+    except FileNotFoundError:
+        return False
 
 
 def replace(path: Path, data: bytes) -> None:
@@ -162,13 +171,16 @@ def check_format(root: Path) -> None:
     text = read_bytes(path)
     if text is None:
         visible = [n for n in os.listdir(root) if not is_temp(n)]
-        if visible:
+        if FORMAT_NAME in visible:
+            text = read_bytes(path)  # another process made the ledger since the first look
+        elif visible:
             raise InvalidError(
                 f"{root} is not a dispatch ledger: it holds {sorted(visible)[:5]} but no "
                 f"{FORMAT_NAME} file; give the ledger an empty folder of its own"
             )
-        create_exclusive(path, FORMAT_TEXT.encode())
-        text = read_bytes(path)
+        else:
+            create_exclusive(path, FORMAT_TEXT.encode())
+            text = read_bytes(path)
     if text != FORMAT_TEXT.encode():
         shown = text.decode("utf-8", "replace").strip() if text is not None else "(missing)"
         raise InvalidError(

@@ -414,3 +414,25 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     monkeypatch.setattr(fmt, "read_bytes", counting)
     return opened
+
+
+def test_a_revision_link_whose_reply_was_lost_still_counts_as_committed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-in for NFS retransmitting a LINK whose first reply was lost: the link is made,
+    then EEXIST is answered, as a server without a duplicate-request cache would."""
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    real = os.link
+
+    def link_then_eexist(src: str, dst: str) -> None:
+        real(src, dst)
+        raise FileExistsError(17, "File exists")
+
+    monkeypatch.setattr(os, "link", link_then_eexist)
+    assert store.commit("j1", cancel("once"), 1) == 2
+    with pytest.raises(ConflictError):
+        store.commit("j1", cancel("stale"), 1)
+    monkeypatch.undo()
+    assert [c.entries for c in FileRecords(root).read("j1").commits] == [tuple(cancel("once"))]
