@@ -7,7 +7,9 @@ through ``check_commit``, so the rules live in one place:
   record has moved on;
 * a decision entry carries the owner token of the supervisor that made it and is refused unless
   that token belongs to the record's current owner;
-* ownership changes only through ``acquire``, which takes the job's owner lock without waiting.
+* ownership changes only under the job's owner lock: ``acquire`` takes the lock and commits the
+  owner entry at once; ``lock`` takes the lock alone, and the holder commits its owner entry
+  later, through ``commit``, when it is about to decide (a pass that only waits commits nothing).
 """
 
 from __future__ import annotations
@@ -52,6 +54,14 @@ class Records(Protocol):
         """
         ...
 
+    def lock(self, job: JobID, token: str) -> bool:
+        """Take the job's owner lock for ``token`` without waiting, committing nothing.
+
+        False when another holds it; ``NotFoundError`` when there is no record. While it is
+        held, ``commit`` accepts an owner entry carrying ``token``.
+        """
+        ...
+
     def release(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
         ...
@@ -78,9 +88,13 @@ def check_commit(
     entries: Sequence[Entry],
     expected: int,
     *,
-    owning: bool = False,
+    locked: str = "",
 ) -> None:
-    """Refuse a commit that breaks the contract; ``owning`` is set only by ``acquire``."""
+    """Refuse a commit that breaks the contract.
+
+    ``locked`` is the token the committing store holds the job's owner lock with ("" when it
+    holds none): an owner entry is accepted only with that token.
+    """
     if not entries:
         raise InvalidError(f"job {job}: a commit needs at least one entry")
     if expected != current:
@@ -89,8 +103,11 @@ def check_commit(
         )
     for entry in entries:
         if isinstance(entry, OwnerEntry):
-            if not owning:
-                raise InvalidError(f"job {job}: ownership changes only through acquire")
+            if not locked or entry.token != locked:
+                raise InvalidError(
+                    f"job {job}: ownership changes only under the job's owner lock, "
+                    "taken with the owner entry's token (acquire or lock)"
+                )
             owner = entry.token
         elif isinstance(entry, Decision) and entry.token != owner:
             raise ConflictError(

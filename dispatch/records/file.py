@@ -9,16 +9,14 @@ described in ``docs/ledger.md``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import stat
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dispatch.model.errors import ConflictError, InvalidError, NotFoundError, RejectedError
+from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import ledger_format as fmt
@@ -51,7 +49,7 @@ class FileRecords:
         on_problem: Callable[[Problem], None] | None = None,
     ) -> None:
         self.root = Path(root).absolute()
-        _prepare_root(self.root)
+        fmt.prepare_root(self.root)
         self._jobs = self.root / fmt.JOBS
         self._unsettled = self.root / fmt.UNSETTLED
         self._keys = self.root / fmt.KEYS
@@ -92,7 +90,7 @@ class FileRecords:
         if not fmt.create_exclusive(first, header.model_dump_json().encode()):
             if claimed and self._header(job).options.idempotency_key != key:
                 with contextlib.suppress(FileNotFoundError):
-                    (self._keys / _key_name(key)).unlink()
+                    (self._keys / fmt.key_name(key)).unlink()
             raise ConflictError(f"job {job} already has a record")
         view = View(header=header)
         self._remember(job, view, settled=False)
@@ -119,7 +117,9 @@ class FileRecords:
 
     def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
         """Append ``entries`` as one revision if the record is still at ``expected``."""
-        return self._append(job, self.read(job), entries, expected, owning=False)
+        view = self.read(job)
+        locked = OwnerLocks.holder(self._jobs / job / fmt.OWNER_LOCK) or ""
+        return self._append(job, view, entries, expected, locked=locked)
 
     def jobs(self, include_settled: bool = False) -> list[JobID]:
         """Unsettled job ids (and settled ones when asked), sorted; foreign names are skipped."""
@@ -145,7 +145,7 @@ class FileRecords:
 
     def find_key(self, key: str) -> JobID | None:
         """The job created with idempotency key ``key``, if any."""
-        path = self._keys / _key_name(key)
+        path = self._keys / fmt.key_name(key)
         data = fmt.read_bytes(path)
         if data is None:
             return None
@@ -170,7 +170,7 @@ class FileRecords:
             entry = OwnerEntry(at=at, by=by, token=token)
             for _ in range(ACQUIRE_TRIES):
                 try:
-                    return self._append(job, view, [entry], view.revision, owning=True)
+                    return self._append(job, view, [entry], view.revision, locked=token)
                 except ConflictError:
                     view = self.read(job)
             raise ConflictError(
@@ -179,6 +179,17 @@ class FileRecords:
         except BaseException:
             OwnerLocks.give_back(lock, token)
             raise
+
+    def lock(self, job: JobID, token: str) -> bool:
+        """Take the job's owner lock for ``token`` without waiting, committing nothing."""
+        if not fmt.is_job_id(job):
+            raise NotFoundError(f"no record for job {job}")
+        folder = self._jobs / job
+        try:
+            os.stat(folder / fmt.revision_name(1))
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFoundError(f"no record for job {job}") from None
+        return OwnerLocks.take(folder / fmt.OWNER_LOCK, token)
 
     def release(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
@@ -311,11 +322,11 @@ class FileRecords:
     # --- writing ------------------------------------------------------------------------------
 
     def _append(
-        self, job: JobID, view: View, entries: Sequence[Entry], expected: int, *, owning: bool
+        self, job: JobID, view: View, entries: Sequence[Entry], expected: int, *, locked: str
     ) -> int:
         # ``view`` holds every revision up to the one it was read at, and revisions never change,
         # so the owner as of ``expected`` is known exactly; the exclusive link checks the rest.
-        check_commit(job, view.revision, owner_token(view), entries, expected, owning=owning)
+        check_commit(job, view.revision, owner_token(view), entries, expected, locked=locked)
         revision = expected + 1
         commit = Commit(revision=revision, entries=tuple(entries))
         folder = self._jobs / job
@@ -361,7 +372,7 @@ class FileRecords:
 
     def _claim_key(self, key: str, job: JobID) -> bool:
         """Claim ``key`` for ``job``; True when this call created the claim."""
-        path = self._keys / _key_name(key)
+        path = self._keys / fmt.key_name(key)
         if fmt.create_exclusive(path, job.encode()):
             return True
         holder = (fmt.read_bytes(path) or b"").decode("utf-8", "replace")
@@ -396,27 +407,3 @@ class FileRecords:
         if self._on_problem is not None:
             self._on_problem(Problem(path, detail))
         return InvalidError(f"{path}: {detail}")
-
-
-def _key_name(key: str) -> str:
-    return hashlib.sha256(key.encode()).hexdigest()
-
-
-def _prepare_root(root: Path) -> None:
-    """Create the root private to its user, or refuse one that others can write to."""
-    try:
-        root.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(root, 0o700)
-        os.chmod(root, 0o700)
-    except FileExistsError:
-        pass
-    st = os.stat(root)
-    if not stat.S_ISDIR(st.st_mode):
-        raise InvalidError(f"ledger root {root} is not a folder")
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise RejectedError(
-            f"ledger root {root} has mode {mode:o}: other users could write records into it; "
-            f"run `chmod 700 {root}`"
-        )
-    fmt.check_format(root)

@@ -130,6 +130,13 @@ class OwnerLocks:
             return True
 
     @classmethod
+    def holder(cls, path: Path) -> str | None:
+        """The token this process holds the lock at ``path`` for, or None."""
+        with cls._mu:
+            held = cls._held.get(str(path))
+        return None if held is None else held[0]
+
+    @classmethod
     def give_back(cls, path: Path, token: str | None) -> None:
         """Release the lock at ``path`` if held for ``token`` (any token when None)."""
         key = str(path)

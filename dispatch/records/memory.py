@@ -51,14 +51,15 @@ class MemoryRecords:
     def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
         """Append one revision if the record is still at ``expected``."""
         with self._mu:
-            return self._append(job, entries, expected, owning=False)
+            return self._append(job, entries, expected)
 
-    def _append(self, job: JobID, entries: Sequence[Entry], expected: int, owning: bool) -> int:
+    def _append(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
         try:
             view = self._views[job]
         except KeyError:
             raise NotFoundError(f"no record for job {job}") from None
-        check_commit(job, view.revision, owner_token(view), entries, expected, owning=owning)
+        locked = self._locks.get(job, "")
+        check_commit(job, view.revision, owner_token(view), entries, expected, locked=locked)
         revision = view.revision + 1
         commit = Commit(revision=revision, entries=tuple(entries))
         self._views[job] = View(header=view.header, commits=(*view.commits, commit))
@@ -85,7 +86,17 @@ class MemoryRecords:
                 raise ConflictError(f"job {job} is owned by another supervisor")
             self._locks[job] = token
             entry = OwnerEntry(at=at, by=by, token=token)
-            return self._append(job, [entry], self._views[job].revision, owning=True)
+            return self._append(job, [entry], self._views[job].revision)
+
+    def lock(self, job: JobID, token: str) -> bool:
+        """Take the owner lock without waiting, committing nothing; False when it is held."""
+        with self._mu:
+            if job not in self._views:
+                raise NotFoundError(f"no record for job {job}")
+            if job in self._locks:
+                return False
+            self._locks[job] = token
+            return True
 
     def release(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token``."""

@@ -256,3 +256,61 @@ def test_a_long_record_reads_back_whole(subject: Subject) -> None:
     assert [c.entries[0].reason for c in view.commits] == [  # type: ignore[union-attr]
         str(r) for r in range(1, 201)
     ]
+
+
+# --- lock: the owner lock without the owner entry ---------------------------------------------
+
+
+def test_lock_takes_the_owner_lock_and_commits_nothing(subject: Subject) -> None:
+    subject.store.create(header("j1"))
+    assert subject.store.lock("j1", "t1")
+    assert subject.store.read("j1").revision == 1
+    assert subject.reopen().read("j1").revision == 1
+    with pytest.raises(ConflictError):
+        subject.store.acquire("j1", "t2", SUPERVISOR, AT)
+    assert not subject.store.lock("j1", "t2")
+    assert not subject.reopen().lock("j1", "t3")
+
+
+def test_the_lock_holder_commits_its_owner_entry_then_decides(store: Records) -> None:
+    store.create(header("j1"))
+    assert store.lock("j1", "t1")
+    owner = OwnerEntry(at=AT, by=SUPERVISOR, token="t1")
+    revision = store.commit("j1", [owner, *authorize("t1")], 1)
+    assert revision == 2
+    assert store.commit("j1", authorize("t1", 2), revision) == 3
+
+
+def test_an_owner_entry_whose_token_is_not_the_lock_holders_is_invalid(store: Records) -> None:
+    store.create(header("j1"))
+    assert store.lock("j1", "t1")
+    with pytest.raises(InvalidError):
+        store.commit("j1", [OwnerEntry(at=AT, by=SUPERVISOR, token="t2")], 1)
+    store.release("j1", "t1")
+    with pytest.raises(InvalidError):
+        store.commit("j1", [OwnerEntry(at=AT, by=SUPERVISOR, token="t1")], 1)
+
+
+def test_a_decision_under_a_lock_without_an_owner_entry_conflicts(store: Records) -> None:
+    store.create(header("j1"))
+    first = store.acquire("j1", "t0", SUPERVISOR, AT)
+    store.release("j1", "t0")
+    assert store.lock("j1", "t1")
+    with pytest.raises(ConflictError):
+        store.commit("j1", authorize("t1"), first)
+
+
+def test_lock_after_release_works_and_locks_of_different_jobs_are_independent(
+    store: Records,
+) -> None:
+    store.create(header("j1"))
+    store.create(header("j2"))
+    assert store.lock("j1", "t1")
+    assert store.lock("j2", "t2")
+    store.release("j1", "t1")
+    assert store.lock("j1", "t3")
+
+
+def test_locking_an_unknown_job_is_not_found(store: Records) -> None:
+    with pytest.raises(NotFoundError):
+        store.lock("nobody", "t1")
