@@ -9,14 +9,16 @@ over the old one (a snapshot, which is never needed for correctness). See ``docs
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import secrets
 import socket
+import stat
 import time
 from pathlib import Path
 
-from dispatch.model.errors import InvalidError
+from dispatch.model.errors import InvalidError, RejectedError
 
 FORMAT_NAME = "FORMAT"
 FORMAT_VERSION = 1
@@ -196,3 +198,28 @@ def ensure_folder(path: Path) -> None:
     except FileExistsError:
         if not path.is_dir():
             raise InvalidError(f"{path} should be a folder of the ledger but is a file") from None
+
+
+def key_name(key: str) -> str:
+    """The file name of an idempotency key's claim: its SHA-256, so any key text is safe."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def prepare_root(root: Path) -> None:
+    """Create the root private to its user, or refuse one that others can write to."""
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(root, 0o700)
+        os.chmod(root, 0o700)
+    except FileExistsError:
+        pass
+    st = os.stat(root)
+    if not stat.S_ISDIR(st.st_mode):
+        raise InvalidError(f"ledger root {root} is not a folder")
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RejectedError(
+            f"ledger root {root} has mode {mode:o}: other users could write records into it; "
+            f"run `chmod 700 {root}`"
+        )
+    check_format(root)

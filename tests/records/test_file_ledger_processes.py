@@ -191,3 +191,22 @@ def test_processes_creating_with_one_idempotency_key_have_exactly_one_winner(
     store = FileRecords(root)
     assert store.find_key("k") == winners[0]
     assert store.jobs(include_settled=True) == winners
+
+
+def test_acquire_lands_its_owner_entry_while_another_process_keeps_committing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    progress = tmp_path / "progress"
+    child = spawn.Process(target=children.commit_forever, args=(root, "j1", progress))
+    child.start()
+    try:
+        wait_for(lambda: progress.exists() and progress.read_text().count("\n") > 5, "commits")
+        revision = store.acquire("j1", "t1", SUPERVISOR, AT)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        child.join(JOIN_SECONDS)
+    owner = FileRecords(root).read("j1").commits[revision - 2]
+    assert owner.entries == (OwnerEntry(at=AT, by=SUPERVISOR, token="t1"),)
