@@ -128,3 +128,40 @@ def test_jobenv_forwards_the_pre_termination_signal_and_returns_the_exit_status(
     shell.send_signal(signal.SIGUSR1)
     out, err = shell.communicate(timeout=60)
     assert out.strip() == "status=42", err
+
+
+@pytest.mark.parametrize("name", ["single_node.sbatch", "torchrun_multinode.sbatch",
+                                  "container.sbatch"])
+def test_every_template_resolves_watches_and_asks_for_the_pre_termination_signal(
+    name: str,
+) -> None:
+    text = (REPO / "job_templates" / name).read_text()
+    assert subprocess.run(["bash", "-n", str(REPO / "job_templates" / name)]).returncode == 0
+    for needed in ("#SBATCH --signal=B:USR1@", "#SBATCH --requeue", "jobenv.sh",
+                   "publish resolve --into", "publish watch \"$SAVES\" &", "dispatch_run ",
+                   "publish watch --once"):
+        assert needed in text, f"{name} lacks {needed!r}"
+
+
+@pytest.mark.slow
+def test_container_template_runs_training_through_the_runtime_and_publishes(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    """The container runtime is a stand-in shell script (no Apptainer here) that drops the
+    runtime's own options and image and runs the command on the host."""
+    shim = tmp_path / "fake-apptainer"
+    shim.write_text("#!/bin/bash\n"
+                    "shift  # exec\n"
+                    "while [[ $1 == --* ]]; do\n"
+                    "  case $1 in --nv) shift ;; *) shift 2 ;; esac\n"
+                    "done\n"
+                    "shift  # image\n"
+                    "exec \"$@\"\n")
+    shim.chmod(0o755)
+    env = _env(bucket, tmp_path, restart=0)
+    env.update(CONTAINER_RUNTIME=str(shim), CONTAINER_IMAGE="train.sif")
+    env["TRAIN_CMD"] = env["TRAIN_CMD"].replace("--step-seconds 0.01", "--step-seconds 0")
+    done = subprocess.run(["bash", str(REPO / "job_templates" / "container.sbatch")], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert _resolve(env, "1000000")["step"] == 400
