@@ -189,7 +189,10 @@ class FileRecords:
             os.stat(folder / fmt.revision_name(1))
         except (FileNotFoundError, NotADirectoryError):
             raise NotFoundError(f"no record for job {job}") from None
-        return OwnerLocks.take(folder / fmt.OWNER_LOCK, token)
+        if not OwnerLocks.take(folder / fmt.OWNER_LOCK, token):
+            return False
+        fmt.remove_old_temps(folder)
+        return True
 
     def release(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
