@@ -153,9 +153,10 @@ class SlurmBackend:
         self._check(reply, f"hold {ref}", effect=True)
 
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
-        """Lift dispatch's hold (start time now); a released or running object is success."""
+        """Lift dispatch's hold (start time now); a released, running or ended object has no
+        hold left, which is success."""
         reply = self.runner.run(render.unhold_argv(ref.id), effect=True)
-        if not reply.ok and "no longer pending" in reply.stderr.lower():
+        if not reply.ok and ("no longer pending" in reply.stderr.lower() or _gone(reply)):
             return
         self._check(reply, f"release {ref}", effect=True)
 

@@ -35,7 +35,6 @@ class When(Enum):
     DISPATCH_COMMENT = "dispatch comment"
     OTHER_COMMENT = "no dispatch comment"
     FAR_BEGIN = "begin >= submit + 5 years"
-    NEAR_BEGIN = "begin sooner"
 
     def holds(self, row: Row) -> bool:
         """Whether the condition is true of ``row``."""
@@ -43,13 +42,12 @@ class When(Enum):
             return read_comment(row.comment) is not None
         if self is When.OTHER_COMMENT:
             return read_comment(row.comment) is None
-        if self in (When.FAR_BEGIN, When.NEAR_BEGIN):
-            far = (
+        if self is When.FAR_BEGIN:
+            return (
                 row.eligible_time is not None
                 and row.submit_time is not None
                 and row.eligible_time - row.submit_time >= FAR_BEGIN_SECONDS
             )
-            return far if self is When.FAR_BEGIN else not far
         return True
 
 
@@ -84,9 +82,9 @@ TABLE: tuple[Entry, ...] = (
     Entry("PENDING", "JobHeldUser", W.OTHER_COMMENT, S.HELD, C.HELD, _A, True),
     Entry("PENDING", "JobHeldAdmin", W.ALWAYS, S.HELD, C.HELD, _A, True),
     Entry("PENDING", "launch failed requeued held", W.ALWAYS, S.HELD, C.LAUNCH_FAILED, _S, True),
-    # dispatch's backend hold (Holder): a start time ten years ahead.
-    Entry("PENDING", "BeginTime", W.FAR_BEGIN, S.HELD, C.HELD, _A),
-    Entry("PENDING", "BeginTime", W.NEAR_BEGIN, S.PENDING, C.NONE, _N),
+    # dispatch's backend hold (Holder): a start time ten years ahead. The reason reads None
+    # until the scheduler next looks at the job, BeginTime after, so any reason matches.
+    Entry("PENDING", ANY, W.FAR_BEGIN, S.HELD, C.HELD, _A),
     # Pending reasons that mean the cluster cannot place the job as asked.
     Entry("PENDING", "PartitionNodeLimit", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
     Entry("PENDING", "PartitionTimeLimit", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),

@@ -112,7 +112,9 @@ def test_dispatch_hold_is_a_far_begin_time_and_a_near_one_is_just_pending() -> N
         eligible_time=SUBMIT + DISPATCH_HOLD_SECONDS,
     )
     near = Row(**{**far.__dict__, "eligible_time": SUBMIT + 3600})
+    just_released = Row(**{**far.__dict__, "reason": "None"})
     assert (meaning(far).state, meaning(far).held_by_other) == (ObjectState.HELD, False)
+    assert meaning(just_released).state is ObjectState.HELD
     assert meaning(near).state is ObjectState.PENDING
 
 
