@@ -1,0 +1,9 @@
+"""The deterministic simulator: real core, stores, supervisor and memory adapter on one virtual clock.
+
+``run_seed(seed)`` replays one seed exactly; ``dispatch sim`` is its command. See
+``docs/simulator.md`` for what is modelled and what is not.
+"""
+
+from dispatch.sim.world import Outcome, Violation, run_seed
+
+__all__ = ["Outcome", "Violation", "run_seed"]

@@ -1,0 +1,216 @@
+"""The simulated actors: supervisor processes, the scheduler, and people at the operator.
+
+Each actor is a generator; one ``next`` is one move, ending at a ``yield`` of the time it
+wants to move again (None: as soon as chosen). A supervisor process runs the real
+``Supervisor.sweep`` as one move, or (as ``run`` does, owner lock held across passes) its own
+acquire, read and find around the real ``pass_once`` and ``_last_look``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from dispatch.core.fold import fold
+from dispatch.model.enums import CauseKind
+from dispatch.model.errors import DispatchError
+from dispatch.model.status import Escalation
+from dispatch.model.values import AbandonTarget, JobID
+from dispatch.operator import Operator
+from dispatch.supervise.supervisor import Supervisor
+
+if TYPE_CHECKING:
+    from dispatch.sim.world import Proc, World
+
+# The supervisor's poll interval in virtual time.
+POLL = timedelta(seconds=5)
+
+
+def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
+    """One supervisor process: acquire, read, find, pass, deliver; until it crashes."""
+
+    def deliver(job: JobID, esc: Escalation) -> None:
+        w.deliver(p, job, esc)
+
+    sup = Supervisor(
+        p.backend, p.store, deliver=deliver, clock=w.clock, poll=POLL, actor=p.actor,
+        rand=w.rand_bytes,
+    )
+    if w.mix.sweep_mode:
+        while True:
+            report = sup.sweep()
+            yield None if report.progressed else w.clock.now() + POLL
+    while True:
+        try:
+            jobs = p.store.jobs()
+        except DispatchError:
+            jobs = []
+        yield None
+        progressed = False
+        for job in jobs:
+            if job not in p.held:
+                token = w.rand_bytes(16).hex()
+                try:
+                    p.store.acquire(job, token, p.actor, w.clock.now())
+                except DispatchError:
+                    yield None
+                    continue
+                p.held[job] = token
+                yield None
+            token = p.held[job]
+            try:
+                view = p.store.read(job)
+                yield None
+                found = p.backend.find(job)
+                yield None
+                result = sup.pass_once(job, token, view, found)
+            except DispatchError:
+                # Another supervisor owns it now, or the store refused: give it up, as run does.
+                p.drop(job)
+                yield None
+                continue
+            progressed = progressed or result.progressed
+            yield None
+            if result.settled:
+                sup._last_look(job)
+                p.drop(job)
+                yield None
+        yield None if progressed else w.clock.now() + POLL
+
+
+def scheduler(w: World) -> Iterator[datetime | None]:
+    """The scheduler's own moves: ends, purges, administrators' holds, foreign objects."""
+    bad = (
+        ("fail", CauseKind.NON_ZERO_EXIT),
+        ("preempt", CauseKind.PREEMPTED),
+        ("lose_node", CauseKind.NODE_LOST),
+        ("out_of_memory", CauseKind.OUT_OF_MEMORY),
+        ("time_limit", CauseKind.TIME_LIMIT),
+        ("launch_fail", CauseKind.LAUNCH_FAILED),
+    )
+    env = w.backend.env()
+    while True:
+        rng, mix = w.rng, w.mix
+        objs = [o for o in w.backend.objects.values() if not o.purged]
+        running = [o for o in objs if o.running]
+        if running:
+            o = rng.choice(running)
+            if not w.quiet and rng.random() < mix.end_bad:
+                name, _ = rng.choice(bad)
+                if name == "fail":
+                    env.fail(o.ref, rng.choice((1, 2, 137)))
+                else:
+                    getattr(env, name)(o.ref)
+            else:
+                name = "complete"
+                env.complete(o.ref)
+            w.event("sched", f"{name} {o.ref.id}")
+        if w.quiet:
+            for o in objs:
+                if o.admin_held:
+                    env.admin_release(o.ref)
+                    w.event("sched", f"admin_release {o.ref.id}")
+            yield w.clock.now() + timedelta(seconds=rng.uniform(1, 8))
+            continue
+        ended = [o for o in objs if o.ended]
+        if ended and rng.random() < mix.purge:
+            o = rng.choice(ended)
+            env.purge(o.ref)
+            w.event("sched", f"purge {o.ref.id}")
+        waiting = [o for o in objs if o.live and not o.running and not o.admin_held]
+        if waiting and rng.random() < mix.admin_hold:
+            o = rng.choice(waiting)
+            env.admin_hold(o.ref)
+            w.event("sched", f"admin_hold {o.ref.id}")
+        held = [o for o in objs if o.admin_held]
+        if held and rng.random() < 0.2:
+            o = rng.choice(held)
+            env.admin_release(o.ref)
+            w.event("sched", f"admin_release {o.ref.id}")
+        if rng.random() < mix.foreign:
+            open_jobs = [j for j in w.job_ids if w.outcome_of(j) is None]
+            if open_jobs:
+                ref = env.inject_foreign(rng.choice(open_jobs))
+                w.event("sched", f"inject_foreign {ref.id}")
+        yield w.clock.now() + timedelta(seconds=rng.uniform(1, 8))
+
+
+def people(w: World, op: Operator) -> Iterator[datetime | None]:
+    """People at the operator: random actions while faults run, answers once they stop."""
+    while True:
+        if w.quiet:
+            _answer(w, op)
+        elif w.rng.random() < w.mix.people * 10:
+            _act(w, op)
+        yield w.clock.now() + timedelta(seconds=w.rng.uniform(2, 20))
+
+
+def _act(w: World, op: Operator) -> None:
+    rng = w.rng
+    job = rng.choice(w.job_ids)
+    who = w.person
+    what = rng.choice(("cancel", "hold", "hold", "release", "resubmit", "give_up", "answer"))
+    w.event("person", f"{what} {job}")
+    try:
+        if what == "cancel":
+            op.cancel(job, who, "sim")
+        elif what == "hold":
+            until = None
+            if rng.random() < 0.5:
+                until = w.clock.now() + timedelta(seconds=rng.uniform(10, 120))
+            op.hold(job, who, "sim", until)
+        elif what == "release":
+            op.release(job, who)
+        elif what == "resubmit":
+            op.resubmit(job, who, "sim")
+        elif what == "give_up":
+            op.give_up(job, who, "sim")
+        else:
+            _answer_job(w, op, job)
+    except DispatchError as err:
+        w.event("person", f"refused: {type(err).__name__}")
+
+
+def _answer(w: World, op: Operator) -> None:
+    for job in w.job_ids:
+        try:
+            _answer_job(w, op, job)
+        except DispatchError as err:
+            w.event("person", f"refused: {type(err).__name__}")
+
+
+def _answer_job(w: World, op: Operator, job: JobID) -> None:
+    """What a person does about a job's open questions: release, abandon, give up."""
+    j = fold(w.raw_people.read(job), w.clock.now())
+    if j.settled:
+        return
+    who = w.person
+    hold = j.active_hold()
+    if hold is not None and j.outcome is None:
+        if hold.recovery:
+            w.event("person", f"give_up {job} (recovery hold)")
+            op.give_up(job, who, "answered")
+        else:
+            w.event("person", f"release {job}")
+            op.release(job, who)
+        return
+    for eid in sorted(j.escalations):
+        kind, _, arg = eid.partition(":")
+        target: AbandonTarget | None = None
+        if kind == "foreign" and not j.objects[arg].abandoned:
+            target = AbandonTarget(foreign=arg)
+        elif kind == "all-unknown":
+            sub = j.submission(int(arg))
+            if sub is not None and not sub.abandoned:
+                target = AbandonTarget(submission=int(arg))
+        elif kind == "unmatched":
+            n, _, a = arg.partition("/")
+            sub = j.submission(int(n))
+            att = sub.attempt(int(a)) if sub is not None else None
+            if att is not None and not att.abandoned and att.unresolved:
+                target = AbandonTarget(submission=int(n), attempt=int(a))
+        if target is not None:
+            w.event("person", f"abandon {job} {eid}")
+            op.abandon(job, target, who, "answered")
+            return

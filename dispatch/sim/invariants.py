@@ -1,0 +1,237 @@
+"""The invariants of DESIGN.md §6, checked after every simulated call.
+
+Record checks walk each new revision once (owner tokens, outcomes, escalations, budgets,
+causes); ground-truth checks look at the memory scheduler's objects (which left their gate,
+which ran, with what epoch, what is alive once a record settles). Ground truth is the
+scheduler's own state, never what a supervisor believes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dispatch.adapters.memory import MemoryBackend
+from dispatch.core.fold import fold
+from dispatch.model.enums import Action, Enforcer, State
+from dispatch.model.errors import DispatchError
+from dispatch.model.objects import epoch, object_name
+from dispatch.model.record import (
+    AbandonEntry,
+    AuthorizeEntry,
+    CanonicalEntry,
+    Decision,
+    DeliveredEntry,
+    EscalateEntry,
+    GiveUpEntry,
+    OutcomeEntry,
+    OwnerEntry,
+    PlaceHoldEntry,
+    ReplyEntry,
+    SettleEntry,
+    View,
+)
+from dispatch.model.values import JobID
+
+
+@dataclass
+class JobCheck:
+    """What the checker has learnt from one job's record so far."""
+
+    revision: int = 1
+    owner: str = ""
+    outcome: tuple[State, str] | None = None
+    gave_up: bool = False
+    escalations: set[str] = field(default_factory=set)
+    delivered: set[str] = field(default_factory=set)
+    rule_use: dict[int, int] = field(default_factory=dict)
+    sub_rule: dict[int, int | None] = field(default_factory=dict)
+    canonical: dict[int, str] = field(default_factory=dict)
+    settled_at: int = 0
+
+
+class Checker:
+    """Checks the invariants; each broken one is reported once through ``report``."""
+
+    def __init__(self, backend: MemoryBackend, report: object) -> None:
+        assert callable(report)
+        self.backend = backend
+        self.report = report
+        self.jobs: dict[JobID, JobCheck] = {}
+        self.ungated: dict[str, bool] = {}
+        self.runs: dict[tuple[str, int], int] = {}
+        self.max_epoch: dict[JobID, int] = {}
+
+    # --- the record -----------------------------------------------------------------------
+
+    def record(self, job: JobID, view: View) -> None:
+        """Check every revision of ``job`` not seen yet (all again after a power cut)."""
+        c = self.jobs.get(job)
+        if c is None or view.revision < c.revision:
+            c = self.jobs[job] = JobCheck()
+        if view.revision > c.revision:
+            try:
+                fold(view, view.header.created_at)
+            except DispatchError as err:
+                self.report("fold-refused", f"job {job}: {err}")
+        for commit in view.commits:
+            if commit.revision <= c.revision:
+                continue
+            for entry in commit.entries:
+                self._entry(job, view, c, entry, commit.revision)
+            c.revision = commit.revision
+
+    def _entry(self, job: JobID, view: View, c: JobCheck, e: object, r: int) -> None:
+        plan = view.header.plan
+        if isinstance(e, OwnerEntry):
+            c.owner = e.token
+        elif isinstance(e, Decision) and e.token != c.owner:
+            self.report("4-owner-token", f"job {job} r{r}: {e.kind} carries a stale owner token")
+        if isinstance(e, GiveUpEntry):
+            c.gave_up = True
+        if isinstance(e, AuthorizeEntry):
+            c.sub_rule[e.submission] = e.rule
+        if isinstance(e, (AuthorizeEntry, PlaceHoldEntry)) and e.rule is not None:
+            c.rule_use[e.rule] = c.rule_use.get(e.rule, 0) + 1
+            budget = plan.rules[e.rule].effective.budget
+            if c.rule_use[e.rule] > budget:
+                self.report(
+                    "2-budget", f"job {job} r{r}: rule {e.rule} fired {c.rule_use[e.rule]} times, "
+                    f"budget {budget}"
+                )
+        if isinstance(e, CanonicalEntry):
+            c.canonical[e.submission] = e.ref.id
+        if isinstance(e, ReplyEntry) and e.refused is not None:
+            made = [
+                o.ref.id for o in self.backend.objects.values()
+                if o.job == job and o.submission == e.submission and o.attempt == e.attempt
+            ]
+            if made:
+                self.report(
+                    "5-unknown-as-failed",
+                    f"job {job} r{r}: attempt {e.submission}/{e.attempt} recorded refused, "
+                    f"but the scheduler created {made}",
+                )
+        if isinstance(e, OutcomeEntry):
+            self._outcome(job, view, c, e, r)
+        if isinstance(e, EscalateEntry):
+            if e.id in c.escalations:
+                self.report("7-escalation-once", f"job {job} r{r}: escalation {e.id} twice")
+            c.escalations.add(e.id)
+        if isinstance(e, DeliveredEntry):
+            c.delivered.add(e.id)
+        if isinstance(e, SettleEntry) and not c.settled_at:
+            c.settled_at = r
+            self._settled(job, view, r)
+
+    def _outcome(self, job: JobID, view: View, c: JobCheck, e: OutcomeEntry, r: int) -> None:
+        if c.outcome is not None:
+            self.report("3-outcome-final", f"job {job} r{r}: outcome {e.state} after {c.outcome}")
+            return
+        c.outcome = (e.state, e.cause.kind.value)
+        if e.state is not State.FAILED or c.gave_up:
+            return
+        for ra in view.header.plan.rules:
+            if e.cause.kind in ra.effective.on:
+                left = c.rule_use.get(ra.index, 0) < ra.effective.budget
+                acts = ra.effective.action in (Action.RESUBMIT, Action.HOLD)
+                if left and acts and ra.enforcer is not Enforcer.NOBODY:
+                    self.report(
+                        "8-failed-with-budget",
+                        f"job {job} r{r}: failed for {e.cause.kind}, which rule {ra.index} "
+                        "covers with budget left",
+                    )
+                return
+
+    def _settled(self, job: JobID, view: View, r: int) -> None:
+        try:
+            j = fold(view, view.header.created_at)
+        except DispatchError as err:
+            self.report("fold-refused", f"job {job}: {err}")
+            return
+        name = object_name(job)
+        for obj in self.backend.objects.values():
+            if obj.ref.name != name or obj.purged:
+                continue
+            rec = j.objects.get(obj.ref.id)
+            sub = j.submission(obj.submission) if obj.submission is not None else None
+            att = sub.attempt(obj.attempt) if sub is not None and obj.attempt else None
+            abandoned = (rec is not None and rec.abandoned) or (
+                sub is not None and (sub.abandoned or (att is not None and att.abandoned))
+            )
+            if rec is None and not abandoned:
+                self.report(
+                    "5-unrecorded-object", f"job {job} settled at r{r} not knowing {obj.ref.id}"
+                )
+
+    def delivery(self, job: JobID, view: View, escalation_id: str) -> None:
+        """A deliver call is about to hand ``escalation_id`` to a person."""
+        self.record(job, view)
+        c = self.jobs[job]
+        if escalation_id not in c.escalations:
+            self.report("7-deliver-committed", f"job {job}: {escalation_id} delivered uncommitted")
+        if escalation_id in c.delivered:
+            self.report(
+                "7-no-redelivery", f"job {job}: {escalation_id} delivered after its delivery was "
+                "recorded"
+            )
+
+    # --- ground truth ---------------------------------------------------------------------
+
+    def truth(self, views: dict[JobID, View]) -> None:
+        """Check what the scheduler really did against the records."""
+        for obj in self.backend.objects.values():
+            if obj.submission is None:
+                continue
+            c = self.jobs.get(obj.job)
+            if not obj.gated and obj.ref.id not in self.ungated:
+                self.ungated[obj.ref.id] = True
+                others = [
+                    o.ref.id for o in self.backend.objects.values()
+                    if o.job == obj.job and o.submission == obj.submission and not o.gated
+                    and o.ref.id != obj.ref.id
+                ]
+                if others:
+                    self.report(
+                        "1-one-execution",
+                        f"job {obj.job}: submission {obj.submission} opened {obj.ref.id} and {others}",
+                    )
+            if not obj.gated and (c is None or c.canonical.get(obj.submission) != obj.ref.id):
+                self.report(
+                    "1-only-canonical",
+                    f"job {obj.job}: {obj.ref.id} left its gate but is not submission "
+                    f"{obj.submission}'s canonical object",
+                )
+            if obj.running and (obj.ref.id, obj.restarts) not in self.runs:
+                e = epoch(obj.lineage_submission, obj.restarts)
+                self.runs[(obj.ref.id, obj.restarts)] = e
+                if e <= self.max_epoch.get(obj.job, -1):
+                    self.report("9-epoch", f"job {obj.job}: {obj.ref.id} runs at epoch {e}")
+                self.max_epoch[obj.job] = max(e, self.max_epoch.get(obj.job, -1))
+        for job, c in self.jobs.items():
+            if not c.settled_at or job not in views:
+                continue
+            self._alive_after_settle(job, views[job])
+            ran: dict[int, int] = {}
+            for n, rule in c.sub_rule.items():
+                if rule is not None and any(
+                    o.job == job and o.submission == n and o.ref.id in self.ungated
+                    for o in self.backend.objects.values()
+                ):
+                    ran[rule] = ran.get(rule, 0) + 1
+            for rule, count in ran.items():
+                if count > views[job].header.plan.rules[rule].effective.budget:
+                    self.report("2-budget-truth", f"job {job}: rule {rule} ran {count} executions")
+
+    def _alive_after_settle(self, job: JobID, view: View) -> None:
+        name = object_name(job)
+        abandoned = {
+            e.target.foreign
+            for cm in view.commits
+            for e in cm.entries
+            if isinstance(e, AbandonEntry) and e.target.foreign
+        }
+        for obj in self.backend.objects.values():
+            if obj.ref.name == name and obj.live and not obj.purged:
+                if obj.submission is None and obj.ref.id in abandoned:
+                    continue
+                self.report("6-settled-alive", f"job {job} is settled but {obj.ref.id} is alive")

@@ -1,0 +1,55 @@
+"""The jobs a seed submits: a spec with recovery rules and submit options, drawn from the seed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
+from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule
+from dispatch.operator import Operator
+from dispatch.records.contract import Records
+
+if TYPE_CHECKING:
+    from dispatch.sim.world import World
+
+# Short deadlines so that escalations for slow clean-up and unknown launches fall inside a run.
+CLEANUP_DEADLINE = timedelta(seconds=120)
+UNRESOLVED_AGE = timedelta(seconds=60)
+
+
+def draw_spec(w: World, i: int) -> JobSpec:
+    """A job spec whose rules cover some causes, with small budgets."""
+    rng = w.rng
+    rules = [Rule(on=(CauseKind.PREEMPTED, CauseKind.NODE_LOST), action=Action.RESUBMIT,
+                  budget=rng.randint(0, 3))]
+    if rng.random() < 0.5:
+        rules.append(Rule(on=(CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY),
+                          action=Action.RESUBMIT, budget=rng.randint(0, 2)))
+    if rng.random() < 0.4:
+        rules.append(Rule(on=(CauseKind.OUT_OF_MEMORY,), action=Action.HOLD, budget=1,
+                          hold_for=timedelta(seconds=rng.randint(20, 120))))
+    if rng.random() < 0.3:
+        rules.append(Rule(on=(CauseKind.NON_ZERO_EXIT,), action=Action.ESCALATE, budget=1))
+    return JobSpec(
+        name=f"sim{i}", command=("train",), nodes=rng.randint(1, 2),
+        recovery=RecoveryPolicy(rules=tuple(rules)),
+    )
+
+
+def submit_jobs(w: World, store: Records) -> list[JobID]:
+    """Submit the seed's jobs through the real operator; their ids, sorted."""
+    op = Operator(w.backend, store, w.clock, w.rand_bytes)
+    jobs = []
+    for i in range(w.mix.jobs):
+        plan = op.submit(
+            draw_spec(w, i),
+            w.person,
+            supervised=True,
+            submit_retries=w.mix.submit_retries,
+            unmatched=w.rng.choice((UnmatchedPolicy.RESIDUAL, UnmatchedPolicy.MANUAL)),
+            cleanup_deadline=CLEANUP_DEADLINE,
+            unresolved_age=UNRESOLVED_AGE,
+        )
+        jobs.append(plan.job)
+    return sorted(jobs)

@@ -1,0 +1,428 @@
+"""The simulated world: one seed, one virtual clock, and exactly one call proceeding at a time.
+
+At each step the seed chooses which actor moves; inside a move, every store or backend call is
+a scheduling point where the seed may crash the caller or let another actor move in between
+(a nested move: the one on the stack resumes when it returns). The invariants are checked at
+every point; after the fault phase comes a quiet phase that every job must settle in.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from dispatch.adapters.memory import MemoryBackend, Shape
+from dispatch.model.enums import ActorKind
+from dispatch.model.errors import DispatchError
+from dispatch.model.record import View
+from dispatch.model.status import Escalation
+from dispatch.model.values import Actor, JobID
+from dispatch.operator import Operator
+from dispatch.records.contract import Records
+from dispatch.records.file import FileRecords
+from dispatch.records.memory import MemoryRecords
+from dispatch.sim import actors
+from dispatch.sim.clock import VirtualClock
+from dispatch.sim.crashfs import CrashFS
+from dispatch.sim.faults import FaultMix, draw
+from dispatch.sim.invariants import Checker
+from dispatch.sim.jobs import submit_jobs
+from dispatch.sim.wrappers import SimBackend, SimStore
+
+# Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
+FAULT_STEPS = 250
+QUIET_STEPS = 400
+# How deep moves may nest inside other moves' calls.
+MAX_DEPTH = 2
+
+
+class SimCrash(BaseException):
+    """A simulated process dies here; BaseException so no ``except Exception`` swallows it."""
+
+
+class _Stop(BaseException):
+    """Ends the run: an invariant broke, or the replay reached its stop step."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """An invariant that broke: at which call, which one, and what was seen."""
+
+    step: int
+    invariant: str
+    detail: str
+
+
+@dataclass
+class Outcome:
+    """What one seed did."""
+
+    seed: int
+    mix: FaultMix
+    steps: int = 0
+    violations: list[Violation] = field(default_factory=list)
+    trace: list[str] = field(default_factory=list)
+    record: list[str] = field(default_factory=list)
+    truth: list[str] = field(default_factory=list)
+    quiet_steps: int = 0
+    stopped_at: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether every invariant held and every job settled."""
+        return not self.violations
+
+
+class Mover:
+    """An actor the world can move: a generator and when it wants to move next."""
+
+    def __init__(self, name: str, gen: Iterator[datetime | None] | None = None) -> None:
+        self.name = name
+        self.gen = gen
+        self.wake: datetime | None = None
+        self.on_stack = False
+        self.done = False
+
+
+class Proc(Mover):
+    """A supervisor process: its own store instance, the jobs whose locks it holds."""
+
+    def __init__(self, w: World, name: str) -> None:
+        super().__init__(name)
+        self.raw: Records = w.open_store()
+        self.store = SimStore(w, self, self.raw)
+        self.backend = SimBackend(w, self, w.backend)
+        self.actor = Actor(kind=ActorKind.SUPERVISOR, id=name)
+        self.held: dict[JobID, str] = {}
+
+    def drop(self, job: JobID) -> None:
+        """Give the owner lock of ``job`` back."""
+        token = self.held.pop(job, None)
+        if token is not None:
+            self.raw.release(job, token)
+
+
+class World:
+    """One seed's world."""
+
+    def __init__(self, seed: int, root: Path | None, stop_at: int | None = None) -> None:
+        self.seed, self.stop_at = seed, stop_at
+        self.rng = random.Random(seed)
+        self.mix = draw(self.rng)
+        self.clock = VirtualClock()
+        self.start = self.clock.now()
+        self.out = Outcome(seed=seed, mix=self.mix)
+        shape = Shape.KUBEFLOW if self.mix.kubeflow_shape else Shape.SLURM
+        self.backend = MemoryBackend(shape=shape, auto_run=True, clock=self.clock.now)
+        self.root = root if self.mix.file_store else None
+        self.crashfs: CrashFS | None = None
+        self.shared: MemoryRecords | None = None if self.root else MemoryRecords()
+        self.quiet = False
+        self.n = 0
+        self.depth = 0
+        self.procs: list[Proc] = []
+        self.restarts: list[datetime] = []
+        self.person = Actor(kind=ActorKind.HUMAN, id="ada")
+        self.checker = Checker(self.backend, self.report)
+        self.job_ids: list[JobID] = []
+        self._stack: list[Mover] = []
+        self._checking = False
+
+    def rand_bytes(self, n: int) -> bytes:
+        """Seeded bytes for tokens and job ids."""
+        return self.rng.randbytes(n)
+
+    def open_store(self) -> Records:
+        """A store instance as a new process would open it."""
+        if self.shared is not None:
+            return self.shared
+        assert self.root is not None
+        return FileRecords(self.root)
+
+    # --- scheduling points ----------------------------------------------------------------
+
+    def _op(self, who: str, what: str) -> None:
+        self.n += 1
+        t = (self.clock.now() - self.start).total_seconds()
+        self.out.trace.append(f"{self.n:6d} {t:8.1f}s {'  ' * self.depth}{who:<8} {what}")
+        if self.stop_at is not None and self.n >= self.stop_at:
+            self.out.stopped_at = self.n
+            raise _Stop
+
+    def event(self, who: str, what: str) -> None:
+        """Trace a move that is not a store or backend call."""
+        self._op(who, what)
+
+    def before(self, proc: Proc | None, what: str, effect: bool = True) -> None:
+        """A call is about to be made; its caller may crash first."""
+        self._op(proc.name if proc else "person", what)
+        self._maybe_crash(proc, effect, "before")
+
+    def after(self, proc: Proc | None, what: str, effect: bool = True) -> None:
+        """A call returned; check, maybe crash the caller, maybe let another actor move."""
+        self._op(proc.name if proc else "person", what)
+        self.check()
+        self._maybe_crash(proc, effect, "after")
+        if not self.quiet and self.rng.random() < self.mix.revoke:
+            self._revoke()
+        if self.depth < MAX_DEPTH and self.rng.random() < self.mix.interleave:
+            ready = [m for m in self._movers() if self._ready(m) and not m.on_stack]
+            if ready:
+                self.advance(self.rng.choice(ready))
+
+    def _maybe_crash(self, proc: Proc | None, effect: bool, where: str) -> None:
+        if proc is None or self.quiet or not effect:
+            return
+        if self.rng.random() < self.mix.crash:
+            self._op(proc.name, f"CRASH {where} the call")
+            raise SimCrash(proc)
+
+    def fsync_point(self, what: str) -> None:
+        """The file ledger is about to fsync a folder: the process making the call may crash."""
+        top = self._stack[-1] if self._stack and not self._checking else None
+        if isinstance(top, Proc) and not self.quiet and self.rng.random() < self.mix.crash:
+            self._op(top.name, f"CRASH before {what}")
+            raise SimCrash(top)
+
+    def call_fault(self, proc: Proc | None) -> bool:
+        """Whether this find/open/stop call fails."""
+        return proc is not None and not self.quiet and self.rng.random() < self.mix.call_fault
+
+    def start_fault(self, proc: Proc | None) -> str:
+        """The scheduler's answer to this start call: ok, refuse, or a lost reply."""
+        if self.quiet:
+            return "ok"
+        r = self.rng.random()
+        if r < self.mix.refuse:
+            return "refuse"
+        if r < self.mix.refuse + self.mix.lose_reply:
+            return self.rng.choice(("lost-created", "lost-nothing"))
+        return "ok"
+
+    def deliver(self, p: Proc, job: JobID, esc: Escalation) -> None:
+        """The deliver function: checked against the record, and failing as the mix says."""
+        self.before(p, f"deliver {esc.id}")
+        self._checking = True
+        try:
+            view = self._reader.read(job)
+        finally:
+            self._checking = False
+        self.checker.delivery(job, view, esc.id)
+        if not self.quiet and self.rng.random() < self.mix.deliver_fail:
+            self.after(p, f"deliver {esc.id} failed")
+            raise RuntimeError("the pager did not answer")
+        self.after(p, f"delivered {esc.id}")
+
+    def report(self, invariant: str, detail: str) -> None:
+        """An invariant broke: record it and end the run."""
+        self.out.violations.append(Violation(self.n, invariant, detail))
+        self._op("CHECK", f"VIOLATION {invariant}: {detail}")
+        raise _Stop
+
+    def check(self) -> None:
+        """Check every invariant against the records and the scheduler."""
+        views: dict[JobID, View] = {}
+        self._checking = True
+        try:
+            for job in self.job_ids:
+                views[job] = self._reader.read(job)
+                self.checker.record(job, views[job])
+        finally:
+            self._checking = False
+        self.checker.truth(views)
+
+    def outcome_of(self, job: JobID) -> object:
+        """The outcome the checker has seen committed for ``job``, or None."""
+        c = self.checker.jobs.get(job)
+        return c.outcome if c else None
+
+    # --- moving -----------------------------------------------------------------------------
+
+    def _movers(self) -> list[Mover]:
+        return [*self.procs, self._sched, self._people]
+
+    def _ready(self, m: Mover) -> bool:
+        return not m.done and (m.wake is None or m.wake <= self.clock.now())
+
+    def advance(self, m: Mover) -> None:
+        """Let ``m`` make one move."""
+        assert m.gen is not None
+        m.on_stack = True
+        self._stack.append(m)
+        self.depth += 1
+        try:
+            m.wake = next(m.gen)
+        except SimCrash:
+            assert isinstance(m, Proc)
+            self._crashed(m)
+        except StopIteration:
+            m.done = True
+        finally:
+            self.depth -= 1
+            self._stack.pop()
+            m.on_stack = False
+
+    def _crashed(self, p: Proc) -> None:
+        # A dead process's flock locks go with it.
+        for job in sorted(p.held):
+            p.drop(job)
+        p.done = True
+        self.procs.remove(p)
+        self.restarts.append(self.clock.now() + timedelta(seconds=self.rng.uniform(0, 30)))
+
+    def _spawn(self) -> None:
+        self._proc_count += 1
+        p = Proc(self, f"sup{self._proc_count}")
+        p.gen = actors.supervisor(self, p)
+        self.procs.append(p)
+        self._op(p.name, "process starts")
+
+    def _revoke(self) -> None:
+        # Whoever holds it keeps running, believing it still owns the job.
+        job = self.rng.choice(self.job_ids)
+        revoke = getattr(self._reader, "revoke", None)
+        if revoke is not None:
+            revoke(job)
+            self._op("faults", f"owner lock of {job} revoked")
+
+    def _power_cut(self) -> None:
+        assert self.crashfs is not None
+        self._op("faults", "POWER CUT")
+        for p in list(self.procs):
+            self._crashed(p)
+        for job in self.job_ids:
+            FileRecords.revoke(self._reader, job)  # type: ignore[arg-type]
+        for change in self.crashfs.power_cut():
+            self._op("faults", change)
+        self._reopen_readers()
+
+    def _reopen_readers(self) -> None:
+        self._reader = self.open_store()
+        self.raw_people = self.open_store()
+        self.op = Operator(
+            SimBackend(self, None, self.backend), SimStore(self, None, self.raw_people),
+            self.clock, self.rand_bytes,
+        )
+        self._people.gen = actors.people(self, self.op)
+
+    def run(self) -> Outcome:
+        """Run the seed: setup, fault phase, quiet phase."""
+        self._proc_count = 0
+        self._sched = Mover("sched", actors.scheduler(self))
+        self._people = Mover("person")
+        self._reopen_readers()
+        self.job_ids = submit_jobs(self, self.raw_people)
+        for _ in range(self.mix.supervisors):
+            self._spawn()
+        quiet_from = None
+        for step in range(FAULT_STEPS + QUIET_STEPS):
+            if step == FAULT_STEPS:
+                self.quiet, quiet_from = True, step
+                self._op("faults", "faults stop")
+                self.restarts = [self.clock.now() for _ in self.restarts]
+            self._top_level_faults()
+            if quiet_from is not None and self._all_settled():
+                self.out.quiet_steps = step - quiet_from
+                return self.out
+            ready = [m for m in self._movers() if self._ready(m)]
+            if not ready:
+                wakes = [m.wake for m in self._movers() if m.wake is not None and not m.done]
+                wakes += self.restarts
+                if wakes:
+                    self.clock.sleep_until(min(wakes))
+                continue
+            self.advance(self.rng.choice(ready))
+            self.clock.advance(timedelta(seconds=self.rng.uniform(0, 2)))
+        pending = [j for j in self.job_ids if not self._settled_and_delivered(j)]
+        self.report("liveness", f"jobs {pending} not settled {QUIET_STEPS} steps after faults")
+        return self.out
+
+    def _top_level_faults(self) -> None:
+        now = self.clock.now()
+        due = [t for t in self.restarts if t <= now]
+        for t in due:
+            self.restarts.remove(t)
+            self._spawn()
+        if self.quiet:
+            return
+        if self.crashfs is not None and self.rng.random() < self.mix.power_cut:
+            self._power_cut()
+
+    def _settled_and_delivered(self, job: JobID) -> bool:
+        c = self.checker.jobs.get(job)
+        return c is not None and bool(c.settled_at) and c.escalations <= c.delivered
+
+    def _all_settled(self) -> bool:
+        self.check()
+        return all(self._settled_and_delivered(j) for j in self.job_ids)
+
+
+    def release_everything(self) -> None:
+        """Give back every owner lock this process table holds (file store), as at exit."""
+        if self.root is None:
+            return
+        for job in self.job_ids:
+            FileRecords.revoke(self._reader, job)  # type: ignore[arg-type]
+
+    def describe(self) -> None:
+        """Fill the outcome with the record of each job and the scheduler's ground truth."""
+        self.out.steps = self.n
+        for job in self.job_ids:
+            try:
+                view = self._reader.read(job)
+            except DispatchError as err:
+                self.out.record.append(f"job {job}: unreadable: {err}")
+                continue
+            self.out.record.append(f"job {job} (revision {view.revision})")
+            for c in view.commits:
+                for e in c.entries:
+                    detail = e.model_dump(mode="json", exclude={"at", "by", "token", "kind"})
+                    by = getattr(e, "token", "")[:6]
+                    self.out.record.append(f"  r{c.revision:<3} {e.kind:<16} {by:<6} {detail}")
+        for o in self.backend.objects.values():
+            self.out.truth.append(
+                f"{o.ref.id:<24} job {o.job} n={o.submission} a={o.attempt} "
+                f"{o.state()} gated={o.gated} purged={o.purged} cause={o.cause.kind} "
+                f"lineage={o.lineage_submission} restarts={o.restarts}"
+            )
+
+
+def run_seed(seed: int, root: Path | None = None, stop_at: int | None = None) -> Outcome:
+    """Run one seed; the file store (when the seed draws it) lives under ``root``."""
+    log = logging.getLogger("dispatch")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    world: World | None = None
+    try:
+        if root is not None:
+            shutil.rmtree(root, ignore_errors=True)
+        world = World(seed, root, stop_at)
+        if world.root is not None:
+            world.crashfs = CrashFS(world.root, world.fsync_point)
+            with world.crashfs.installed():
+                world.root.mkdir(parents=True, exist_ok=True)
+                _run(world)
+        elif world.mix.file_store:
+            world.out.trace.append("file store drawn but no root given: memory store used")
+            world.shared = MemoryRecords()
+            _run(world)
+        else:
+            _run(world)
+        return world.out
+    finally:
+        log.setLevel(level)
+        if world is not None:
+            world.release_everything()
+
+
+def _run(world: World) -> None:
+    try:
+        world.run()
+    except _Stop:
+        pass
+    world.describe()

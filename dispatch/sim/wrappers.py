@@ -1,0 +1,149 @@
+"""The store and backend as one simulated process sees them: every call is a scheduling point.
+
+Each call passes ``World.before`` and ``World.after``: there the world may crash the calling
+process (``SimCrash``), let another actor move in between, or check the invariants. Faults of
+the scheduler that belong to one call (a refused launch, a lost reply) are drawn here, just
+before the call, and performed by the real memory adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from dispatch.adapters.memory import MemoryBackend
+from dispatch.model.enums import Capability, CauseKind
+from dispatch.model.errors import OutcomeUnknownError, UnavailableError
+from dispatch.model.objects import Discovery, ObjectRef, StartRequest
+from dispatch.model.record import Entry, Header, View
+from dispatch.model.values import Actor, JobID, JobSpec, Support
+from dispatch.records.contract import Records
+
+if TYPE_CHECKING:
+    from dispatch.sim.world import Proc, World
+
+
+class SimStore:
+    """A Records store seen through one process's scheduling points."""
+
+    def __init__(self, world: World, proc: Proc | None, inner: Records) -> None:
+        self.w, self.proc, self.inner = world, proc, inner
+
+    def create(self, header: Header) -> View:
+        """Create a record (people only)."""
+        self.w.before(self.proc, f"create {header.job}")
+        view = self.inner.create(header)
+        self.w.after(self.proc, "created")
+        return view
+
+    def read(self, job: JobID) -> View:
+        """Read the record."""
+        self.w.before(self.proc, f"read {job}", effect=False)
+        view = self.inner.read(job)
+        self.w.after(self.proc, f"read r{view.revision}", effect=False)
+        return view
+
+    def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
+        """Commit conditionally."""
+        kinds = ",".join(e.kind for e in entries)
+        self.w.before(self.proc, f"commit {job} {kinds} @r{expected}")
+        try:
+            revision = self.inner.commit(job, entries, expected)
+        except Exception as err:
+            self.w.after(self.proc, f"commit refused: {type(err).__name__}", effect=False)
+            raise
+        self.w.after(self.proc, f"committed r{revision}")
+        return revision
+
+    def jobs(self, include_settled: bool = False) -> list[JobID]:
+        """The unsettled jobs."""
+        self.w.before(self.proc, "jobs", effect=False)
+        found = self.inner.jobs(include_settled)
+        self.w.after(self.proc, f"jobs {len(found)}", effect=False)
+        return found
+
+    def find_key(self, key: str) -> JobID | None:
+        """The job of an idempotency key."""
+        return self.inner.find_key(key)
+
+    def acquire(self, job: JobID, token: str, by: Actor, at: datetime) -> int:
+        """Take the owner lock."""
+        self.w.before(self.proc, f"acquire {job} token {token[:6]}")
+        try:
+            revision = self.inner.acquire(job, token, by, at)
+        except Exception as err:
+            self.w.after(self.proc, f"acquire refused: {type(err).__name__}", effect=False)
+            raise
+        self.w.after(self.proc, f"owner at r{revision}")
+        return revision
+
+    def lock(self, job: JobID, token: str) -> bool:
+        """Take the owner lock without committing."""
+        self.w.before(self.proc, f"lock {job} token {token[:6]}")
+        taken = self.inner.lock(job, token)
+        self.w.after(self.proc, f"lock {'taken' if taken else 'held elsewhere'}")
+        return taken
+
+    def release(self, job: JobID, token: str) -> None:
+        """Give the owner lock back."""
+        self.inner.release(job, token)
+
+
+class SimBackend:
+    """The memory adapter seen through one process's scheduling points, with call faults."""
+
+    def __init__(self, world: World, proc: Proc | None, inner: MemoryBackend) -> None:
+        self.w, self.proc, self.inner = world, proc, inner
+
+    def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:
+        """The adapter's capabilities."""
+        return self.inner.capabilities(spec)
+
+    def find(self, job: JobID) -> Discovery:
+        """Every object of the job, or ``UnavailableError`` when the query fails."""
+        self.w.before(self.proc, f"find {job}", effect=False)
+        if self.w.call_fault(self.proc):
+            self.w.after(self.proc, "find failed", effect=False)
+            raise UnavailableError(f"find {job}: the scheduler did not answer")
+        found = self.inner.find(job)
+        self.w.after(self.proc, f"found {[o.ref.id for o in found.objects]}", effect=False)
+        return found
+
+    def start(self, req: StartRequest) -> ObjectRef:
+        """Create an attempt's object, gate closed; a refusal or a lost reply drawn first."""
+        self.w.before(self.proc, f"start {req.submission}/{req.attempt}")
+        env = self.inner.env()
+        draw = self.w.start_fault(self.proc)
+        if draw == "refuse":
+            env.refuse_launches(1, self.w.rng.choice((CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY)))
+        elif draw in ("lost-created", "lost-nothing"):
+            env.lose_replies(1, created=draw == "lost-created")
+        try:
+            ref = self.inner.start(req)
+        except Exception as err:
+            self.w.after(self.proc, f"start raised {type(err).__name__} ({draw})")
+            raise
+        self.w.after(self.proc, f"started {ref.id}")
+        return ref
+
+    def open(self, ref: ObjectRef) -> None:
+        """Lift the gate; the call may fail before, or lose its reply after, the effect."""
+        self._effect("open", ref, lambda: self.inner.open(ref))
+
+    def stop(self, ref: ObjectRef, reason: str) -> None:
+        """Stop one object; the call may fail before, or lose its reply after, the effect."""
+        self._effect("stop", ref, lambda: self.inner.stop(ref, reason))
+
+    def _effect(self, what: str, ref: ObjectRef, call: object) -> None:
+        assert callable(call)
+        self.w.before(self.proc, f"{what} {ref.id}")
+        fault = self.w.call_fault(self.proc)
+        if fault and self.w.rng.random() < 0.5:
+            self.w.after(self.proc, f"{what} failed before its effect")
+            raise UnavailableError(f"{what} {ref.id}: the scheduler did not answer")
+        call()
+        if fault:
+            self.w.after(self.proc, f"{what} done, reply lost")
+            raise OutcomeUnknownError(f"{what} {ref.id}: reply lost")
+        self.w.after(self.proc, f"{what} done")
