@@ -28,6 +28,7 @@ from dispatch.core.steps import (
     VerifiedStopped,
     Wait,
 )
+from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, ObjectState, Provenance, State
 from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
 from dispatch.model.values import Cause
@@ -43,6 +44,8 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     steps += _live(job, cur, now) if job.outcome is None else _cleanup(job, cur, now)
     steps += deadlines(job, cur, now)
     steps = _unique_escalations(steps)
+    if not mutants.on("settle-before-escalations"):  # settle last: nothing may follow it
+        steps.sort(key=lambda s: isinstance(s, Settle))
     if not steps:
         return [Wait(wake=wake(job, now))]
     return steps
