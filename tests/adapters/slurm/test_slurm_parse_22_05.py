@@ -115,3 +115,53 @@ def test_text_and_json_readers_agree_on_the_same_22_05_job() -> None:
     (obs,) = observe(parse_squeue_text(squeue) + parse_sacct_text(sacct))
     assert (obs.state, obs.cause.kind, obs.restarts) == (P, C.PREEMPTED, 1)
     assert (obs.submission, obs.attempt) == (1, 1)
+
+
+ADAPTER = DATA / "adapter"
+
+# What the adapter's own squeue + sacct output (captured by the live tests) must mean.
+ADAPTER_EXPECTED = {
+    "gated": (ObjectState.GATED, C.NONE, 0, False),
+    "completed": (E, C.NONE, 0, False),
+    "running": (R, C.NONE, 0, False),
+    "cancelled": (E, C.CANCELLED, 0, False),
+    "foreign": (H, C.HELD, 0, True),
+    "exit3": (E, C.NON_ZERO_EXIT, 0, False),
+    "preempted": (E, C.PREEMPTED, 0, False),
+    "preempted-requeued": (P, C.PREEMPTED, 1, False),
+    "node-lost": (E, C.NODE_LOST, 0, False),
+    "requeued": (P, C.REQUEUED, 1, False),
+    "dispatch-hold": (H, C.HELD, 0, False),
+    "admin-hold": (H, C.HELD, 0, True),
+    "no-capacity": (P, C.NO_CAPACITY, 0, False),
+    "time-limit": (E, C.TIME_LIMIT, 0, False),
+}
+
+
+def adapter_capture(scenario: str) -> ObjectObs:
+    doc = json.loads((ADAPTER / f"{scenario}.json").read_text())
+    assert doc["slurm"].endswith("22.05.8")
+    squeue, sacct = doc["commands"]
+    assert squeue["argv"][0] == "squeue" and sacct["argv"][0] == "sacct"
+    (obs,) = observe(parse_squeue_text(squeue["stdout"]) + parse_sacct_text(sacct["stdout"]))
+    return obs
+
+
+@pytest.mark.parametrize("scenario", sorted(ADAPTER_EXPECTED))
+def test_adapter_capture_on_22_05_has_its_meaning(scenario: str) -> None:
+    state, cause, restarts, other = ADAPTER_EXPECTED[scenario]
+    obs = adapter_capture(scenario)
+    assert (obs.state, obs.cause.kind, obs.restarts, obs.held_by_other) == (
+        state,
+        cause,
+        restarts,
+        other,
+    )
+    if scenario == "foreign":
+        assert obs.submission is None
+    else:
+        assert (obs.submission, obs.attempt) == (1, 1)
+
+
+def test_adapter_capture_of_exit_3_keeps_the_exit_code() -> None:
+    assert adapter_capture("exit3").cause.exit_code == 3
