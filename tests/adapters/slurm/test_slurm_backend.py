@@ -1,0 +1,182 @@
+"""SlurmBackend's decisions on replies the live cluster cannot be made to give on demand
+(a newer release's JSON, a lost sbatch reply, a refused submission, accounting down).
+
+``ScriptedRunner`` stands in for the CLI transport: it answers each program with a reply
+recorded from a real Slurm (the JSON files under data/recordings, 22.05 text from the live
+tests) and counts the commands it was asked to run."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.run import CommandRunner, Reply
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.enums import Action, Capability, CauseKind, ObjectState, Source, Tristate
+from dispatch.model.errors import NotFoundError, OutcomeUnknownError, RejectedError
+from dispatch.model.objects import ObjectRef, StartRequest
+from dispatch.model.values import JobSpec, RecoveryPolicy, Rule
+from dispatch.spi import Backend, Holder, MultiFinder, Requeuer
+
+RECORDED = Path(__file__).parent / "data" / "recordings" / "25.11" / "0.0.44"
+CONFIG = "AccountingStorageType   = accounting_storage/slurmdbd\nJobRequeue              = 1\n"
+
+Answer = Callable[[list[str]], Reply]
+
+
+class ScriptedRunner(CommandRunner):
+    """Stand-in transport: answers by program name, counts calls (see module doc)."""
+
+    def __init__(self, answers: dict[str, Answer | str]) -> None:
+        super().__init__()
+        self.answers = answers
+        self.seen: list[list[str]] = []
+
+    def run(self, argv: Sequence[str], *, effect: bool = False) -> Reply:
+        self.counts[argv[0]] += 1
+        self.seen.append(list(argv))
+        key = " ".join(argv[:2]) if " ".join(argv[:2]) in self.answers else argv[0]
+        answer = self.answers.get(key, "")
+        if callable(answer):
+            return answer(list(argv))
+        return Reply(tuple(argv), 0, answer, "")
+
+
+def backend(**answers: Any) -> SlurmBackend:
+    base: dict[str, Answer | str] = {
+        "sinfo": "slurm 25.11.0\n",
+        "scontrol show": CONFIG,
+        "sbatch --help": "Usage: sbatch [OPTIONS...] executable [args...]\n",
+    }
+    keys = {"sbatch_help": "sbatch --help", "scontrol_show": "scontrol show"}
+    base.update({keys.get(k, k): v for k, v in answers.items()})
+    return SlurmBackend(ScriptedRunner(base), Settings())
+
+
+def req() -> StartRequest:
+    spec = JobSpec(command=("true",))
+    return StartRequest(job="ab12", submission=1, attempt=1, lineage_submission=1, spec=spec)
+
+
+def failing(stderr: str, code: int = 1) -> Answer:
+    return lambda argv: Reply(tuple(argv), code, "", stderr)
+
+
+def test_slurm_backend_implements_the_spi_and_its_optional_protocols() -> None:
+    b = backend()
+    assert isinstance(b, Backend) and isinstance(b, Holder)
+    assert isinstance(b, Requeuer) and isinstance(b, MultiFinder)
+
+
+def test_newer_release_is_read_as_json_with_one_squeue_and_one_sacct() -> None:
+    squeue = (RECORDED / "slurm-job-running.json").read_text().replace('"wrap"', '"dj-ab12"')
+    sacct = (RECORDED / "slurmdb-job-running.json").read_text().replace('"wrap"', '"dj-ab12"')
+    b = backend(squeue=squeue, sacct=sacct)
+    found = b.find_many(["ab12", "cd34"])
+    assert [o.state for o in found["ab12"].objects] == [ObjectState.RUNNING]
+    assert found["cd34"].objects == ()
+    assert (b.runner.counts["squeue"], b.runner.counts["sacct"]) == (1, 1)
+    runner = b.runner
+    assert isinstance(runner, ScriptedRunner)
+    squeue_argv = next(a for a in runner.seen if a[0] == "squeue")
+    assert "--json" in squeue_argv and "--name=dj-ab12,dj-cd34" in squeue_argv
+
+
+def test_objects_of_other_names_in_a_reply_are_not_reported() -> None:
+    """22.05's squeue --json ignores --name, so the reply is filtered by name."""
+    squeue = (RECORDED / "slurm-job-running.json").read_text()
+    assert backend(squeue=squeue, sacct='{"jobs": []}').find("ab12").objects == ()
+
+
+def test_accounting_failure_leaves_the_discovery_incomplete() -> None:
+    b = backend(squeue='{"jobs": []}', sacct=failing("sacct: error: slurmdbd: connection refused"))
+    assert b.find("ab12").complete is False
+
+
+def test_sbatch_reply_without_a_job_id_is_outcome_unknown() -> None:
+    with pytest.raises(OutcomeUnknownError):
+        backend(sbatch="").start(req())
+
+
+def test_sbatch_timing_out_at_the_controller_is_outcome_unknown() -> None:
+    lost = failing("sbatch: error: Batch job submission failed: Socket timed out on send/recv")
+    with pytest.raises(OutcomeUnknownError):
+        backend(sbatch=lost).start(req())
+
+
+def test_sbatch_refusing_the_node_count_is_rejected_as_no_capacity() -> None:
+    refused = failing(
+        "sbatch: error: Batch job submission failed: Requested node configuration is not available"
+    )
+    with pytest.raises(RejectedError, match="no-capacity"):
+        backend(sbatch=refused).start(req())
+
+
+def test_start_returns_the_object_named_for_the_job() -> None:
+    ref = backend(sbatch="4242\n").start(req())
+    assert (ref.id, ref.name) == ("4242", "dj-ab12")
+
+
+def test_stopping_a_gone_object_is_success() -> None:
+    backend(
+        scancel=failing("scancel: error: Kill job error on job id 9: Invalid job id specified")
+    ).stop(ObjectRef(id="9"), "test")
+
+
+def test_inspecting_an_unknown_object_is_not_found() -> None:
+    b = backend(
+        squeue=failing("slurm_load_jobs error: Invalid job id specified"), sacct='{"jobs": []}'
+    )
+    with pytest.raises(NotFoundError):
+        b.inspect(ObjectRef(id="9"))
+
+
+def test_capabilities_say_where_each_answer_comes_from() -> None:
+    caps = backend().capabilities()
+    assert caps[Capability.ACCOUNTING_HISTORY].source is Source.PROBED
+    assert caps[Capability.CONTAINER_IMAGE].state is Tristate.NO
+    assert caps[Capability.HOLD].source is Source.DECLARED
+
+
+def test_pyxis_in_sbatch_help_means_container_images() -> None:
+    b = backend(sbatch_help="  --container-image=[USER@][REGISTRY#]IMAGE[:TAG]|PATH\n")
+    assert b.capabilities()[Capability.CONTAINER_IMAGE].state is Tristate.YES
+
+
+def test_requeue_rules_follow_job_requeue_and_nothing_is_native() -> None:
+    policy = RecoveryPolicy(
+        rules=(
+            Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=3),
+            Rule(on=(CauseKind.NODE_LOST,), action=Action.REQUEUE, budget=1),
+        )
+    )
+    spec = JobSpec(command=("true",))
+    allowed = backend().rules(spec, policy)
+    refused = backend(scontrol_show=CONFIG.replace("= 1", "= 0")).rules(spec, policy)
+    assert [r.perform.state for r in allowed] == [Tristate.YES, Tristate.YES]
+    assert [r.perform.state for r in refused] == [Tristate.YES, Tristate.NO]
+    assert all(r.native.state is Tristate.NO for r in allowed + refused)
+
+
+def test_pyslurm_reader_replaces_the_read_commands() -> None:
+    """A stand-in reader hands back attribute dicts as pyslurm 25.11 would objects."""
+
+    class Reader:
+        counts: Counter[str] = Counter()
+
+        def live(self, names: Sequence[str]) -> list[dict[str, object]]:
+            return [{"id": 7, "name": "dj-ab12", "state": "RUNNING", "comment": "dispatch:1/1"}]
+
+        def history(self, names: Sequence[str]) -> list[dict[str, object]]:
+            return []
+
+    b = backend()
+    b.reader = Reader()  # type: ignore[assignment]
+    (obs,) = b.find("ab12").objects
+    assert (obs.ref.id, obs.state, obs.submission) == ("7", ObjectState.RUNNING, 1)
+    assert b.runner.counts["squeue"] == 0
