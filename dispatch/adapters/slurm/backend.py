@@ -228,7 +228,7 @@ class SlurmBackend:
     def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         if self.reader is not None:
             wanted = set(ids)
-            rows = [row_from_job(j) for j in self.reader.live(names or ())]
+            rows = [row_from_job(j) for j in self.reader.live(names)]
             return [r for r in rows if not wanted or r.job_id in wanted]
         argv = render.squeue_argv(names, ids=ids, json=self.use_json)
         reply = self.runner.run(argv)
@@ -241,7 +241,7 @@ class SlurmBackend:
 
     def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         if self.reader is not None:
-            return [row_from_db_job(j) for j in self.reader.history(names)]
+            return [row_from_db_job(j) for j in self.reader.history(names, ids)]
         since = self.settings.history_since
         reply = self.runner.run(render.sacct_argv(names, since=since, ids=ids, json=self.use_json))
         self._check(reply, "sacct")

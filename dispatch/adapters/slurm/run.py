@@ -122,21 +122,24 @@ class PyslurmReader:
         self.counts: Counter[str] = Counter()
 
     def live(self, names: Sequence[str]) -> list[Any]:
-        """Every controller job whose name is in ``names`` (one load of the job table)."""
+        """Every controller job whose name is in ``names``, or every job when none is named
+        (one load of the job table either way)."""
         self.counts["pyslurm.Jobs.load"] += 1
         try:
             jobs = self._pyslurm.Jobs.load()
         except Exception as err:  # pyslurm raises RPCError and others; translate them here
             raise UnreachableError(f"pyslurm could not load jobs: {err}") from None
         wanted = set(names)
-        return [j for j in jobs.values() if getattr(j, "name", None) in wanted]
+        return [j for j in jobs.values() if not wanted or getattr(j, "name", None) in wanted]
 
-    def history(self, names: Sequence[str]) -> list[Any]:
-        """Every accounting record of a job whose name is in ``names`` (one query)."""
+    def history(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Any]:
+        """Every accounting record of a job named in ``names`` (or with one of ``ids``)."""
         self.counts["pyslurm.db.Jobs.load"] += 1
         try:
             db = self._pyslurm.db
-            flt = db.JobFilter(names=list(names))
+            flt = (
+                db.JobFilter(ids=[int(i) for i in ids]) if ids else db.JobFilter(names=list(names))
+            )
             return list(db.Jobs.load(flt).values())
         except Exception as err:  # translated here, the one boundary for pyslurm errors
             raise UnreachableError(f"pyslurm could not load accounting: {err}") from None

@@ -172,11 +172,12 @@ def test_pyslurm_reader_replaces_the_read_commands() -> None:
         def live(self, names: Sequence[str]) -> list[dict[str, object]]:
             return [{"id": 7, "name": "dj-ab12", "state": "RUNNING", "comment": "dispatch:1/1"}]
 
-        def history(self, names: Sequence[str]) -> list[dict[str, object]]:
+        def history(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[dict[str, object]]:
             return []
 
     b = backend()
     b.reader = Reader()  # type: ignore[assignment]
     (obs,) = b.find("ab12").objects
     assert (obs.ref.id, obs.state, obs.submission) == ("7", ObjectState.RUNNING, 1)
+    assert b.inspect(ObjectRef(id="7")).state is ObjectState.RUNNING
     assert b.runner.counts["squeue"] == 0
