@@ -23,8 +23,8 @@ from publish_bench_server import s3_server  # noqa: E402
 from publish.epoch import Epoch  # noqa: E402
 from publish.layout import PublicationId  # noqa: E402
 from publish.resolve import resolve  # noqa: E402
-from publish.save import save  # noqa: E402
 from publish.s3_store import S3Location, S3Store  # noqa: E402
+from publish.save import save  # noqa: E402
 
 EPOCH = Epoch.of(1, 0)
 
