@@ -22,6 +22,7 @@ from dispatch.model.errors import (
     NotFoundError,
     RejectedError,
     UnauthorizedError,
+    UnsupportedError,
 )
 from dispatch.model.objects import ObjectRef
 from dispatch.model.record import (
@@ -32,11 +33,12 @@ from dispatch.model.record import (
     Header,
     HoldEntry,
     ReleaseEntry,
+    RequeueEntry,
     ResubmitEntry,
 )
 from dispatch.model.values import AbandonTarget, Actor, JobID, JobSpec, Plan
 from dispatch.records.contract import Records
-from dispatch.spi import Backend
+from dispatch.spi import Backend, Requeuer
 from dispatch.submission import new_job_id, plan_with, submit_options
 
 # How often a control commit is retried after losing a race; each retry re-reads the record.
@@ -187,6 +189,20 @@ class Operator:
             elif j.submission(target.submission) is None:
                 raise NotFoundError(f"job {job} has no submission {target.submission}")
             return AbandonEntry(at=now, by=by, target=target, reason=reason)
+
+        self._control(job, build)
+
+    def requeue(self, job: JobID, by: Actor, reason: str) -> None:
+        """Ask for the same object to run again (its restart count goes up by one)."""
+        if not isinstance(self._backend, Requeuer):
+            raise UnsupportedError("this backend cannot requeue an object")
+
+        def build(j: Job, now: datetime) -> Entry:
+            _not_terminal(j, "requeue")
+            latest = j.latest()
+            if latest is None or latest.canonical is None:
+                raise RejectedError(f"job {job} has no execution to requeue yet")
+            return RequeueEntry(at=now, by=by, reason=reason)
 
         self._control(job, build)
 

@@ -41,10 +41,12 @@ class Current:
         return ref.id in self._seen
 
     def ended(self, ref: ObjectRef) -> bool:
-        """Whether the object is known to have ended."""
-        obs = self.obs(ref)
+        """Whether the object's latest execution is known to have ended."""
+        seen = self._seen.get(ref.id)
+        if seen is not None:
+            return seen.state is ObjectState.ENDED
         rec = self.job.object(ref)
-        return (obs is not None and obs.state is ObjectState.ENDED) or bool(rec and rec.ended)
+        return bool(rec and rec.ended)
 
     def end_cause(self, ref: ObjectRef) -> Cause:
         """Why the object ended."""

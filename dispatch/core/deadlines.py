@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from dispatch.core.calls import CALL_DEADLINE, CESSATION_INTERVAL
 from dispatch.core.current import Current, blockers
 from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.steps import Escalate, Step
@@ -86,5 +87,15 @@ def wake(job: Job, now: datetime) -> datetime | None:
     if job.outcome is not None and not job.settled:
         start = job.cancel.at if job.cancel is not None else job.outcome.at
         times.append(start + job.header.options.cleanup_deadline)
+    times += [c.deadline for c in job.calls]
+    for rec in job.objects.values():
+        for since in (rec.opening_at, rec.stopping_at):
+            if since is not None and not rec.done:
+                times.append(since + CALL_DEADLINE)
+    for h in job.holds:
+        sub = job.submission(h.submission) if h.active and h.recovery else None
+        held = job.object(sub.canonical) if sub and sub.canonical else None
+        if held is not None and held.ceased_at is not None and not held.ceased:
+            times.append(held.ceased_at + CESSATION_INTERVAL)
     future = [t for t in times if t > now]
     return min(future) if future else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from dispatch.core.calls import requeue
 from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.steps import Authorize, Escalate, Outcome, PlaceHold, Step
 from dispatch.model.enums import Action, CauseKind, Enforcer, State
@@ -37,7 +38,14 @@ def recovers(job: Job, cause: Cause) -> bool:
     )
 
 
-def ending(job: Job, sub: SubmissionRec, cause: Cause, now: datetime, refused: bool) -> list[Step]:
+def ending(
+    job: Job,
+    sub: SubmissionRec,
+    cause: Cause,
+    now: datetime,
+    refused: bool,
+    restarts: int = 0,
+) -> list[Step]:
     """The steps after submission ``sub``'s execution ended (or every launch was refused)."""
     if cause.kind is CauseKind.NONE and not refused:
         return [Outcome(state=State.SUCCEEDED, cause=NO_CAUSE)]
@@ -46,6 +54,9 @@ def ending(job: Job, sub: SubmissionRec, cause: Cause, now: datetime, refused: b
         if ra.effective.action is Action.RESUBMIT:
             trigger = f"{sub.n}:{cause.kind}"
             return [Authorize(submission=sub.n + 1, rule=ra.index, trigger=trigger)]
+        again = ra.effective.action in (Action.RESTART, Action.REQUEUE)
+        if again and sub.canonical is not None and not refused:
+            return [requeue(sub.canonical, restarts, now, rule=ra.index)]
         if ra.effective.action is Action.HOLD:
             hold_for = ra.effective.hold_for
             until = now + hold_for if hold_for is not None else None

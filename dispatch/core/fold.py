@@ -10,7 +10,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from dispatch.core.job import AttemptRec, HoldRec, Job, ObjectRec, Outcome, SubmissionRec
+from dispatch.core.job import AttemptRec, CallRec, HoldRec, Job, ObjectRec, Outcome, SubmissionRec
 from dispatch.core.transitions import Change, transition
 from dispatch.model.enums import HoldKind, ObjectState, State
 from dispatch.model.errors import InvalidError
@@ -20,8 +20,10 @@ from dispatch.model.record import (
     AttemptEntry,
     AuthorizeEntry,
     Base,
+    CallEntry,
     CancelEntry,
     CanonicalEntry,
+    CessationEntry,
     Decision,
     DeliveredEntry,
     EscalateEntry,
@@ -70,6 +72,8 @@ class _Folder:
             AbandonEntry: self._abandon,
             RequeueEntry: self._requeue,
             ObserveEntry: self._observe,
+            CessationEntry: self._cessation,
+            CallEntry: self._call,
             OwnerEntry: self._owner,
             AuthorizeEntry: self._authorize,
             AttemptEntry: self._attempt,
@@ -193,6 +197,7 @@ class _Folder:
 
     def _requeue(self, e: RequeueEntry) -> None:
         self._not_terminal("requeue")
+        self.job.requeue = e
 
     # --- evidence ---
 
@@ -200,15 +205,45 @@ class _Folder:
         obs: ObjectObs = e.obs
         rec = self._object(obs.ref, obs.submission, obs.attempt)
         rec.last = obs
-        if obs.state is ObjectState.ENDED:
-            rec.ended, rec.end_cause = True, obs.cause
+        # A requeued object runs again under the same id: its end is the latest execution's.
+        rec.ended = obs.state is ObjectState.ENDED
+        rec.end_cause = obs.cause if rec.ended else None
         if obs.submission is not None and obs.attempt is not None:
             sub = self.job.submission(obs.submission)
             att = sub.attempt(obs.attempt) if sub else None
             if att is not None:
                 att.matched = True
 
+    def _cessation(self, e: CessationEntry) -> None:
+        rec = self._object(e.ref, None, None)
+        rec.ceased, rec.ceased_at = e.ceased, e.at
+
     # --- decisions ---
+
+    def _call(self, e: CallEntry) -> None:
+        j = self.job
+        if e.op in ("hold", "release"):
+            h = j.holds[e.instance - 1] if 0 < e.instance <= len(j.holds) else None
+            if h is None:
+                raise InvalidError(f"{e.op} call for hold {e.instance}, which was never placed")
+        if e.rule is not None:
+            if e.op != "requeue" or not 0 <= e.rule < len(j.header.plan.rules):
+                raise InvalidError(f"{e.op} call names rule {e.rule}, which cannot apply")
+            j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+        if e.op == "requeue":
+            self._not_terminal("requeue call")
+            j.requeue = None
+        j.calls.append(
+            CallRec(
+                op=e.op,
+                ref=e.ref,
+                instance=e.instance,
+                rule=e.rule,
+                restarts=e.restarts,
+                at=e.at,
+                deadline=e.deadline,
+            )
+        )
 
     def _owner(self, e: OwnerEntry) -> None:
         self.job.owner = e.token
@@ -269,7 +304,8 @@ class _Folder:
             s.canonical is not None and s.canonical.id == e.ref.id for s in self.job.submissions
         ):
             raise InvalidError(f"open of {e.ref.id}, which is not a canonical object")
-        self._object(e.ref, None, None).opening = True
+        rec = self._object(e.ref, None, None)
+        rec.opening, rec.opening_at = True, rec.opening_at or e.at
 
     def _retire(self, e: RetireEntry) -> None:
         if any(
@@ -279,7 +315,8 @@ class _Folder:
         self._object(e.ref, None, None).retired = True
 
     def _stop(self, e: StopEntry) -> None:
-        self._object(e.ref, None, None).stopping = True
+        rec = self._object(e.ref, None, None)
+        rec.stopping, rec.stopping_at = True, e.at
 
     def _verified_stopped(self, e: VerifiedStoppedEntry) -> None:
         self._object(e.ref, None, None).verified_stopped = True

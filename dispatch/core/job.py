@@ -11,7 +11,7 @@ from datetime import datetime
 
 from dispatch.model.enums import CauseKind, HoldKind, State
 from dispatch.model.objects import ObjectObs, ObjectRef
-from dispatch.model.record import CancelEntry, GiveUpEntry, Header
+from dispatch.model.record import CancelEntry, GiveUpEntry, Header, RequeueEntry
 from dispatch.model.status import Escalation, Event
 from dispatch.model.values import Cause, Hold
 
@@ -62,11 +62,15 @@ class ObjectRec:
     last: ObjectObs | None = None
     retired: bool = False
     opening: bool = False
+    opening_at: datetime | None = None
     stopping: bool = False
+    stopping_at: datetime | None = None
     ended: bool = False
     end_cause: Cause | None = None
     verified_stopped: bool = False
     abandoned: bool = False
+    ceased: bool | None = None
+    ceased_at: datetime | None = None
 
     @property
     def foreign(self) -> bool:
@@ -99,6 +103,19 @@ class HoldRec:
 
 
 @dataclass(slots=True)
+class CallRec:
+    """A recorded hold-family, requeue or restore call: its intent and deadline."""
+
+    op: str
+    ref: ObjectRef
+    instance: int
+    rule: int | None
+    restarts: int
+    at: datetime
+    deadline: datetime
+
+
+@dataclass(slots=True)
 class Outcome:
     """The committed terminal state, its cause, and when."""
 
@@ -126,6 +143,8 @@ class Job:
     escalations: dict[str, Escalation] = field(default_factory=dict)
     rule_use: dict[int, int] = field(default_factory=dict)
     resubmits: int = 0
+    requeue: RequeueEntry | None = None
+    calls: list[CallRec] = field(default_factory=list)
     history: list[Event] = field(default_factory=list)
 
     @property
@@ -164,6 +183,12 @@ class Job:
             if not s.abandoned
             for a in s.attempts
             if a.unresolved
+        ]
+
+    def calls_on(self, ref: ObjectRef, op: str, instance: int = 0) -> list[CallRec]:
+        """The recorded calls of ``op`` on ``ref`` (for hold instance ``instance``), in order."""
+        return [
+            c for c in self.calls if c.ref.id == ref.id and c.op == op and c.instance == instance
         ]
 
     def last_end_cause(self) -> Cause:

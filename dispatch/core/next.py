@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from dispatch.core.calls import (
+    CALL_DEADLINE,
+    after_cessation,
+    hold_calls,
+    requeue,
+    requeue_in_flight,
+    restore_bits,
+)
 from dispatch.core.current import VANISHED, Current, blockers, unabandoned_foreign
 from dispatch.core.deadlines import deadlines, wake
 from dispatch.core.ending import ending
@@ -41,7 +49,12 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     cur = Current(job, d)
     steps: list[Step] = [Observe(obs=o) for o in d.objects if _changed(job, o.ref.id, o)]
     steps += _foreign(job, cur)
-    steps += _live(job, cur, now) if job.outcome is None else _cleanup(job, cur, now)
+    if job.outcome is None:
+        steps += _live(job, cur, now)
+        steps += hold_calls(job, cur, now)
+        steps += restore_bits(job, cur, now)
+    else:
+        steps += _cleanup(job, cur, now)
     steps += deadlines(job, cur, now)
     steps = _unique_escalations(steps)
     if not mutants.on("settle-before-escalations"):  # settle last: nothing may follow it
@@ -78,7 +91,7 @@ def _live(job: Job, cur: Current, now: datetime) -> list[Step]:
         cause = Cause(
             kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=f"by {c.by}{said}"
         )
-        return [Outcome(state=State.CANCELLED, cause=cause), *_stops(job, cur)]
+        return [Outcome(state=State.CANCELLED, cause=cause), *_stops(job, cur, now)]
     if job.give_up is not None:
         g = job.give_up
         hold = job.active_hold()
@@ -93,7 +106,7 @@ def _live(job: Job, cur: Current, now: datetime) -> list[Step]:
         n = latest.n + 1 if latest else 1
         return [*steps, Authorize(submission=n, trigger="resubmit")]
     if hold is not None and hold.recovery:
-        return steps
+        return [*steps, *after_cessation(job, hold, now)]
     if latest is None:
         return steps if hold is not None else [Authorize(submission=1)]
     if latest.abandoned:
@@ -146,11 +159,18 @@ def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: 
     """Steps for a submission whose canonical object is committed."""
     c = sub.canonical
     assert c is not None
+    obs = cur.obs(c)
+    restarts = obs.restarts if obs is not None else 0
+    in_flight = requeue_in_flight(job, c, restarts, now)
+    if in_flight is not None:
+        return in_flight
+    if job.requeue is not None and not held and obs is not None:
+        return [requeue(c, restarts, now, rule=None)]
     if cur.ended(c):
         cause = cur.end_cause(c)
         if held and cause.kind is not CauseKind.NONE:
             return []
-        return ending(job, sub, cause, now, refused=False)
+        return ending(job, sub, cause, now, refused=False, restarts=restarts)
     if cur.vanished(c):
         if held:
             return []
@@ -173,7 +193,11 @@ def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: 
         ]
     if obs.state is ObjectState.GATED and not held:
         rec = job.object(c)
-        return [Open(ref=c, recorded=bool(rec and rec.opening))]
+        if rec is not None and rec.opening_at is not None:
+            # Opened before and still gated: open again once the call had time to show.
+            due = now >= rec.opening_at + CALL_DEADLINE
+            return [Open(ref=c, recorded=True)] if due else []
+        return [Open(ref=c)]
     return []
 
 
@@ -194,20 +218,26 @@ def _duplicates(job: Job, cur: Current) -> list[Step]:
     return steps
 
 
-def _stops(job: Job, cur: Current) -> list[Step]:
-    """Stop every object of the job that may still run (dispatch's own, never foreign)."""
+def _stops(job: Job, cur: Current, now: datetime) -> list[Step]:
+    """Stop every object of the job that may still run (dispatch's own, never foreign).
+
+    An object already asked to stop is asked again only once the last call had time to show.
+    """
     steps: list[Step] = []
     for o in cur.objects():
         if o.foreign or not cur.alive(o.ref):
             continue
         rec = job.object(o.ref)
-        steps.append(Stop(ref=o.ref, recorded=bool(rec and rec.stopping)))
+        if rec is None or rec.stopping_at is None:
+            steps.append(Stop(ref=o.ref))
+        elif now >= rec.stopping_at + CALL_DEADLINE:
+            steps.append(Stop(ref=o.ref, recorded=False))
     return steps
 
 
 def _cleanup(job: Job, cur: Current, now: datetime) -> list[Step]:
     """Steps for a job with an outcome: stop what lives, judge what vanished, settle."""
-    steps = _stops(job, cur)
+    steps = _stops(job, cur, now)
     for rec in job.objects.values():
         if not rec.foreign and cur.vanished(rec.ref):
             steps.append(VerifiedStopped(ref=rec.ref, find_at=cur.at(now)))

@@ -114,6 +114,29 @@ class Escalate(Value):
     detail: str
 
 
+class Call(Value):
+    """Commit a hold-family, requeue or restore call with its deadline, then make it.
+
+    ``recorded`` means the intent is already committed and only the call is made again.
+    """
+
+    kind: Literal["call"] = "call"
+    op: Literal["hold", "release", "requeue", "restore"]
+    ref: ObjectRef
+    instance: int = 0
+    rule: int | None = None
+    restarts: int = 0
+    deadline: datetime
+    recorded: bool = False
+
+
+class Cease(Value):
+    """Ask the site's cessation signal whether an ended object's processes are gone."""
+
+    kind: Literal["cease"] = "cease"
+    ref: ObjectRef
+
+
 class Settle(Value):
     """Commit that the record is settled."""
 
@@ -133,6 +156,8 @@ Step = Annotated[
     | PlaceHold
     | Outcome
     | Escalate
+    | Call
+    | Cease
     | Settle,
     Field(discriminator="kind"),
 ]
@@ -150,5 +175,7 @@ STEP_TYPES: tuple[type[Value], ...] = (
     PlaceHold,
     Outcome,
     Escalate,
+    Call,
+    Cease,
     Settle,
 )

@@ -106,6 +106,15 @@ class ObserveEntry(Base):
     obs: ObjectObs
 
 
+class CessationEntry(Base):
+    """A site's cessation signal answered whether an ended object's processes are gone."""
+
+    kind: Literal["cessation"] = "cessation"
+    ref: ObjectRef
+    ceased: bool
+    detail: str = ""
+
+
 # --- decisions: the owning supervisor, with its token ---------------------------------------
 
 
@@ -214,6 +223,22 @@ class EscalateEntry(Decision):
     detail: str = ""
 
 
+class CallEntry(Decision):
+    """The intent of a hold-family, requeue or restore call, with the deadline it must land by.
+
+    ``instance`` names the hold instance for ``hold``/``release``; ``rule`` is the rule whose
+    budget a ``requeue`` reserves, when a rule asked for it.
+    """
+
+    kind: Literal["call"] = "call"
+    op: Literal["hold", "release", "requeue", "restore"]
+    ref: ObjectRef
+    instance: int = Field(default=0, ge=0)
+    rule: int | None = None
+    restarts: int = Field(default=0, ge=0)
+    deadline: datetime
+
+
 class SettleEntry(Decision):
     """The record is settled: an outcome, and every object ended, stopped or abandoned."""
 
@@ -239,6 +264,7 @@ Entry = Annotated[
     | AbandonEntry
     | RequeueEntry
     | ObserveEntry
+    | CessationEntry
     | OwnerEntry
     | AuthorizeEntry
     | AttemptEntry
@@ -251,6 +277,7 @@ Entry = Annotated[
     | PlaceHoldEntry
     | OutcomeEntry
     | EscalateEntry
+    | CallEntry
     | SettleEntry
     | DeliveredEntry,
     Field(discriminator="kind"),
@@ -265,6 +292,7 @@ ENTRY_TYPES: tuple[type[Base], ...] = (
     AbandonEntry,
     RequeueEntry,
     ObserveEntry,
+    CessationEntry,
     OwnerEntry,
     AuthorizeEntry,
     AttemptEntry,
@@ -277,6 +305,7 @@ ENTRY_TYPES: tuple[type[Base], ...] = (
     PlaceHoldEntry,
     OutcomeEntry,
     EscalateEntry,
+    CallEntry,
     SettleEntry,
     DeliveredEntry,
 )

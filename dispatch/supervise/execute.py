@@ -14,11 +14,13 @@ from datetime import datetime
 from dispatch.core import steps as st
 from dispatch.model.enums import CauseKind, Provenance
 from dispatch.model.errors import DispatchError, LaunchRefusedError, OutcomeUnknownError
-from dispatch.model.objects import StartRequest
+from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
 from dispatch.model.record import (
     AttemptEntry,
     AuthorizeEntry,
+    CallEntry,
     CanonicalEntry,
+    CessationEntry,
     Entry,
     EscalateEntry,
     Header,
@@ -34,7 +36,7 @@ from dispatch.model.record import (
 )
 from dispatch.model.values import Actor, Cause, JobID
 from dispatch.records.contract import Records
-from dispatch.spi import Backend
+from dispatch.spi import Backend, CessationSignal, Holder, Requeuer
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -112,6 +114,10 @@ class Executor:
                 self.commit([EscalateEntry(at=at, by=by, token=token, id=eid, detail=detail)])
             case st.Settle():
                 self.commit([SettleEntry(at=at, by=by, token=token)])
+            case st.Call():
+                self._backend_call(step)
+            case st.Cease(ref=ref):
+                self._cease(ref)
 
     def _start(self, n: int, a: int) -> None:
         at, by, token = self.now, self.actor, self.token
@@ -143,6 +149,54 @@ class Executor:
                 at=at, by=by, token=token, submission=n, attempt=a, unknown=True, detail=str(err)
             )
         self.commit([reply])
+
+    def _backend_call(self, step: st.Call) -> None:
+        """Commit the call's intent and deadline (unless recorded), then make the call."""
+        at, by, token = self.now, self.actor, self.token
+        if not step.recorded:
+            entry = CallEntry(
+                at=at,
+                by=by,
+                token=token,
+                op=step.op,
+                ref=step.ref,
+                instance=step.instance,
+                rule=step.rule,
+                restarts=step.restarts,
+                deadline=step.deadline,
+            )
+            self.commit([entry])
+        meta = CallMeta(by=by, reason=f"{step.op} by {by}", deadline=step.deadline)
+        backend, ref = self.backend, step.ref
+        if step.op in ("hold", "release"):
+            if not isinstance(backend, Holder):
+                log.warning("job %s: backend cannot hold objects; %s skipped", self.job, step.op)
+                return
+            hmeta = HoldMeta(instance=step.instance, by=by, reason=meta.reason)
+            act = backend.hold if step.op == "hold" else backend.release
+            self._call(step.op, lambda: act(ref, hmeta))
+            return
+        if not isinstance(backend, Requeuer):
+            log.warning("job %s: the backend cannot requeue; %s skipped", self.job, step.op)
+            return
+        if step.op == "requeue":
+            self._call("requeue", lambda: backend.requeue(ref, meta))
+        else:
+            self._call("restore", lambda: backend.restore_requeue_bit(ref, meta))
+
+    def _cease(self, ref: ObjectRef) -> None:
+        """Ask the cessation signal and record its answer (no signal: recorded as unproven)."""
+        if isinstance(self.backend, CessationSignal):
+            try:
+                answer = self.backend.ceased(ref)
+                ceased, detail = answer.ceased, answer.detail
+            except DispatchError as err:
+                ceased, detail = False, f"the cessation signal failed: {err}"
+        else:
+            ceased, detail = False, "this backend has no cessation signal"
+        self.commit(
+            [CessationEntry(at=self.now, by=self.actor, ref=ref, ceased=ceased, detail=detail)]
+        )
 
     def _call(self, what: str, call: Callable[[], None]) -> None:
         """Make an idempotent backend call whose intent is recorded; a failure is retried later."""

@@ -17,7 +17,6 @@ from typing import IO
 from dispatch.adapters.memory.env import Env
 from dispatch.adapters.memory.objects import MemObject, Shape
 from dispatch.model.enums import (
-    Action,
     Capability,
     CauseKind,
     ObjectState,
@@ -65,6 +64,9 @@ class MemoryBackend:
         self.objects: dict[str, MemObject] = {}
         self.refusals: list[CauseKind] = []
         self.lost_replies: list[bool] = []
+        self.crash_requeues = 0
+        self.admin_holds = 0
+        self.unstoppable: set[str] = set()
         self.calls: Counter[str] = Counter()
         self._next_id = 1000
         self._env = Env(self)
@@ -140,16 +142,9 @@ class MemoryBackend:
         return dict.fromkeys(Capability, _YES)
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
-        """Every action can be performed; none is enforced natively."""
+        """Every action can be performed (it requeues objects); none is enforced natively."""
         self.calls["rules"] += 1
-        answers = []
-        for rule in policy.rules:
-            if rule.action in (Action.RESTART, Action.REQUEUE):
-                why = f"dispatch's supervisor does not carry out {rule.action} rules yet"
-                answers.append(RuleSupport(perform=Support(state=Tristate.NO, detail=why)))
-            else:
-                answers.append(RuleSupport(perform=_YES, native=_NO))
-        return answers
+        return [RuleSupport(perform=_YES, native=_NO) for _ in policy.rules]
 
     def start(self, req: StartRequest) -> ObjectRef:
         """Create the attempt's object, gate closed (or refuse, or lose the reply)."""
@@ -167,6 +162,9 @@ class MemoryBackend:
             obj = self.new_object(
                 req.job, req.submission, req.attempt, req.lineage_submission, req.spec
             )
+            if self.admin_holds:
+                self.admin_holds -= 1
+                obj.admin_held = True
             if lost:
                 raise OutcomeUnknownError(f"start of {req.submission}/{req.attempt}: reply lost")
             return obj.ref
@@ -213,6 +211,8 @@ class MemoryBackend:
                 self._cancel(obj, reason)
 
     def _cancel(self, obj: MemObject, reason: str) -> None:
+        if obj.ref.id in self.unstoppable:
+            return
         obj.running, obj.ended = False, True
         obj.cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=reason)
 
@@ -225,7 +225,9 @@ class MemoryBackend:
                 if obj.ref.name == object_name(job) and not obj.purged and obj.live:
                     self._cancel(obj, reason)
                     stopped.append(obj.ref)
-            return StopReport(stopped=tuple(stopped), live=())
+            live = tuple(r for r in stopped if self.objects[r.id].live)
+            done = tuple(r for r in stopped if not self.objects[r.id].live)
+            return StopReport(stopped=done, live=live)
 
     def declarations(self) -> Declarations:
         """The memory adapter's declarations."""
@@ -258,10 +260,14 @@ class MemoryBackend:
     def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
         """Run the same object again: set the requeue bit, then requeue it."""
         with self.mu:
+            self.calls["requeue"] += 1
             obj = self._obj(ref)
             if obj is None:
                 raise NotFoundError(f"no object {ref.id} to requeue")
             obj.requeue_bit = True
+            if self.crash_requeues:
+                self.crash_requeues -= 1
+                raise OutcomeUnknownError(f"requeue of {ref.id}: the caller died after step one")
             obj.running, obj.ended, obj.cause = False, False, Cause()
             obj.restarts += 1
             obj.requeue_bit = False
@@ -270,6 +276,7 @@ class MemoryBackend:
     def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
         """Clear a requeue bit left set."""
         with self.mu:
+            self.calls["restore"] += 1
             obj = self._obj(ref)
             if obj is not None:
                 obj.requeue_bit = False

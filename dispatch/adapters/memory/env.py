@@ -101,6 +101,11 @@ class Env:
         with self._b.mu:
             self._b.lost_replies.extend([created] * count)
 
+    def crash_between_requeue_steps(self, count: int = 1) -> None:
+        """The next ``count`` requeue calls set the requeue bit, then their caller dies."""
+        with self._b.mu:
+            self._b.crash_requeues += count
+
     def purge(self, ref: ObjectRef) -> None:
         """Remove a finished object from the scheduler's view, as an old job ages out."""
         with self._b.mu:
@@ -120,6 +125,17 @@ class Env:
             obj = self._obj(ref)
             obj.admin_held = False
             self._b.maybe_run(obj)
+
+    def admin_hold_launches(self, count: int = 1) -> None:
+        """Hold the next ``count`` created objects as an administrator, from their creation."""
+        with self._b.mu:
+            self._b.admin_holds += count
+
+    def refuse_stops(self, ref: ObjectRef) -> None:
+        """Make the object ignore stop calls, as processes on a hung node would."""
+        with self._b.mu:
+            self._obj(ref)
+            self._b.unstoppable.add(ref.id)
 
     def inject_foreign(self, job: JobID) -> ObjectRef:
         """Create an object with the job's name whose submission and attempt cannot be read."""

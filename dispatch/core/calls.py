@@ -1,0 +1,130 @@
+"""Hold-family, requeue and restore calls, and the cessation question, as steps.
+
+Every such call is committed first with a deadline (intent before effect). A call whose
+deadline passed without its effect showing is made again under the same intent, so a rule's
+budget is reserved once per firing however often its call is retried.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Literal
+
+from dispatch.core.current import Current
+from dispatch.core.job import HoldRec, Job
+from dispatch.core.steps import Authorize, Call, Cease, Step
+from dispatch.model.enums import Action, CheckpointMode, ObjectState
+from dispatch.model.objects import ObjectRef
+
+# How long a hold-family, requeue or restore call may take to show before it is made again.
+CALL_DEADLINE = timedelta(seconds=30)
+# How often the cessation signal is asked again while a shared-checkpoint hold stands.
+CESSATION_INTERVAL = timedelta(minutes=1)
+
+
+def latest_live_canonical(job: Job, cur: Current) -> ObjectRef | None:
+    """The latest submission's canonical object, if it may still run."""
+    latest = job.latest()
+    if latest is None or latest.canonical is None or not cur.alive(latest.canonical):
+        return None
+    return latest.canonical
+
+
+def hold_calls(job: Job, cur: Current, now: datetime) -> list[Step]:
+    """Place a person's hold on a pending object; release it once the person releases."""
+    ref = latest_live_canonical(job, cur)
+    if ref is None:
+        return []
+    obs = cur.obs(ref)
+    if obs is None:
+        return []
+    steps: list[Step] = []
+    for h in job.holds:
+        if h.recovery:
+            continue
+        placed = job.calls_on(ref, "hold", h.instance)
+        released = job.calls_on(ref, "release", h.instance)
+        if h.active and not released and obs.state is ObjectState.PENDING:
+            if not placed or now >= placed[-1].deadline:
+                steps.append(_call("hold", ref, now, instance=h.instance, recorded=bool(placed)))
+        elif not h.active and placed:
+            still_held = obs.state is ObjectState.HELD and not obs.held_by_other
+            if not released or (still_held and now >= released[-1].deadline):
+                steps.append(
+                    _call("release", ref, now, instance=h.instance, recorded=bool(released))
+                )
+    return steps
+
+
+def requeue_in_flight(job: Job, ref: ObjectRef, restarts: int, now: datetime) -> list[Step] | None:
+    """The steps for a requeue of ``ref``'s execution ``restarts`` that has not shown yet.
+
+    None when there is no such requeue; an empty list to wait for it; else the step that makes
+    the call again under the same intent (so its rule's budget is not reserved twice).
+    """
+    pending = [c for c in job.calls_on(ref, "requeue") if c.restarts >= restarts]
+    if not pending:
+        return None
+    last = pending[-1]
+    if now < last.deadline:
+        return []
+    return [_call("requeue", ref, now, rule=last.rule, restarts=last.restarts, recorded=True)]
+
+
+def requeue(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> Step:
+    """Requeue ``ref``'s execution ``restarts`` (for ``rule``, whose budget it reserves)."""
+    return _call("requeue", ref, now, rule=rule, restarts=restarts)
+
+
+def restore_bits(job: Job, cur: Current, now: datetime) -> list[Step]:
+    """Clear a requeue bit left set by a crash between requeue's two steps."""
+    steps: list[Step] = []
+    for o in cur.objects():
+        if o.foreign or not o.requeue_bit or not cur.alive(o.ref):
+            continue
+        if any(now < c.deadline for c in job.calls_on(o.ref, "requeue")):
+            continue
+        restores = job.calls_on(o.ref, "restore")
+        if not restores or now >= restores[-1].deadline:
+            steps.append(_call("restore", o.ref, now, recorded=bool(restores)))
+    return steps
+
+
+def after_cessation(job: Job, hold: HoldRec, now: datetime) -> list[Step]:
+    """Under a shared checkpoint, a recovery hold may be lifted once the old processes are gone."""
+    if job.header.plan.checkpoint is not CheckpointMode.SHARED or hold.rule is None:
+        return []
+    sub = job.submission(hold.submission)
+    if sub is None or sub.canonical is None:
+        return []
+    rec = job.object(sub.canonical)
+    if rec is None:
+        return []
+    if not rec.ceased:
+        due = rec.ceased_at is None or now >= rec.ceased_at + CESSATION_INTERVAL
+        return [Cease(ref=sub.canonical)] if due else []
+    asked = job.header.plan.rules[hold.rule].rule.action
+    if asked is Action.RESUBMIT:
+        return [Authorize(submission=len(job.submissions) + 1, trigger=f"{sub.n}:ceased")]
+    return []
+
+
+def _call(
+    op: Literal["hold", "release", "requeue", "restore"],
+    ref: ObjectRef,
+    now: datetime,
+    *,
+    instance: int = 0,
+    rule: int | None = None,
+    restarts: int = 0,
+    recorded: bool = False,
+) -> Call:
+    return Call(
+        op=op,
+        ref=ref,
+        instance=instance,
+        rule=rule,
+        restarts=restarts,
+        deadline=now + CALL_DEADLINE,
+        recorded=recorded,
+    )
