@@ -19,6 +19,7 @@ from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
 from dispatch.core.fold import fold
 from dispatch.core.next import next_steps
+from dispatch.model import mutants
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
@@ -123,6 +124,9 @@ class Supervisor:
                 if isinstance(step, st.Wait):
                     result.wake = step.wake
                     continue
+                if isinstance(step, st.Settle) and not mutants.on("settle-before-last-look"):
+                    self._last_look(job)  # before settling: a crash after it loses nothing
+                    undelivered = []
                 ex.run(step)
                 result.progressed = True
                 result.steps.append(step.kind)
