@@ -163,13 +163,17 @@ class Checker:
                     "5-unrecorded-object", f"job {job} settled at r{r} not knowing {obj.ref.id}"
                 )
 
-    def delivery(self, job: JobID, view: View, escalation_id: str) -> None:
-        """A deliver call is about to hand ``escalation_id`` to a person."""
+    def delivery(self, job: JobID, view: View, escalation_id: str, fenced: bool) -> None:
+        """A deliver call is about to hand ``escalation_id`` to a person.
+
+        ``fenced`` is False when the deliverer's owner lock was revoked under it: deliveries
+        carry no owner token, so such a process may offer again what another just delivered.
+        """
         self.record(job, view)
         c = self.jobs[job]
         if escalation_id not in c.escalations:
             self.report("7-deliver-committed", f"job {job}: {escalation_id} delivered uncommitted")
-        if escalation_id in c.delivered:
+        if escalation_id in c.delivered and fenced:
             self.report(
                 "7-no-redelivery", f"job {job}: {escalation_id} delivered after its delivery was "
                 "recorded"

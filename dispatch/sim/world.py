@@ -99,12 +99,15 @@ class Proc(Mover):
         self.backend = SimBackend(w, self, w.backend)
         self.actor = Actor(kind=ActorKind.SUPERVISOR, id=name)
         self.held: dict[JobID, str] = {}
+        self.locks: dict[JobID, str] = {}
+        # Jobs whose lock was revoked while this process held it: it may not know yet.
+        self.revoked: set[JobID] = set()
 
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
         token = self.held.pop(job, None)
         if token is not None:
-            self.raw.release(job, token)
+            self.store.release(job, token)
 
 
 class World:
@@ -132,6 +135,7 @@ class World:
         self.job_ids: list[JobID] = []
         self._stack: list[Mover] = []
         self._checking = False
+        self.offered: set[tuple[JobID, str]] = set()
 
     def rand_bytes(self, n: int) -> bytes:
         """Seeded bytes for tokens and job ids."""
@@ -207,12 +211,13 @@ class World:
     def deliver(self, p: Proc, job: JobID, esc: Escalation) -> None:
         """The deliver function: checked against the record, and failing as the mix says."""
         self.before(p, f"deliver {esc.id}")
+        self.offered.add((job, esc.id))
         self._checking = True
         try:
             view = self._reader.read(job)
         finally:
             self._checking = False
-        self.checker.delivery(job, view, esc.id)
+        self.checker.delivery(job, view, esc.id, fenced=job not in p.revoked)
         if not self.quiet and self.rng.random() < self.mix.deliver_fail:
             self.after(p, f"deliver {esc.id} failed")
             raise RuntimeError("the pager did not answer")
@@ -269,8 +274,10 @@ class World:
 
     def _crashed(self, p: Proc) -> None:
         # A dead process's flock locks go with it.
-        for job in sorted(p.held):
-            p.drop(job)
+        for job, token in sorted(p.locks.items()):
+            p.raw.release(job, token)
+        p.locks.clear()
+        p.held.clear()
         p.done = True
         self.procs.remove(p)
         self.restarts.append(self.clock.now() + timedelta(seconds=self.rng.uniform(0, 30)))
@@ -288,6 +295,9 @@ class World:
         revoke = getattr(self._reader, "revoke", None)
         if revoke is not None:
             revoke(job)
+            for p in self.procs:
+                if p.locks.pop(job, None) is not None:
+                    p.revoked.add(job)
             self._op("faults", f"owner lock of {job} revoked")
 
     def _power_cut(self) -> None:
@@ -355,7 +365,9 @@ class World:
 
     def _settled_and_delivered(self, job: JobID) -> bool:
         c = self.checker.jobs.get(job)
-        return c is not None and bool(c.settled_at) and c.escalations <= c.delivered
+        # A final look offers each escalation once; a failed offer then is not repeated.
+        offered = {e for j, e in self.offered if j == job}
+        return c is not None and bool(c.settled_at) and c.escalations <= c.delivered | offered
 
     def _all_settled(self) -> bool:
         self.check()

@@ -72,6 +72,9 @@ class SimStore:
         self.w.before(self.proc, f"acquire {job} token {token[:6]}")
         try:
             revision = self.inner.acquire(job, token, by, at)
+            if self.proc is not None:
+                self.proc.locks[job] = token
+                self.proc.revoked.discard(job)
         except Exception as err:
             self.w.after(self.proc, f"acquire refused: {type(err).__name__}", effect=False)
             raise
@@ -82,12 +85,17 @@ class SimStore:
         """Take the owner lock without committing."""
         self.w.before(self.proc, f"lock {job} token {token[:6]}")
         taken = self.inner.lock(job, token)
+        if taken and self.proc is not None:
+            self.proc.locks[job] = token
+            self.proc.revoked.discard(job)
         self.w.after(self.proc, f"lock {'taken' if taken else 'held elsewhere'}")
         return taken
 
     def release(self, job: JobID, token: str) -> None:
         """Give the owner lock back."""
         self.inner.release(job, token)
+        if self.proc is not None and self.proc.locks.get(job) == token:
+            del self.proc.locks[job]
 
 
 class SimBackend:
