@@ -395,3 +395,19 @@ def test_time_limit_reached_is_time_limit(backend: SlurmBackend, jobs: list[str]
     obs = wait_state(backend, job, ref, ObjectState.ENDED)
     assert obs.cause.kind is CauseKind.TIME_LIMIT
     capture(backend, "time-limit", job)
+
+
+def test_find_through_a_quoting_prefix_reads_the_same_objects(
+    backend: SlurmBackend, jobs: list[str], cluster_env: dict[str, str]
+) -> None:
+    """``sh -c`` stands in for ssh's remote shell: the command travels as one quoted string,
+    and the ``|`` separators of squeue's format must survive it."""
+    job = new_job(jobs)
+    ref = start(backend, job, "true")
+    remote = SlurmBackend(
+        CommandRunner(prefix=("sh", "-c"), quote=True, env=cluster_env, timeout=60),
+        Settings(transport="cli"),
+    )
+    direct = backend.find(job)
+    assert remote.find(job).objects == direct.objects
+    assert [o.ref.id for o in direct.objects] == [ref.id]
