@@ -50,7 +50,7 @@ def ending(
     if cause.kind is CauseKind.NONE and not refused:
         return [Outcome(state=State.SUCCEEDED, cause=NO_CAUSE)]
     ra = covering_rule(job.header.plan, cause.kind)
-    if ra is not None and ra.enforcer is not Enforcer.NOBODY and budget_left(job, ra):
+    if ra is not None and ra.enforcer is Enforcer.SUPERVISOR and budget_left(job, ra):
         if ra.effective.action is Action.RESUBMIT:
             trigger = f"{sub.n}:{cause.kind}"
             return [Authorize(submission=sub.n + 1, rule=ra.index, trigger=trigger)]
@@ -87,6 +87,8 @@ def _reason(job: Job, cause: Cause, ra: RuleAssignment | None) -> str:
         return f"no rule covers {cause.kind}"
     if ra.enforcer is Enforcer.NOBODY:
         return f"rule {ra.index} covers {cause.kind} but nobody enforces it"
+    if ra.enforcer is Enforcer.BACKEND:
+        return f"rule {ra.index} covers {cause.kind}; the backend enforces it and let the job end"
     if not budget_left(job, ra):
         return (
             f"rule {ra.index} covers {cause.kind} but its budget of {ra.effective.budget} is spent"

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from dispatch.model.base import Value
 from dispatch.model.enums import Capability, ObjectState
-from dispatch.model.values import Actor, Cause, JobID, JobSpec, Support
+from dispatch.model.values import Actor, Cause, JobID, JobSpec, Rule, Support
 
 # An epoch packs the lineage submission N and the restart count R as N * EPOCH_BASE + R; both
 # must stay below EPOCH_BASE so that numeric order is (N, R) order.
@@ -82,6 +82,8 @@ class StartRequest(Value):
     attempt: int = Field(ge=1)
     lineage_submission: int = Field(ge=1)
     spec: JobSpec
+    # The rules the plan assigned to the backend, which it enforces on this object by itself.
+    native: tuple[Rule, ...] = ()
 
     @property
     def name(self) -> str:

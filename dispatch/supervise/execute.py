@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from dispatch.core import steps as st
-from dispatch.model.enums import CauseKind, Provenance
+from dispatch.model.enums import CauseKind, Enforcer, Provenance
 from dispatch.model.errors import DispatchError, LaunchRefusedError, OutcomeUnknownError
 from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
 from dispatch.model.record import (
@@ -128,6 +128,11 @@ class Executor:
             attempt=a,
             lineage_submission=self.header.lineage_base + n,
             spec=self.header.spec,
+            native=tuple(
+                ra.effective
+                for ra in self.header.plan.rules
+                if ra.enforcer is Enforcer.BACKEND
+            ),
         )
         reply: ReplyEntry
         try:

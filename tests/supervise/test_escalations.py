@@ -241,15 +241,21 @@ def test_a_requeue_rule_runs_the_same_object_again_within_its_budget(shape: Shap
     w = World(shape, rules=[preempt_rule(budget=1, action="requeue")])
     w.passes()
     ref = w.canonical(1)
+    native = shape is Shape.SLURM
+    assert w.plan.rules[0].enforcer is (dispatch.Enforcer.BACKEND if native else dispatch.Enforcer.SUPERVISOR)
     w.env.preempt(ref)
     w.passes()
     st = w.status()
     assert st.state is State.RUNNING and len(st.submissions) == 1
-    assert st.plan is not None and st.plan.rules[0].firings == 1
+    assert w.backend.inspect(ref).restarts == 1
+    assert st.plan is not None and st.plan.rules[0].firings == (0 if native else 1)
+    assert w.backend.calls["requeue"] == (0 if native else 1)
     w.env.preempt(ref)
     w.passes()
     assert w.status().state is State.FAILED
     assert w.delivered == ["failed:preempted"]
+    said = w.escalation("failed:preempted").detail
+    assert ("backend enforces it" in said) if native else ("budget of 1 is spent" in said)
 
 
 @SHAPES

@@ -17,6 +17,7 @@ from typing import IO
 from dispatch.adapters.memory.env import Env
 from dispatch.adapters.memory.objects import MemObject, Shape
 from dispatch.model.enums import (
+    Action,
     Capability,
     CauseKind,
     ObjectState,
@@ -142,9 +143,9 @@ class MemoryBackend:
         return dict.fromkeys(Capability, _YES)
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
-        """Every action can be performed (it requeues objects); none is enforced natively."""
+        """Every action can be performed; the Slurm shape enforces requeue rules natively."""
         self.calls["rules"] += 1
-        return [RuleSupport(perform=_YES, native=_NO) for _ in policy.rules]
+        return [RuleSupport(perform=_YES, native=n) for n in self.native(spec, policy)]
 
     def start(self, req: StartRequest) -> ObjectRef:
         """Create the attempt's object, gate closed (or refuse, or lose the reply)."""
@@ -162,6 +163,7 @@ class MemoryBackend:
             obj = self.new_object(
                 req.job, req.submission, req.attempt, req.lineage_submission, req.spec
             )
+            obj.native = req.native
             if self.admin_holds:
                 self.admin_holds -= 1
                 obj.admin_held = True
@@ -296,8 +298,22 @@ class MemoryBackend:
             return CessationEvidence(ceased=False, detail="the object is live")
 
     def native(self, spec: JobSpec, policy: RecoveryPolicy) -> list[Support]:
-        """No rule is enforced natively."""
-        return [_NO for _ in policy.rules]
+        """The Slurm shape requeues natively (as ``--requeue`` does); Kubeflow's does nothing."""
+        slurm = self.shape is Shape.SLURM
+        return [
+            _YES if slurm and rule.action is Action.REQUEUE else _NO for rule in policy.rules
+        ]
+
+    def requeue_natively(self, obj: MemObject, cause: Cause) -> bool:
+        """Requeue ``obj`` by itself if a native rule with budget left covers ``cause``."""
+        for i, rule in enumerate(obj.native):
+            if cause.kind in rule.on and obj.native_use.get(i, 0) < rule.budget:
+                obj.native_use[i] = obj.native_use.get(i, 0) + 1
+                obj.running, obj.ended, obj.cause = False, False, Cause()
+                obj.restarts += 1
+                self.maybe_run(obj)
+                return True
+        return False
 
     def identity_weakened(self, spec: JobSpec) -> str:
         """Every execution keeps its own identity."""

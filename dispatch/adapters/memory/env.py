@@ -44,6 +44,8 @@ class Env:
             obj = self._obj(ref)
             if obj.ended:
                 raise InvalidError(f"object {ref.id} has already ended")
+            if self._b.requeue_natively(obj, cause):
+                return
             obj.running, obj.ended, obj.cause = False, True, cause
 
     def complete(self, ref: ObjectRef) -> None:

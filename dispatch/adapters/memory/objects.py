@@ -8,7 +8,7 @@ from enum import StrEnum
 
 from dispatch.model.enums import ObjectState
 from dispatch.model.objects import ObjectObs, ObjectRef
-from dispatch.model.values import Cause, JobID
+from dispatch.model.values import Cause, JobID, Rule
 
 
 class Shape(StrEnum):
@@ -39,6 +39,8 @@ class MemObject:
     purged: bool = False
     started_at: datetime | None = None
     nodes: tuple[str, ...] = ()
+    native: tuple[Rule, ...] = ()
+    native_use: dict[int, int] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:
