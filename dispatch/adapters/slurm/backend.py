@@ -20,6 +20,7 @@ from dispatch.adapters.slurm.run import CommandRunner, PyslurmReader, Reply
 from dispatch.adapters.slurm.settings import Settings
 from dispatch.model.enums import Capability, ObjectState, Tristate
 from dispatch.model.errors import (
+    InvalidError,
     NotFoundError,
     OutcomeUnknownError,
     RejectedError,
@@ -113,7 +114,8 @@ class SlurmBackend:
             self._check(reply, f"sbatch {req.name}", effect=True)
         try:
             job_id = parse.parse_job_id(reply.stdout)
-        except Exception as err:
+        except InvalidError as err:
+            # It exited 0, so something may have been created; without an id nobody knows.
             raise OutcomeUnknownError(f"sbatch {req.name} printed no job id: {err}") from None
         return ObjectRef(id=job_id, name=req.name)
 

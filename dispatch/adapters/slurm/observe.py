@@ -8,6 +8,7 @@ longer shows (the comment, the runs before a requeue).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 from dispatch.adapters.slurm.meaning import meaning
 from dispatch.adapters.slurm.row import Origin, Row, expand_hostlist, read_comment
@@ -51,9 +52,7 @@ def observe_one(rows: list[Row]) -> ObjectObs:
 
 
 def _with_comment(row: Row, comment: str) -> Row:
-    if row.comment == comment:
-        return row
-    return Row(**{**row.__dict__, "comment": comment})
+    return row if row.comment == comment else replace(row, comment=comment)
 
 
 def _earlier_run_cause(earlier: list[Row]) -> Cause:
