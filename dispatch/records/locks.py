@@ -1,6 +1,6 @@
 """Locks of the file ledger: the start-up check that locks work, and the owner locks.
 
-Owner locks are ``flock`` locks taken through ``filelock.UnixFileLock``. On local disks and
+Owner locks are non-blocking ``flock`` locks on a per-job lock file. On local disks and
 Lustre (mounted with ``flock``) a lock belongs to an open file description; on NFS the client
 emulates ``flock`` with POSIX byte-range locks, which belong to the *process*: a second
 descriptor of the same process would be granted the lock, and closing it would drop the first.
@@ -17,8 +17,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-
-from filelock import Timeout, UnixFileLock
 
 from dispatch.model.errors import UnavailableError
 
@@ -99,10 +97,14 @@ def _no_locks(path: Path, why: str) -> str:
 
 
 class OwnerLocks:
-    """The owner locks this process holds: one per lock file, with the token it was taken for."""
+    """The owner locks this process holds: one per lock file, with the token it was taken for.
+
+    Each is a non-blocking ``flock`` on a descriptor kept open while the lock is held; a sweep
+    takes thousands per tick, so this is the bare system call rather than a locking library.
+    """
 
     _mu = threading.Lock()
-    _held: dict[str, tuple[str, UnixFileLock]] = {}
+    _held: dict[str, tuple[str, int]] = {}
 
     @classmethod
     def take(cls, path: Path, token: str) -> bool:
@@ -111,22 +113,18 @@ class OwnerLocks:
         with cls._mu:
             if key in cls._held:
                 return False
-            lock = UnixFileLock(
-                path,
-                timeout=0,
-                mode=0o600,
-                thread_local=False,
-                blocking=False,
-                fallback_to_soft=False,
-                preserve_lock_file=True,
-            )
             try:
-                lock.acquire()
-            except Timeout:
-                return False
+                fd = os.open(key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             except OSError as err:
                 raise UnavailableError(f"cannot take the owner lock {path}: {err}") from None
-            cls._held[key] = (token, lock)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                os.close(fd)
+                if err.errno in _CONTENDED:
+                    return False
+                raise UnavailableError(f"cannot take the owner lock {path}: {err}") from None
+            cls._held[key] = (token, fd)
             return True
 
     @classmethod
@@ -145,4 +143,5 @@ class OwnerLocks:
             if held is None or (token is not None and held[0] != token):
                 return
             del cls._held[key]
-            held[1].release()
+            # Closing the only descriptor of the open file description drops the flock.
+            os.close(held[1])

@@ -23,12 +23,13 @@ from dispatch.model import mutants
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
-from dispatch.model.record import DeliveredEntry, View
+from dispatch.model.record import DeliveredEntry, OwnerEntry, View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Records, owner_token
 from dispatch.spi import Backend, find_all
 from dispatch.supervise.execute import Executor
+from dispatch.supervise.owner_first import OwnerFirst
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -56,12 +57,21 @@ class PassResult:
 
 @dataclass
 class SweepReport:
-    """What one sweep did: jobs passed, skipped (owned elsewhere), failed, and scheduler queries."""
+    """What one sweep did with each unsettled job.
 
+    ``passed`` jobs had their pass (``progressed`` ones committed or called something,
+    ``settled`` ones settled in it); ``skipped`` ones are owned by another supervisor;
+    ``failed`` maps a job to why its pass failed; ``not_reached`` ones were left for the next
+    tick when the time budget ran out.
+    """
+
+    started: datetime
+    finished: datetime | None = None
     passed: list[JobID] = field(default_factory=list)
+    progressed: list[JobID] = field(default_factory=list)
+    settled: list[JobID] = field(default_factory=list)
     skipped: list[JobID] = field(default_factory=list)
     failed: dict[JobID, str] = field(default_factory=dict)
-    settled: list[JobID] = field(default_factory=list)
     not_reached: list[JobID] = field(default_factory=list)
 
 
@@ -118,7 +128,11 @@ class Supervisor:
         j = fold(view, now)
         undelivered = [e for e in j.escalations.values() if e.delivered is None]
         result = PassResult(job=job, settled=j.settled)
-        ex = Executor(self.backend, self.store, view.header, view.revision, token, self.actor, now)
+        store: Records = self.store
+        if j.owner != token:
+            # A sweep holds the lock alone: ownership goes in with the pass's first commit.
+            store = OwnerFirst(store, OwnerEntry(at=now, by=self.actor, token=token))
+        ex = Executor(self.backend, store, view.header, view.revision, token, self.actor, now)
         try:
             for step in next_steps(j, found, now):
                 if isinstance(step, st.Wait):
@@ -133,7 +147,7 @@ class Supervisor:
                 result.settled = result.settled or isinstance(step, st.Settle)
         except ConflictError as err:
             result.progressed = True
-            if owner_token(self.store.read(job)) != token:
+            if owner_token(self.store.read(job)) not in (token, j.owner):
                 raise ConflictError(
                     f"job {job}: another supervisor owns it now ({err.message})"
                 ) from None
@@ -174,46 +188,77 @@ class Supervisor:
     def sweep(self, budget: timedelta | None = None) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
 
-        Jobs another supervisor owns are skipped; the scheduler is asked once for all the
-        rest; a job whose pass fails is reported and the others go on. With ``budget``, jobs
-        not reached in time are left for the next tick.
+        Each job's owner lock is taken without committing anything, or the job is skipped
+        (another supervisor owns it); every locked record is read, then the scheduler is asked
+        once for all of them; then each job gets one pass. Only a pass about to decide commits
+        an owner entry, so a pass that waits writes nothing. A job whose pass fails is reported
+        and the others go on; nothing is deleted. With ``budget``, no pass starts after it is
+        spent: the jobs not reached are left, unlocked, for the next tick.
         """
-        report = SweepReport()
-        start = self.clock.now()
+        report = SweepReport(started=self.clock.now())
+        deadline = None if budget is None else report.started + budget
         token = self._token()
-        owned: list[JobID] = []
+        locked: list[JobID] = []
         views: dict[JobID, View] = {}
         try:
             for job in self.store.jobs():
-                try:
-                    self.store.acquire(job, token, self.actor, self.clock.now())
-                except ConflictError:
-                    report.skipped.append(job)
-                    continue
-                except DispatchError as err:
-                    report.failed[job] = str(err)
-                    continue
-                owned.append(job)
-            for job in owned:
-                try:
-                    views[job] = self.store.read(job)
-                except DispatchError as err:
-                    report.failed[job] = str(err)
-            found = find_all(self.backend, list(views)) if views else {}
+                if deadline is not None and self.clock.now() >= deadline:
+                    report.not_reached.append(job)
+                elif self._lock_and_read(job, token, report, views):
+                    locked.append(job)
+            try:
+                found = find_all(self.backend, list(views)) if views else {}
+            except DispatchError as err:
+                for job in views:
+                    report.failed[job] = f"the scheduler was not asked: {err}"
+                return report
             for job, view in views.items():
-                if budget is not None and self.clock.now() - start >= budget:
+                if deadline is not None and self.clock.now() >= deadline:
                     report.not_reached.append(job)
                     continue
-                try:
-                    result = self.pass_once(job, token, view, found[job])
-                except DispatchError as err:
-                    report.failed[job] = str(err)
-                    continue
-                report.passed.append(job)
-                if result.settled:
-                    self._last_look(job)
-                    report.settled.append(job)
+                self._sweep_pass(job, token, view, found[job], report)
         finally:
-            for job in owned:
+            for job in locked:
                 self.store.release(job, token)
+            report.finished = self.clock.now()
         return report
+
+    def _lock_and_read(
+        self, job: JobID, token: str, report: SweepReport, views: dict[JobID, View]
+    ) -> bool:
+        """Lock ``job`` and read its record into ``views``; True when the lock was taken."""
+        try:
+            if not self.store.lock(job, token):
+                report.skipped.append(job)
+                return False
+        except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
+            report.failed[job] = _describe(err)
+            return False
+        try:
+            views[job] = self.store.read(job)
+        except Exception as err:  # noqa: BLE001
+            report.failed[job] = _describe(err)
+        return True
+
+    def _sweep_pass(
+        self, job: JobID, token: str, view: View, found: Discovery, report: SweepReport
+    ) -> None:
+        try:
+            result = self.pass_once(job, token, view, found)
+            if result.settled:
+                self._last_look(job)
+        except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
+            report.failed[job] = _describe(err)
+            return
+        report.passed.append(job)
+        if result.progressed:
+            report.progressed.append(job)
+        if result.settled:
+            report.settled.append(job)
+
+
+def _describe(err: Exception) -> str:
+    if isinstance(err, DispatchError):
+        return str(err)
+    log.error("unexpected error in a sweep", exc_info=err)
+    return f"{type(err).__name__}: {err}"

@@ -1,0 +1,60 @@
+"""Committing ownership lazily: a sweep's owner entry rides on the pass's first commit.
+
+A sweep takes each job's owner lock without writing anything; only a pass that commits
+something needs its token to be the record's owner. ``OwnerFirst`` wraps the store one pass
+commits through and puts the owner entry at the head of that pass's first commit, so taking
+ownership costs no revision of its own and a pass that only waits writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from dispatch.model.record import Entry, Header, OwnerEntry, View
+from dispatch.model.values import Actor, JobID
+from dispatch.records.contract import Records
+
+
+class OwnerFirst:
+    """A ``Records`` that commits ``owner`` with the first commit made through it."""
+
+    def __init__(self, store: Records, owner: OwnerEntry) -> None:
+        self.store = store
+        self.pending: OwnerEntry | None = owner
+
+    def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
+        """Commit ``entries``, headed by the owner entry until one commit has landed."""
+        if self.pending is None:
+            return self.store.commit(job, entries, expected)
+        revision = self.store.commit(job, [self.pending, *entries], expected)
+        self.pending = None
+        return revision
+
+    def create(self, header: Header) -> View:
+        """The wrapped store's ``create``."""
+        return self.store.create(header)
+
+    def read(self, job: JobID) -> View:
+        """The wrapped store's ``read``."""
+        return self.store.read(job)
+
+    def jobs(self, include_settled: bool = False) -> list[JobID]:
+        """The wrapped store's ``jobs``."""
+        return self.store.jobs(include_settled)
+
+    def find_key(self, key: str) -> JobID | None:
+        """The wrapped store's ``find_key``."""
+        return self.store.find_key(key)
+
+    def acquire(self, job: JobID, token: str, by: Actor, at: datetime) -> int:
+        """The wrapped store's ``acquire``."""
+        return self.store.acquire(job, token, by, at)
+
+    def lock(self, job: JobID, token: str) -> bool:
+        """The wrapped store's ``lock``."""
+        return self.store.lock(job, token)
+
+    def release(self, job: JobID, token: str) -> None:
+        """The wrapped store's ``release``."""
+        self.store.release(job, token)
