@@ -12,6 +12,7 @@ from typing import Any
 
 from dispatch.core.job import AttemptRec, CallRec, HoldRec, Job, ObjectRec, Outcome, SubmissionRec
 from dispatch.core.transitions import Change, transition
+from dispatch.model import mutants
 from dispatch.model.enums import HoldKind, ObjectState, State
 from dispatch.model.errors import InvalidError
 from dispatch.model.objects import ObjectObs, ObjectRef
@@ -63,6 +64,7 @@ class _Folder:
     def __init__(self, job: Job) -> None:
         self.job = job
         self.resume = State.PENDING
+        self.canonical_ids: set[str] = set()
         self.handlers: dict[type[Any], Callable[[Any], None]] = {
             CancelEntry: self._cancel,
             HoldEntry: self._hold,
@@ -93,7 +95,7 @@ class _Folder:
     def apply(self, entry: Base, revision: int) -> None:
         j = self.job
         if isinstance(entry, Decision) and not isinstance(entry, OwnerEntry):
-            if entry.token != j.owner:
+            if entry.token != j.owner and not mutants.on("owner-token-unchecked"):
                 self._refuse(entry, revision, "its token is not the current owner's")
             if j.settled:
                 self._refuse(entry, revision, "the record is settled")
@@ -259,7 +261,8 @@ class _Folder:
         if e.rule is not None:
             if not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"authorize names rule {e.rule}, which the plan does not have")
-            j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+            if not mutants.on("budget-after-start"):
+                j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
         if e.trigger == "resubmit":
             if j.resubmits <= 0:
                 raise InvalidError("authorize for a resubmit nobody asked for")
@@ -298,19 +301,18 @@ class _Folder:
         if rec.submission != e.submission or rec.retired:
             raise InvalidError(f"object {e.ref.id} cannot be canonical for {e.submission}")
         sub.canonical = e.ref
+        self.canonical_ids.add(e.ref.id)
+        if mutants.on("budget-after-start") and sub.rule is not None:
+            self.job.rule_use[sub.rule] = self.job.rule_use.get(sub.rule, 0) + 1
 
     def _open(self, e: OpenEntry) -> None:
-        if not any(
-            s.canonical is not None and s.canonical.id == e.ref.id for s in self.job.submissions
-        ):
+        if e.ref.id not in self.canonical_ids:
             raise InvalidError(f"open of {e.ref.id}, which is not a canonical object")
         rec = self._object(e.ref, None, None)
         rec.opening, rec.opening_at = True, rec.opening_at or e.at
 
     def _retire(self, e: RetireEntry) -> None:
-        if any(
-            s.canonical is not None and s.canonical.id == e.ref.id for s in self.job.submissions
-        ):
+        if e.ref.id in self.canonical_ids:
             raise InvalidError(f"retire of {e.ref.id}, which is canonical")
         self._object(e.ref, None, None).retired = True
 
