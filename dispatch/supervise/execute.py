@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from dispatch.core import steps as st
+from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, Enforcer, Provenance
 from dispatch.model.errors import DispatchError, LaunchRefusedError, OutcomeUnknownError
 from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
@@ -81,6 +82,8 @@ class Executor:
             case st.Start(submission=n, attempt=a):
                 self._start(n, a)
             case st.Canonical(submission=n, ref=ref):
+                if mutants.on("open-before-canonical"):
+                    self.backend.open(ref)
                 self.commit([CanonicalEntry(at=at, by=by, token=token, submission=n, ref=ref)])
             case st.Open(ref=ref, recorded=recorded):
                 if not recorded:
@@ -147,6 +150,11 @@ class Executor:
             reply = ReplyEntry(
                 at=at, by=by, token=token, submission=n, attempt=a, unknown=True, detail=err.message
             )
+            if mutants.on("unknown-submit-failed"):
+                failed = Cause(kind=CauseKind.LAUNCH_FAILED, detail="mutant")
+                reply = ReplyEntry(
+                    at=at, by=by, token=token, submission=n, attempt=a, refused=failed
+                )
         except DispatchError as err:
             # Anything else may or may not have created the object: never read as a failure.
             log.warning("job %s: start %d/%d: %s", self.job, n, a, err)

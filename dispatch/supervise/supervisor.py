@@ -138,6 +138,8 @@ class Supervisor:
                 if isinstance(step, st.Wait):
                     result.wake = step.wake
                     continue
+                if isinstance(step, st.Escalate) and mutants.on("deliver-before-commit"):
+                    self.deliver(job, Escalation(id=step.id, detail=step.detail, at=now))
                 if isinstance(step, st.Settle) and not mutants.on("settle-before-last-look"):
                     self._last_look(job)  # before settling: a crash after it loses nothing
                     undelivered = []
