@@ -118,6 +118,10 @@ def _live(job: Job, cur: Current, now: datetime) -> list[Step]:
     return [*steps, *_execution(job, latest, cur, now, held=hold is not None)]
 
 
+# Causes a live object can carry that mean its execution will never run.
+CANNOT_RUN = frozenset({CauseKind.NO_CAPACITY, CauseKind.LAUNCH_FAILED})
+
+
 def _finished(job: Job, sub: SubmissionRec, cur: Current) -> bool:
     if sub.abandoned:
         return True
@@ -182,6 +186,12 @@ def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: 
     obs = cur.obs(c)
     if obs is None:
         return []
+    if obs.cause.kind in CANNOT_RUN and not held:
+        # Pending or held for good (no node could ever fit it, or its launch failed on the
+        # nodes): this execution will not run, so it ends here; stop it and decide.
+        rec = job.object(c)
+        stop = [] if rec is not None and rec.stopping_at is not None else [Stop(ref=c)]
+        return [*stop, *ending(job, sub, obs.cause, now, refused=False, restarts=restarts)]
     if obs.held_by_other:
         if job.escalated(f"admin-held:{c.id}"):
             return []

@@ -59,6 +59,9 @@ def _state(job: Job, cur: Current) -> tuple[State, Cause]:
         return job.state, cause
     if obs is not None and obs.state is ObjectState.RUNNING:
         return State.RUNNING, NO_CAUSE
+    if obs is not None and obs.cause.kind is not CauseKind.NONE:
+        # Live but stalled (no capacity, a failed launch): say why it does not run.
+        return job.state, obs.cause
     if job.state is State.RECOVERING:
         return State.RECOVERING, job.last_end_cause()
     return job.state, NO_CAUSE

@@ -269,3 +269,24 @@ def test_a_shared_checkpoint_hold_is_lifted_once_cessation_proves_the_old_proces
     st = w.status()
     assert st.state is State.RUNNING and len(st.submissions) == 2
     assert w.folded().objects[w.canonical(1).id].ceased is True
+
+
+@SHAPES
+@pytest.mark.parametrize("kind", [dispatch.CauseKind.NO_CAPACITY, dispatch.CauseKind.LAUNCH_FAILED])
+def test_an_object_that_can_never_run_is_stopped_and_its_cause_decides(
+    shape: Shape, kind: dispatch.CauseKind
+) -> None:
+    rule = dispatch.Rule(on=["launch-failed"], action="resubmit", budget=1)
+    w = World(shape, rules=[rule])
+    w.backend.auto_run = False
+    w.passes()
+    first = w.canonical(1)
+    w.env.stall(first, kind)
+    w.passes()
+    assert w.backend.inspect(first).state is dispatch.ObjectState.ENDED, "it was stopped"
+    st = w.status()
+    if kind is dispatch.CauseKind.LAUNCH_FAILED:
+        assert len(st.submissions) == 2 and st.state is State.RECOVERING
+    else:
+        assert st.state is State.FAILED and st.cause.kind is kind
+        assert w.delivered == ["failed:no-capacity"]

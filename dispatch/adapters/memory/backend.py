@@ -112,7 +112,8 @@ class MemoryBackend:
 
     def maybe_run(self, obj: MemObject) -> None:
         """Under ``auto_run``, start an object as soon as nothing keeps it from running."""
-        runnable = obj.live and not (obj.running or obj.gated or obj.admin_held or obj.holds)
+        blocked = obj.running or obj.gated or obj.admin_held or obj.holds or obj.stalled
+        runnable = obj.live and not blocked
         if self.auto_run and runnable:
             self.run_object(obj)
 
@@ -300,9 +301,7 @@ class MemoryBackend:
     def native(self, spec: JobSpec, policy: RecoveryPolicy) -> list[Support]:
         """The Slurm shape requeues natively (as ``--requeue`` does); Kubeflow's does nothing."""
         slurm = self.shape is Shape.SLURM
-        return [
-            _YES if slurm and rule.action is Action.REQUEUE else _NO for rule in policy.rules
-        ]
+        return [_YES if slurm and rule.action is Action.REQUEUE else _NO for rule in policy.rules]
 
     def requeue_natively(self, obj: MemObject, cause: Cause) -> bool:
         """Requeue ``obj`` by itself if a native rule with budget left covers ``cause``."""

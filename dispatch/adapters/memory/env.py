@@ -87,6 +87,20 @@ class Env:
         """End the object because its launch failed on the nodes (a failing prolog, say)."""
         self._scheduler_end(ref, CauseKind.LAUNCH_FAILED, "the launch failed on its nodes")
 
+    def stall(self, ref: ObjectRef, kind: CauseKind = CauseKind.NO_CAPACITY) -> None:
+        """Keep a live object from ever running: pending for no capacity, or held after its
+        launch failed on the nodes (as Slurm requeues it held)."""
+        if kind not in (CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY):
+            raise InvalidError(f"an object stalls for launch-failed or no-capacity, not {kind}")
+        with self._b.mu:
+            obj = self._obj(ref)
+            if obj.ended:
+                raise InvalidError(f"object {ref.id} has already ended")
+            obj.running = False
+            obj.stalled = True
+            detail = "no node can ever fit it" if kind is CauseKind.NO_CAPACITY else "launch failed"
+            obj.cause = Cause(kind=kind, provenance=Provenance.SCHEDULER, detail=detail)
+
     def refuse_launches(self, count: int = 1, kind: CauseKind = CauseKind.LAUNCH_FAILED) -> None:
         """Refuse the next ``count`` start calls with ``kind`` (launch-failed or no-capacity)."""
         if kind not in (CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY):

@@ -40,6 +40,7 @@ class MemObject:
     started_at: datetime | None = None
     nodes: tuple[str, ...] = ()
     native: tuple[Rule, ...] = ()
+    stalled: bool = False
     native_use: dict[int, int] = field(default_factory=dict)
 
     @property
