@@ -183,6 +183,9 @@ def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: 
             VerifiedStopped(ref=c, find_at=found),
             *ending(job, sub, VANISHED, now, refused=False),
         ]
+    rec = job.object(c)
+    if rec is not None and rec.verified_stopped and not mutants.on("vanished-canonical-reopened"):
+        return [] if held else ending(job, sub, VANISHED, now, refused=False)  # ended unseen
     obs = cur.obs(c)
     if obs is None:
         return []
