@@ -210,6 +210,9 @@ def _answer_job(w: World, op: Operator, job: JobID) -> None:
             att = sub.attempt(int(a)) if sub is not None else None
             if att is not None and not att.abandoned and att.unresolved:
                 target = AbandonTarget(submission=int(n), attempt=int(a))
+        elif kind == "cleanup-deadline" and j.unresolved_attempts():
+            n, att = j.unresolved_attempts()[0]
+            target = AbandonTarget(submission=n, attempt=att.number)
         if target is not None:
             w.event("person", f"abandon {job} {eid}")
             op.abandon(job, target, who, "answered")

@@ -166,8 +166,9 @@ class Checker:
     def delivery(self, job: JobID, view: View, escalation_id: str, fenced: bool) -> None:
         """A deliver call is about to hand ``escalation_id`` to a person.
 
-        ``fenced`` is False when the deliverer's owner lock was revoked under it: deliveries
-        carry no owner token, so such a process may offer again what another just delivered.
+        ``fenced`` is False while a process whose owner lock was revoked still runs the job:
+        deliveries carry no owner token, so it and the new owner may each offer what the other
+        just delivered (delivery is at least once then).
         """
         self.record(job, view)
         c = self.jobs[job]

@@ -106,6 +106,7 @@ class Proc(Mover):
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
         token = self.held.pop(job, None)
+        self.revoked.discard(job)
         if token is not None:
             self.store.release(job, token)
 
@@ -217,7 +218,8 @@ class World:
             view = self._reader.read(job)
         finally:
             self._checking = False
-        self.checker.delivery(job, view, esc.id, fenced=job not in p.revoked)
+        zombie = any(job in q.revoked for q in self.procs)
+        self.checker.delivery(job, view, esc.id, fenced=not zombie)
         if not self.quiet and self.rng.random() < self.mix.deliver_fail:
             self.after(p, f"deliver {esc.id} failed")
             raise RuntimeError("the pager did not answer")
