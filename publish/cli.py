@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -145,15 +146,18 @@ def save(store_url: str, endpoint_url: str | None, config_path: Path | None,
 def watch(store_url: str, endpoint_url: str | None, config_path: Path | None,
           epoch_text: str | None, folder: Path, interval: float, once: bool) -> None:
     """Publish each completed save that appears in FOLDER until SIGTERM."""
-    epoch = _epoch(epoch_text)
-    store = _open(store_url, endpoint_url, config_path)
-    watcher = Watcher(store, folder, epoch, os.environ.get("SLURM_JOB_ID"), interval=interval)
+    # Handle TERM before anything slow (a Vault login, say), so a stop is never lost.
+    stopping = threading.Event()
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        watcher.stop.set()
+        stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    epoch = _epoch(epoch_text)
+    store = _open(store_url, endpoint_url, config_path)
+    watcher = Watcher(store, folder, epoch, os.environ.get("SLURM_JOB_ID"), interval=interval,
+                      stop=stopping)
     watcher.run(once=once)
     click.echo(f"published steps: {' '.join(map(str, watcher.published)) or 'none'}")
 
