@@ -1,0 +1,200 @@
+"""The supervisor's config file: where the ledger is, which backend, how escalations go out.
+
+A TOML file, named by ``--config`` or the ``DISPATCH_CONFIG`` environment variable, read with
+``tomllib``. Every key is checked: an unknown key, a missing one or a wrong value is refused
+with ``InvalidError`` naming the file, the key and what is allowed. The format, with a full
+example, is in ``docs/supervising.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from dispatch.cluster import new_backend
+from dispatch.model.errors import InvalidError, NotFoundError
+from dispatch.spi import Backend
+
+ENV = "DISPATCH_CONFIG"
+
+# Defaults chosen for a one-minute cron tick: a sweep stops starting passes well before the
+# next tick, and a delivery command cannot hold a sweep for long.
+DEFAULT_BUDGET = timedelta(seconds=45)
+DEFAULT_POLL = timedelta(seconds=30)
+DEFAULT_DELIVER_TIMEOUT = timedelta(seconds=20)
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# The keys of each table, and what each holds (shown when a key is refused).
+_KEYS: dict[str, dict[str, str]] = {
+    "": {
+        "ledger": "the ledger folder (a path)",
+        "backend": "a table",
+        "deliver": "a table",
+        "sweep": "a table",
+        "supervise": "a table",
+    },
+    "backend": {"name": "an adapter name", "settings": "a table of the adapter's settings"},
+    "deliver": {"command": "a list of words", "timeout": "a duration"},
+    "sweep": {"budget": "a duration"},
+    "supervise": {"poll": "a duration"},
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A supervisor's settings, as read from its config file."""
+
+    path: Path
+    ledger: Path
+    backend: str
+    backend_settings: dict[str, Any] = field(default_factory=dict)
+    deliver_command: tuple[str, ...] = ()
+    deliver_timeout: timedelta = DEFAULT_DELIVER_TIMEOUT
+    sweep_budget: timedelta = DEFAULT_BUDGET
+    poll: timedelta = DEFAULT_POLL
+
+
+def parse_duration(text: str) -> timedelta:
+    """A duration such as ``30s``, ``1m``, ``1m30s``, ``500ms`` or ``2h``; ``InvalidError`` else."""
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise InvalidError(
+            f"duration {text!r} is not a number with a unit (ms, s, m, h, d), e.g. 30s or 1m30s"
+        )
+    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+
+
+def config_path(given: str | Path | None) -> Path:
+    """The config file: ``given``, else ``$DISPATCH_CONFIG``; ``InvalidError`` if neither."""
+    if given is None or str(given) == "":
+        given = os.environ.get(ENV, "")
+    if not given:
+        raise InvalidError(f"no config file: pass --config FILE or set {ENV}")
+    return Path(given).absolute()
+
+
+def load(path: str | Path) -> Settings:
+    """Read and check the config file at ``path``."""
+    path = Path(path).absolute()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidError(f"config {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InvalidError(f"config {path}: cannot be read: {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InvalidError(f"config {path}: not valid TOML: {err}") from None
+    return parse(raw, path)
+
+
+def parse(raw: Mapping[str, Any], path: Path) -> Settings:
+    """Check the contents of a config file read from ``path``."""
+    check = _Checker(path)
+    check.keys("", raw)
+    ledger = check.required(raw, "ledger", str)
+    backend = check.table(raw, "backend", required=True)
+    name = check.required(backend, "name", str, "backend.")
+    settings = check.table(backend, "settings", prefix="backend.")
+    deliver = check.table(raw, "deliver")
+    command = deliver.get("command")
+    if command is not None and (
+        not isinstance(command, list)
+        or not command
+        or not all(isinstance(w, str) and w for w in command)
+    ):
+        raise check.error("deliver.command", command, "a non-empty list of words")
+    sweep = check.table(raw, "sweep")
+    supervise = check.table(raw, "supervise")
+    ledger_path = Path(ledger).expanduser()
+    if not ledger_path.is_absolute():
+        ledger_path = path.parent / ledger_path
+    return Settings(
+        path=path,
+        ledger=ledger_path,
+        backend=name,
+        backend_settings=dict(settings),
+        deliver_command=tuple(command or ()),
+        deliver_timeout=check.duration(deliver, "timeout", "deliver.", DEFAULT_DELIVER_TIMEOUT),
+        sweep_budget=check.duration(sweep, "budget", "sweep.", DEFAULT_BUDGET),
+        poll=check.duration(supervise, "poll", "supervise.", DEFAULT_POLL),
+    )
+
+
+class _Checker:
+    """Checks one file's keys, naming the file and the dotted key in every refusal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def error(self, key: str, value: Any, allowed: str) -> InvalidError:
+        return InvalidError(f"config {self.path}: {key} = {value!r}: expected {allowed}")
+
+    def keys(self, table: str, raw: Mapping[str, Any]) -> None:
+        known = _KEYS[table]
+        for key in raw:
+            if key not in known:
+                where = f"[{table}]" if table else "the top level"
+                allowed = ", ".join(known)
+                dotted = f"{table}.{key}" if table else key
+                raise InvalidError(
+                    f"config {self.path}: unknown key {dotted!r}; allowed in {where}: {allowed}"
+                )
+
+    def required(self, raw: Mapping[str, Any], key: str, kind: type, prefix: str = "") -> Any:
+        if key not in raw:
+            what = _KEYS[prefix.rstrip(".")][key]
+            raise InvalidError(f"config {self.path}: {prefix}{key} is missing: give {what}")
+        value = raw[key]
+        if not isinstance(value, kind) or value == "":
+            raise self.error(prefix + key, value, _KEYS[prefix.rstrip(".")][key])
+        return value
+
+    def table(
+        self, raw: Mapping[str, Any], key: str, *, required: bool = False, prefix: str = ""
+    ) -> Mapping[str, Any]:
+        if key not in raw:
+            if required:
+                raise InvalidError(f"config {self.path}: [{prefix}{key}] is missing")
+            return {}
+        value = raw[key]
+        if not isinstance(value, dict):
+            raise self.error(prefix + key, value, "a table")
+        if prefix + key in _KEYS:
+            self.keys(prefix + key, value)
+        return value
+
+    def duration(
+        self, raw: Mapping[str, Any], key: str, prefix: str, default: timedelta
+    ) -> timedelta:
+        if key not in raw:
+            return default
+        value = raw[key]
+        allowed = "a duration such as 30s, 1m or 1m30s"
+        if not isinstance(value, str):
+            raise self.error(prefix + key, value, allowed)
+        try:
+            d = parse_duration(value)
+        except InvalidError:
+            raise self.error(prefix + key, value, allowed) from None
+        if d <= timedelta(0):
+            raise self.error(prefix + key, value, "a duration above zero")
+        return d
+
+
+
+def backend_of(settings: Settings) -> Backend:
+    """Build the configured backend; a bad name or setting is refused naming the file and key."""
+    try:
+        return new_backend(settings.backend, settings.backend_settings)
+    except NotFoundError as err:
+        raise InvalidError(f"config {settings.path}: backend.name: {err.message}") from None
+    except InvalidError as err:
+        raise InvalidError(f"config {settings.path}: [backend.settings]: {err.message}") from None

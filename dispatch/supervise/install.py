@@ -1,0 +1,189 @@
+"""The periodic sweep entry: a crontab line or a scrontab entry that runs ``dispatch sweep``.
+
+Rendering and merging are pure text functions; ``Table`` reads and writes the user's table
+through ``crontab`` or ``scrontab``. dispatch's entry sits between two marker comments naming
+its config file, so installing again replaces it and leaves every other line as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+
+from dispatch.model.base import format_duration
+from dispatch.model.errors import InvalidError, UnavailableError
+
+JOB_NAME = "dispatch-sweep"
+_BEGIN = "# >>> dispatch sweep for {config} (written by `dispatch supervise install`; replaced"
+_BEGIN_TAIL = " on the next install)"
+_END = "# <<< dispatch sweep for {config}"
+
+MINUTE = timedelta(minutes=1)
+DAY = timedelta(days=1)
+
+
+class Kind(StrEnum):
+    """Which periodic table holds the entry."""
+
+    CRON = "cron"
+    SCRON = "scrontab"
+
+
+def schedule(every: timedelta) -> str:
+    """The cron time fields for a sweep every ``every``; ``InvalidError`` when cron cannot."""
+    minutes, rest = divmod(every.total_seconds(), 60)
+    m = int(minutes)
+    if rest == 0 and 1 <= m < 60 and 60 % m == 0:
+        return "* * * * *" if m == 1 else f"*/{m} * * * *"
+    h, rest_m = divmod(m, 60)
+    if rest == 0 and rest_m == 0 and 1 <= h <= 24 and 24 % h == 0:
+        if h == 24:
+            return "0 0 * * *"
+        return "0 * * * *" if h == 1 else f"0 */{h} * * *"
+    raise InvalidError(
+        f"--every {format_duration(every)} cannot be a cron schedule: use whole minutes that "
+        "divide an hour (1m 2m 3m 4m 5m 6m 10m 12m 15m 20m 30m) or hours that divide a day "
+        "(1h 2h 3h 4h 6h 8h 12h 24h)"
+    )
+
+
+def dispatch_command() -> list[str]:
+    """The absolute command that runs this installation's ``dispatch``."""
+    beside = Path(sys.executable).parent / "dispatch"
+    if os.access(beside, os.X_OK):
+        return [str(beside)]
+    return [sys.executable, "-m", "dispatch.cli.main"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """dispatch's entry in a periodic table, for one config file."""
+
+    kind: Kind
+    config: Path
+    every: timedelta
+    log: Path
+    command: tuple[str, ...]
+
+    def sweep_command(self) -> str:
+        """The shell command the entry runs."""
+        words = [*self.command, "sweep", "--config", str(self.config)]
+        return " ".join(shlex.quote(w) for w in words)
+
+    def lines(self) -> list[str]:
+        """The entry's lines, marker comments included."""
+        begin = _BEGIN.format(config=self.config) + _BEGIN_TAIL
+        end = _END.format(config=self.config)
+        when = schedule(self.every)
+        if self.kind is Kind.CRON:
+            # In a crontab line an unescaped % ends the command.
+            run = f"{self.sweep_command()} >>{shlex.quote(str(self.log))} 2>&1"
+            return [begin, f"{when} {run.replace('%', chr(92) + '%')}", end]
+        return [
+            begin,
+            f"#SCRON --job-name={JOB_NAME}",
+            f"#SCRON --time={slurm_time(self.every)}",
+            f"#SCRON --output={self.log}",
+            "#SCRON --open-mode=append",
+            f"{when} {self.sweep_command()}",
+            end,
+        ]
+
+    def text(self) -> str:
+        """The entry as text, one line each."""
+        return "\n".join(self.lines()) + "\n"
+
+
+def slurm_time(d: timedelta) -> str:
+    """``d`` as a Slurm time limit: ``HH:MM:SS``, or ``D-HH:MM:SS`` from a day on."""
+    total = int(d.total_seconds())
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    hms = f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    return f"{days}-{hms}" if days else hms
+
+
+def merge(table: str, entry: Entry) -> str:
+    """``table`` with dispatch's entry for ``entry.config`` replaced by ``entry`` (or added)."""
+    kept = remove(table, entry.config)
+    if kept and not kept.endswith("\n"):
+        kept += "\n"
+    return kept + entry.text()
+
+
+def remove(table: str, config: Path) -> str:
+    """``table`` without dispatch's entry for ``config``; every other line stays as it was."""
+    begin = _BEGIN.format(config=config)
+    end = _END.format(config=config)
+    out: list[str] = []
+    inside = False
+    for line in table.splitlines(keepends=True):
+        bare = line.rstrip("\n")
+        if not inside and bare.startswith(begin):
+            inside = True
+            continue
+        if inside:
+            if bare == end:
+                inside = False
+            continue
+        out.append(line)
+    return "".join(out)
+
+
+class Table:
+    """The user's crontab or scrontab, read and written through its command."""
+
+    def __init__(self, kind: Kind, user: str = "") -> None:
+        self.kind = kind
+        self.program = "crontab" if kind is Kind.CRON else "scrontab"
+        self.user_args = ["-u", user] if user else []
+
+    def _run(
+        self, args: Sequence[str], stdin: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [self.program, *self.user_args, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise UnavailableError(
+                f"{self.program} is not installed here; print the entry with --dry-run and "
+                "add it by hand, or install on a host that has it"
+            ) from None
+
+    def read(self) -> str:
+        """The table as it is; empty when the user has none."""
+        done = self._run(["-l"])
+        if done.returncode == 0:
+            return done.stdout
+        if "no crontab" in done.stderr.lower() or "no scrontab" in done.stderr.lower():
+            return ""
+        raise UnavailableError(f"{self.program} -l failed: {done.stderr.strip()}")
+
+    def write(self, text: str) -> None:
+        """Replace the table with ``text``."""
+        if self.kind is Kind.CRON:
+            done = self._run(["-"], stdin=text)
+        else:
+            # scrontab installs from a file argument.
+            with tempfile.NamedTemporaryFile("w", suffix=".scrontab", delete=False) as f:
+                f.write(text)
+            try:
+                done = self._run([f.name])
+            finally:
+                os.unlink(f.name)
+        if done.returncode != 0:
+            raise UnavailableError(f"{self.program} refused the table: {done.stderr.strip()}")
