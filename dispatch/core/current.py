@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from dispatch.core.job import Job, ObjectRec
+from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, ObjectState, Provenance, UnmatchedPolicy
 from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
 from dispatch.model.values import Cause
@@ -61,7 +62,10 @@ class Current:
     def vanished(self, ref: ObjectRef) -> bool:
         """Whether an object seen before is missing from a complete find without an end."""
         rec = self.job.object(ref)
-        if rec is None or rec.ended or rec.verified_stopped or rec.last is None:
+        if rec is None or rec.ended or rec.verified_stopped:
+            return False
+        # One never observed counts as seen when a start reply (read before this find) named it.
+        if rec.last is None and (rec.foreign or mutants.on("unseen-object-never-vanishes")):
             return False
         return self.d.complete and not self.seen_now(ref)
 
