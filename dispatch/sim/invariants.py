@@ -18,6 +18,7 @@ from dispatch.model.objects import epoch, object_name
 from dispatch.model.record import (
     AbandonEntry,
     AuthorizeEntry,
+    CallEntry,
     CanonicalEntry,
     Decision,
     DeliveredEntry,
@@ -90,7 +91,7 @@ class Checker:
             c.gave_up = True
         if isinstance(e, AuthorizeEntry):
             c.sub_rule[e.submission] = e.rule
-        if isinstance(e, (AuthorizeEntry, PlaceHoldEntry)) and e.rule is not None:
+        if isinstance(e, (AuthorizeEntry, PlaceHoldEntry, CallEntry)) and e.rule is not None:
             c.rule_use[e.rule] = c.rule_use.get(e.rule, 0) + 1
             budget = plan.rules[e.rule].effective.budget
             if c.rule_use[e.rule] > budget:

@@ -15,7 +15,7 @@ from dispatch.sim.world import Outcome, run_seed
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
-# name -> the bug it puts back. The last two were found by the simulator (docs/simulator.md).
+# name -> the bug it puts back. The last four were found by the simulator (docs/simulator.md).
 MUTANTS: dict[str, str] = {
     "open-before-canonical": "the executor lifts the gate before committing the canonical object",
     "budget-after-start": "a rule's budget is counted when the new submission's object is "
@@ -27,6 +27,10 @@ MUTANTS: dict[str, str] = {
     "same pass (bug 1, seed 56)",
     "settle-before-last-look": "escalations are delivered only after the settle commit, so a "
     "crash right after it loses them (bug 2, seed 87)",
+    "vanished-canonical-reopened": "a verified-stopped canonical object is judged by its last "
+    "observation, so a crash before the ending leaves it re-opened forever (bug 3, seed 221)",
+    "unseen-object-never-vanishes": "an object known only from its start reply never counts as "
+    "gone, so its purge blocks settling forever (bug 4, seed 284)",
 }
 
 # Every mutant must be found within this many seeds.
