@@ -1,7 +1,8 @@
-"""The ``dispatch`` command: verbs on jobs, and the demo.
+"""The ``dispatch`` command: verbs on jobs, the supervisor's commands, and the demo.
 
-Exit codes: 0 success, 1 the operation was refused or failed, 2 bad usage or bad input.
-Errors are one line saying what was refused and what to do next.
+Each noun's commands live in their own module; this one keeps the group. Exit codes: 0
+success, 1 the operation was refused or failed, 2 bad usage or bad input. Errors are one line
+saying what was refused and what to do next.
 """
 
 from __future__ import annotations
@@ -12,6 +13,10 @@ from pathlib import Path
 import click
 
 from dispatch.cli.demo import run_demo
+from dispatch.cli.escalations import escalations
+from dispatch.cli.jobs import list_jobs, status
+from dispatch.cli.supervise import supervise
+from dispatch.cli.sweep import sweep
 from dispatch.model.errors import DispatchError, InvalidError
 from dispatch.records.contract import Records
 from dispatch.records.memory import MemoryRecords
@@ -50,3 +55,10 @@ def demo(ledger: Path | None) -> None:
         return
     if ledger is not None:
         click.echo(f"record of job {job} kept in {ledger}", err=True)
+
+
+for _command in (sweep, supervise, status, list_jobs, escalations):
+    main.add_command(_command)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""What a command opens from its config file, and how a refusal ends a command.
+
+Every command that touches the ledger takes ``--config FILE`` (or ``$DISPATCH_CONFIG``). The
+store, the backend and the supervisor are opened only when a command first needs them.
+Exit codes: 0 success, 1 refused or failed, 2 bad usage or bad input (a wrong config included).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from dispatch.cluster import Config, Observer, compose
+from dispatch.config import Settings, backend_of, config_path, load, parse_duration
+from dispatch.model.errors import DispatchError, InvalidError
+from dispatch.records.file import FileRecords
+from dispatch.spi import Backend
+from dispatch.supervise import Supervisor
+from dispatch.supervise.deliver_command import CommandDeliver
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def config_option(f: F) -> F:
+    """The ``--config`` option, falling back to ``$DISPATCH_CONFIG``."""
+    return click.option(
+        "--config",
+        "config",
+        metavar="FILE",
+        default=None,
+        help="The supervisor's config file (default: $DISPATCH_CONFIG).",
+    )(f)
+
+
+def json_option(f: F) -> F:
+    """The ``--json`` option of read commands."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
+
+
+class Duration(click.ParamType[timedelta, Any]):
+    """A duration such as ``30s``, ``1m`` or ``1m30s``."""
+
+    name = "duration"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        try:
+            d = parse_duration(str(value))
+        except InvalidError as err:
+            self.fail(err.message, param, ctx)
+        if d <= timedelta(0):
+            self.fail(f"{value!r} is not above zero", param, ctx)
+        return d
+
+
+DURATION = Duration()
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """End the command with a one-line error."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def refusals() -> Iterator[None]:
+    """End the command cleanly on a dispatch error: exit 2 for bad input, else 1."""
+    try:
+        yield
+    except InvalidError as err:
+        fail(str(err), EXIT_USAGE)
+    except DispatchError as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"{err}; check the path and its permissions")
+
+
+def echo_json(data: Any) -> None:
+    """Print ``data`` as one JSON document."""
+    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+class Session:
+    """The settings of one config file and what a command opens from them."""
+
+    def __init__(self, config: str | None) -> None:
+        self.settings: Settings = load(config_path(config))
+
+    @cached_property
+    def store(self) -> FileRecords:
+        """The file ledger the config names."""
+        return FileRecords(self.settings.ledger)
+
+    @cached_property
+    def backend(self) -> Backend:
+        """The configured backend."""
+        return backend_of(self.settings)
+
+    @property
+    def observer(self) -> Observer:
+        """An observer over the backend and the ledger."""
+        return compose(self.backend, Config(store=self.store)).observer
+
+    def supervisor(self) -> Supervisor:
+        """A supervisor delivering escalations through the configured command, if any."""
+        s = self.settings
+        deliver = None
+        if s.deliver_command:
+            deliver = CommandDeliver(s.deliver_command, s.deliver_timeout)
+        return Supervisor(self.backend, self.store, deliver=deliver, poll=s.poll)

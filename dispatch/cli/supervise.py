@@ -1,0 +1,182 @@
+"""``dispatch supervise``: run one job until it settles, sweep on an interval, or install the entry.
+
+``dispatch supervise JOB`` runs the job's lifecycle until its record settles;
+``dispatch supervise --follow [--every 30s]`` sweeps every interval until SIGINT or SIGTERM,
+finishing the pass in progress; ``dispatch supervise install --cron | --scrontab`` writes the
+periodic entry that runs ``dispatch sweep``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from dispatch.cli.session import DURATION, Session, config_option, fail, refusals
+from dispatch.cli.sweep import raise_open_file_limit, show
+from dispatch.config import config_path, load
+from dispatch.model.base import format_duration
+from dispatch.model.errors import InvalidError
+from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge
+
+_JOB = "dispatch.supervise.job"
+
+
+class _JobOrCommand(click.Group):
+    """A group whose first word is either a subcommand (``install``) or the job to supervise."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        valued = {
+            o for p in self.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts
+        }
+        rest = list(args)
+        i = 0
+        while i < len(rest):
+            word = rest[i]
+            if word == "--":
+                break
+            if word.startswith("-"):
+                i += 2 if word in valued else 1
+                continue
+            if word not in self.commands:
+                ctx.meta[_JOB] = rest.pop(i)
+            break
+        return super().parse_args(ctx, rest)
+
+    def collect_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return ["[JOB | --follow [--every 30s] | install ...]", "[OPTIONS]"]
+
+
+@click.group(cls=_JobOrCommand, invoke_without_command=True)
+@config_option
+@click.option("--follow", is_flag=True, help="Sweep every interval until stopped.")
+@click.option(
+    "--every",
+    type=DURATION,
+    default=None,
+    help="With --follow: time between sweeps (default: supervise.poll of the config).",
+)
+@click.pass_context
+def supervise(
+    ctx: click.Context, config: str | None, follow: bool, every: timedelta | None
+) -> None:
+    """Supervise JOB until it settles, or every unsettled job with --follow.
+
+    Exits 0 when the job settled (or --follow was stopped by SIGINT or SIGTERM).
+    """
+    job: str | None = ctx.meta.get(_JOB)
+    if ctx.invoked_subcommand is not None:
+        if job or follow or every:
+            raise click.UsageError(
+                f"JOB, --follow and --every do not go with {ctx.invoked_subcommand}"
+            )
+        ctx.meta["dispatch.config"] = config
+        return
+    if job and follow:
+        raise click.UsageError("give a JOB to supervise, or --follow to sweep them all, not both")
+    if every is not None and not follow:
+        raise click.UsageError("--every goes with --follow")
+    if job:
+        _run(config, job)
+    elif follow:
+        _follow(config, every)
+    else:
+        raise click.UsageError(
+            "give a JOB to supervise until it settles, or --follow to sweep every interval"
+        )
+
+
+def _run(config: str | None, job: str) -> None:
+    with refusals():
+        session = Session(config)
+        try:
+            session.supervisor().run(job)
+        except KeyboardInterrupt:
+            fail(f"interrupted; job {job} is unsettled and waits for the next supervisor")
+        st = session.observer.get(job)
+    click.echo(f"job {job} settled: {st.state} with cause {st.cause.kind}")
+
+
+def _follow(config: str | None, every: timedelta | None) -> None:
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    with refusals():
+        session = Session(config)
+        interval = every or session.settings.poll
+        supervisor = session.supervisor()
+        raise_open_file_limit()
+        before = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not stop.is_set():
+                began = time.monotonic()
+                report = supervisor.sweep(session.settings.sweep_budget)
+                show(report, json_out=False)
+                stop.wait(max(0.0, interval.total_seconds() - (time.monotonic() - began)))
+        finally:
+            for s, handler in before.items():
+                signal.signal(s, handler)
+    click.echo("stopped after finishing the sweep in progress", err=True)
+
+
+@supervise.command()
+@config_option
+@click.option("--cron", "kind", flag_value=Kind.CRON.value, help="Write it to the crontab.")
+@click.option("--scrontab", "kind", flag_value=Kind.SCRON.value, help="Write it to scrontab.")
+@click.option(
+    "--every", type=DURATION, default="1m", show_default=True, help="Time between sweeps."
+)
+@click.option("--dry-run", is_flag=True, help="Print the entry; change nothing.")
+@click.option(
+    "--log",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where the sweeps' output goes (default: dispatch-sweep.log beside the config).",
+)
+@click.option("--user", default="", help="Write USER's table, not your own (needs the right).")
+@click.pass_context
+def install(
+    ctx: click.Context,
+    config: str | None,
+    kind: str | None,
+    every: timedelta,
+    dry_run: bool,
+    log: Path | None,
+    user: str,
+) -> None:
+    """Write the periodic entry that runs `dispatch sweep --config FILE`, replacing an old one.
+
+    The entry is printed first; with --dry-run it is only printed.
+    """
+    if kind is None:
+        raise click.UsageError("choose where the entry goes: --cron or --scrontab")
+    with refusals():
+        settings = load(config_path(config or ctx.meta.get("dispatch.config")))
+        if settings.sweep_budget >= every:
+            raise InvalidError(
+                f"sweep.budget {format_duration(settings.sweep_budget)} in {settings.path} is not "
+                f"shorter than --every {format_duration(every)}, so a tick could overlap the "
+                "next: lower sweep.budget or choose a longer --every"
+            )
+        entry = Entry(
+            kind=Kind(kind),
+            config=settings.path,
+            every=every,
+            log=(log or settings.path.parent / "dispatch-sweep.log").absolute(),
+            command=tuple(dispatch_command()),
+        )
+        click.echo(entry.text(), nl=False)
+        if dry_run:
+            return
+        table = Table(entry.kind, user)
+        table.write(merge(table.read(), entry))
+    whose = f"{user}'s" if user else "your"
+    click.echo(f"installed in {whose} {entry.kind}", err=True)
+

@@ -1,0 +1,83 @@
+"""``dispatch sweep``: one pass over every unsettled job, as cron or scrontab runs it."""
+
+from __future__ import annotations
+
+import resource
+import sys
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, echo_json, refusals
+from dispatch.supervise import SweepReport
+
+
+def raise_open_file_limit() -> None:
+    """Let this process hold one owner lock (an open file) per unsettled job."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def summary(report: SweepReport) -> str:
+    """The one line a sweep prints."""
+    jobs = (
+        len(report.passed) + len(report.skipped) + len(report.failed) + len(report.not_reached)
+    )
+    took = ""
+    if report.finished is not None:
+        took = f" in {(report.finished - report.started).total_seconds():.2f}s"
+    return (
+        f"swept {jobs} unsettled jobs{took}: {len(report.passed)} passed "
+        f"({len(report.progressed)} progressed, {len(report.settled)} settled), "
+        f"{len(report.skipped)} skipped (owned by another supervisor), "
+        f"{len(report.failed)} failed, {len(report.not_reached)} left for the next tick"
+    )
+
+
+def as_json(report: SweepReport) -> dict[str, Any]:
+    """The report for scripts."""
+    return {
+        "started": report.started.isoformat(),
+        "finished": report.finished.isoformat() if report.finished else None,
+        "passed": report.passed,
+        "progressed": report.progressed,
+        "settled": report.settled,
+        "skipped": report.skipped,
+        "failed": report.failed,
+        "not_reached": report.not_reached,
+    }
+
+
+def show(report: SweepReport, json_out: bool) -> None:
+    """Print the report: one line (failures one per line on stderr), or JSON."""
+    if json_out:
+        echo_json(as_json(report))
+        return
+    click.echo(summary(report))
+    for job, why in sorted(report.failed.items()):
+        click.echo(f"failed: job {job}: {why}", err=True)
+
+
+@click.command()
+@config_option
+@click.option("--json", "json_out", is_flag=True, help="Print the report as JSON.")
+@click.option(
+    "--budget",
+    type=DURATION,
+    default=None,
+    help="Start no pass after this long (default: sweep.budget of the config).",
+)
+def sweep(config: str | None, json_out: bool, budget: timedelta | None) -> None:
+    """One pass over every unsettled job: what cron or scrontab runs each tick.
+
+    Exits 1 when any job's pass failed (the others still had theirs).
+    """
+    with refusals():
+        session = Session(config)
+        raise_open_file_limit()
+        report = session.supervisor().sweep(budget or session.settings.sweep_budget)
+    show(report, json_out)
+    if report.failed:
+        sys.exit(EXIT_FAILED)
