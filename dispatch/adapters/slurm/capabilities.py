@@ -23,8 +23,10 @@ def probe_capabilities(
 ) -> dict[Capability, Support]:
     """Capabilities from ``scontrol show config`` and ``sbatch --help``."""
     storage = config.get("AccountingStorageType", "")
+    # Slurm 24.11 prints "(null)" where 22.05 printed "accounting_storage/none".
+    disabled = storage in ("", "(null)", "none") or storage.endswith("/none")
     accounting = _probed(
-        _NO if not storage or storage.endswith("/none") else _YES,
+        _NO if disabled else _YES,
         f"AccountingStorageType = {storage or '(unset)'}",
     )
     requeue_value = config.get("JobRequeue", "")

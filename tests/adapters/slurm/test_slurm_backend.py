@@ -181,3 +181,12 @@ def test_pyslurm_reader_replaces_the_read_commands() -> None:
     assert (obs.ref.id, obs.state, obs.submission) == ("7", ObjectState.RUNNING, 1)
     assert b.inspect(ObjectRef(id="7")).state is ObjectState.RUNNING
     assert b.runner.counts["squeue"] == 0
+
+
+@pytest.mark.parametrize("storage", ["(null)", "accounting_storage/none"])
+def test_no_accounting_storage_means_no_sacct_at_all(storage: str) -> None:
+    config = CONFIG.replace("accounting_storage/slurmdbd", storage)
+    b = backend(scontrol_show=config, squeue='{"jobs": []}')
+    assert b.capabilities()[Capability.ACCOUNTING_HISTORY].state is Tristate.NO
+    assert b.find("ab12").complete
+    assert b.runner.counts["sacct"] == 0
