@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from dispatch.model import mutants
 from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
@@ -112,6 +113,8 @@ class FileRecords:
         self._remember(job, view, settled)
         if settled:
             # Repairs a marker left by a crash between the settle commit and its removal.
+            if not mutants.on("marker-drop-before-settle-durable"):
+                fmt.fsync_dir(folder)  # the settle a reader saw must be durable first
             self._drop_marker(job)
         return view
 
