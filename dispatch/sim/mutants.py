@@ -15,7 +15,7 @@ from dispatch.sim.world import Outcome, run_seed
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
-# name -> the bug it puts back. The last four were found by the simulator (docs/simulator.md).
+# name -> the bug it puts back. The last five were found by the simulator (docs/simulator.md).
 MUTANTS: dict[str, str] = {
     "open-before-canonical": "the executor lifts the gate before committing the canonical object",
     "budget-after-start": "a rule's budget is counted when the new submission's object is "
@@ -31,6 +31,8 @@ MUTANTS: dict[str, str] = {
     "observation, so a crash before the ending leaves it re-opened forever (bug 3, seed 221)",
     "unseen-object-never-vanishes": "an object known only from its start reply never counts as "
     "gone, so its purge blocks settling forever (bug 4, seed 284)",
+    "marker-drop-before-settle-durable": "a reader drops the unsettled marker of a settle it "
+    "saw before that settle is durable; a power cut orphans the job (bug 5, seed 1047)",
 }
 
 # Every mutant must be found within this many seeds.

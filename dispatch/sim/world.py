@@ -149,6 +149,13 @@ class World:
         assert self.root is not None
         return FileRecords(self.root)
 
+    def open_reader(self) -> Records:
+        """The checker's store instance: it reads and never repairs (no marker is dropped)."""
+        if self.shared is not None:
+            return self.shared
+        assert self.root is not None
+        return _Observer(self.root)
+
     # --- scheduling points ----------------------------------------------------------------
 
     def _op(self, who: str, what: str) -> None:
@@ -314,7 +321,7 @@ class World:
         self._reopen_readers()
 
     def _reopen_readers(self) -> None:
-        self._reader = self.open_store()
+        self._reader = self.open_reader()
         self.raw_people = self.open_store()
         self.op = Operator(
             SimBackend(self, None, self.backend), SimStore(self, None, self.raw_people),
@@ -404,6 +411,13 @@ class World:
                 f"{o.state()} gated={o.gated} purged={o.purged} cause={o.cause.kind} "
                 f"lineage={o.lineage_submission} restarts={o.restarts}"
             )
+
+
+class _Observer(FileRecords):
+    """A file store that only looks, so checking changes nothing on disk."""
+
+    def _drop_marker(self, job: JobID) -> None:
+        return
 
 
 def run_seed(seed: int, root: Path | None = None, stop_at: int | None = None) -> Outcome:
