@@ -1,0 +1,275 @@
+"""``Supervisor.sweep``: one pass over every unsettled job, over the memory store and the ledger."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sweep_world import TickingClock, World
+
+import dispatch
+from dispatch.model.enums import ObjectState
+from dispatch.model.errors import UnreachableError
+from dispatch.model.objects import Discovery
+from dispatch.model.record import OwnerEntry
+from dispatch.model.values import JobID
+from dispatch.records.file import FileRecords
+from dispatch.supervise import SweepReport
+from dispatch.supervise.deliver_command import CommandDeliver
+
+
+@pytest.fixture(params=["memory", "file"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    return World(request.param, tmp_path)
+
+
+def test_a_sweep_asks_the_scheduler_once_for_every_job_it_passes(world: World) -> None:
+    world.submit(5)
+    sup = world.supervisor()
+    for _ in range(4):
+        world.backend.calls.clear()
+        report = sup.sweep()
+        assert len(report.passed) == 5
+        assert world.backend.calls["find_many"] == 1
+        assert world.backend.calls["find"] == 0
+
+
+def test_a_sweep_over_idle_jobs_commits_nothing(world: World) -> None:
+    jobs = world.submit(3)
+    sup = world.supervisor()
+    world.sweep_until_idle(sup)
+    assert all(world.backend.objects[world.canonical(j).id].running for j in jobs)
+    revisions = {j: world.store.read(j).revision for j in jobs}
+    report = world.supervisor().sweep()
+    assert sorted(report.passed) == jobs and not report.progressed
+    assert {j: world.store.read(j).revision for j in jobs} == revisions
+
+
+def test_a_sweep_commits_its_owner_entry_in_the_same_revision_as_its_first_decision(
+    world: World,
+) -> None:
+    (job,) = world.submit(1)
+    world.supervisor().sweep()
+    commits = world.store.read(job).commits
+    assert len(commits) == 1
+    kinds = [e.kind for e in commits[0].entries]
+    assert kinds == ["owner", "authorize"]
+    token = commits[0].entries[0].token  # type: ignore[union-attr]
+    assert commits[0].entries[1].token == token  # type: ignore[union-attr]
+
+
+def test_every_sweep_decides_with_its_own_token_and_the_record_names_it_owner(
+    world: World,
+) -> None:
+    (job,) = world.submit(1)
+    world.supervisor().sweep()
+    world.supervisor().sweep()
+    owners = world.entries(job, "owner")
+    assert len(owners) == 2
+    assert owners[0].token != owners[1].token  # type: ignore[union-attr]
+    assert world.job(job).owner == owners[1].token  # type: ignore[union-attr]
+
+
+def test_a_job_whose_owner_lock_another_supervisor_holds_is_skipped(world: World) -> None:
+    held, free = world.submit(2)
+    world.store.acquire(held, "other", world.supervisor().actor, world.clock.now())
+    report = world.supervisor().sweep()
+    assert report.skipped == [held]
+    assert report.passed == [free]
+    assert world.entries(held, "authorize") == []
+
+
+def test_two_supervisors_sweeping_at_once_never_both_act_on_a_job(world: World) -> None:
+    jobs = world.submit(4)
+    first, second = world.supervisor(), world.supervisor()
+    inner: list[SweepReport] = []
+    find_many = world.backend.find_many
+
+    def find_many_during_another_sweep(
+        asked: Sequence[JobID], states: Sequence[ObjectState] = ()
+    ) -> dict[JobID, Discovery]:
+        # The other supervisor sweeps while this one holds every lock it took.
+        world.backend.find_many = find_many  # type: ignore[method-assign]
+        inner.append(other.sweep())
+        return find_many(asked, states)
+
+    for rnd in range(8):
+        outer, other = (first, second) if rnd % 2 == 0 else (second, first)
+        world.backend.find_many = find_many_during_another_sweep  # type: ignore[method-assign,assignment]
+        outer.sweep()
+        assert sorted(inner[-1].skipped) == jobs and not inner[-1].passed
+    for job in jobs:
+        world.backend.env().complete(world.canonical(job))
+    world.sweep_until_idle(first)
+    assert world.store.jobs() == []
+    assert world.backend.calls["start"] == len(jobs)
+    for job in jobs:
+        assert len(world.entries(job, "authorize")) == 1
+        assert len(world.entries(job, "attempt")) == 1
+        assert world.job(job).outcome.state is dispatch.State.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_a_job_recovers_and_settles_over_sweeps(world: World) -> None:
+    (job,) = world.submit(1)
+    sup = world.supervisor()
+    world.sweep_until_idle(sup)
+    world.backend.env().preempt(world.canonical(job))
+    world.sweep_until_idle(sup)
+    assert len(world.job(job).submissions) == 2
+    world.backend.env().complete(world.canonical(job))
+    report = sup.sweep()
+    world.sweep_until_idle(sup)
+    assert world.store.jobs() == []
+    assert world.job(job).settled
+    assert report.passed == [job]
+
+
+def test_the_time_budget_leaves_the_jobs_not_reached_unlocked_for_the_next_tick(
+    world: World,
+) -> None:
+    jobs = world.submit(6)
+    # Every read of the clock takes a second; the sweep reads it once per job before a pass.
+    clock = TickingClock(timedelta(seconds=1))
+    sup = world.supervisor(clock=clock)
+    report = sup.sweep(budget=timedelta(seconds=16))
+    assert report.passed and report.not_reached
+    assert sorted(report.passed + report.not_reached) == jobs
+    for job in report.not_reached:
+        assert world.entries(job, "authorize") == []
+    later = world.supervisor().sweep()
+    assert sorted(later.passed) == jobs and not later.skipped
+
+
+def test_a_sweep_reports_a_failing_scheduler_for_every_job_and_holds_no_lock(
+    world: World,
+) -> None:
+    jobs = world.submit(2)
+
+    def unreachable(asked: Sequence[JobID], states: Sequence[ObjectState] = ()) -> None:
+        raise UnreachableError("squeue did not answer")
+
+    world.backend.find_many = unreachable  # type: ignore[assignment]
+    report = world.supervisor().sweep()
+    assert sorted(report.failed) == jobs
+    assert all("squeue did not answer" in why for why in report.failed.values())
+    for job in jobs:
+        assert world.store.lock(job, "later")
+
+
+def test_a_corrupt_record_is_reported_with_its_path_and_the_other_jobs_progress(
+    tmp_path: Path,
+) -> None:
+    world = World("file", tmp_path)
+    bad, *good = world.submit(3)
+    sup = world.supervisor()
+    sup.sweep()
+    path = tmp_path / "ledger" / "jobs" / bad / "r0000000002.json"
+    path.write_text("{not json")
+    world.store = FileRecords(tmp_path / "ledger")
+    sup = world.supervisor()
+    report = sup.sweep()
+    assert list(report.failed) == [bad]
+    assert str(path) in report.failed[bad]
+    assert sorted(report.passed) == good
+    assert all(len(world.entries(j, "attempt")) == 1 for j in good)
+    assert path.read_text() == "{not json"
+    assert world.store.lock(bad, "later")
+
+
+def test_a_lock_taken_by_a_sweep_is_given_back_when_its_pass_fails(tmp_path: Path) -> None:
+    world = World("file", tmp_path)
+    (job,) = world.submit(1)
+    (tmp_path / "ledger" / "jobs" / job / "stray.txt").write_text("x")
+    world.store = FileRecords(tmp_path / "ledger")  # a cold store, as a cron tick has
+    report = world.supervisor().sweep()
+    assert list(report.failed) == [job]
+    assert "stray.txt" in report.failed[job]
+    assert world.store.lock(job, "later")
+
+
+def test_an_escalation_is_delivered_after_the_pass_that_follows_its_commit(world: World) -> None:
+    (job,) = world.submit(1)
+    sup = world.supervisor()
+    world.sweep_until_idle(sup)
+    foreign = world.backend.env().inject_foreign(job)
+    sup.sweep()
+    assert world.delivered == []
+    assert f"foreign:{foreign.id}" in world.job(job).escalations
+    sup.sweep()
+    assert world.delivered == [(job, f"foreign:{foreign.id}")]
+    sup.sweep()
+    assert world.delivered == [(job, f"foreign:{foreign.id}")]
+    assert world.job(job).escalations[f"foreign:{foreign.id}"].delivered is not None
+
+
+def test_owner_entries_are_never_committed_outside_a_lock() -> None:
+    world = World()
+    (job,) = world.submit(1)
+    with pytest.raises(dispatch.InvalidError):
+        world.store.commit(job, [OwnerEntry(at=world.clock.now(), by=ADA_SUP, token="t")], 1)
+
+
+ADA_SUP = dispatch.Actor(kind=dispatch.ActorKind.SUPERVISOR, id="elsewhere")
+
+
+# --- delivery through a command -----------------------------------------------------------------
+
+
+def script(tmp_path: Path, name: str, body: str) -> list[str]:
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return [str(path)]
+
+
+def test_a_delivery_command_gets_each_escalation_as_json_on_stdin(tmp_path: Path) -> None:
+    world = World("file", tmp_path)
+    inbox = tmp_path / "inbox"
+    deliver = CommandDeliver(
+        script(tmp_path, "page", f'cat >> {inbox}\necho >> {inbox}\n'), timedelta(seconds=30)
+    )
+    (job,) = world.submit(1)
+    sup = world.supervisor(deliver=deliver)
+    world.sweep_until_idle(sup)
+    foreign = world.backend.env().inject_foreign(job)
+    sup.sweep()
+    sup.sweep()
+    sup.sweep()
+    lines = inbox.read_text().splitlines()
+    assert len(lines) == 1
+    message = json.loads(lines[0])
+    assert message["job"] == job and message["id"] == f"foreign:{foreign.id}"
+    assert message["detail"] and message["at"].startswith(str(world.clock.now().year))
+    assert world.job(job).escalations[f"foreign:{foreign.id}"].delivered is not None
+
+
+def test_an_escalation_whose_command_exits_non_zero_is_offered_again_on_the_next_sweep(
+    tmp_path: Path,
+) -> None:
+    world = World("file", tmp_path)
+    tries = tmp_path / "tries"
+    failing = CommandDeliver(
+        script(tmp_path, "down", f"cat >> {tries}\necho >> {tries}\nexit 1\n"),
+        timedelta(seconds=30),
+    )
+    (job,) = world.submit(1)
+    world.sweep_until_idle(world.supervisor(deliver=failing))
+    foreign = world.backend.env().inject_foreign(job)
+    for _ in range(3):
+        world.supervisor(deliver=failing).sweep()
+    assert len(tries.read_text().splitlines()) == 2
+    eid = f"foreign:{foreign.id}"
+    assert world.job(job).escalations[eid].delivered is None
+    world.supervisor().sweep()
+    assert world.delivered == [(job, eid)]
+    assert world.job(job).escalations[eid].delivered is not None
+
+
+def test_a_delivery_command_past_its_timeout_is_not_delivered(tmp_path: Path) -> None:
+    slow = CommandDeliver(script(tmp_path, "slow", "sleep 5\n"), timedelta(milliseconds=100))
+    at = World().clock.now()
+    with pytest.raises(dispatch.UnavailableError, match="still ran after"):
+        slow("j1", dispatch.Escalation(id="foreign:1", detail="d", at=at))
