@@ -178,5 +178,5 @@ def install(
         table = Table(entry.kind, user)
         table.write(merge(table.read(), entry))
     whose = f"{user}'s" if user else "your"
-    click.echo(f"installed in {whose} {entry.kind}", err=True)
+    click.echo(f"installed in {whose} {table.program}", err=True)
 

@@ -1,0 +1,145 @@
+"""The supervisor's config file: the documented example parses, and every mistake is named."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from dispatch.config import (
+    DEFAULT_BUDGET,
+    DEFAULT_DELIVER_TIMEOUT,
+    DEFAULT_POLL,
+    backend_of,
+    config_path,
+    load,
+    parse_duration,
+)
+from dispatch.model.errors import InvalidError
+
+DOC = Path(__file__).parent.parent / "docs" / "supervising.md"
+
+MINIMAL = 'ledger = "/srv/ledger"\n[backend]\nname = "memory"\n'
+
+
+def documented_example() -> str:
+    blocks = re.findall(r"```toml\n(.*?)```", DOC.read_text(), re.S)
+    assert blocks, "docs/supervising.md has no toml example"
+    return str(blocks[0])
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "dispatch.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_documented_example_parses_with_every_key_it_shows(tmp_path: Path) -> None:
+    s = load(write(tmp_path, documented_example()))
+    assert s.ledger == Path("/shared/ml-infra/dispatch/ledger")
+    assert s.backend == "slurm"
+    assert s.backend_settings == {"transport": "cli", "timeout": 60}
+    assert s.deliver_command == ("/shared/ml-infra/bin/page-oncall", "--team", "ml-infra")
+    assert s.deliver_timeout == timedelta(seconds=20)
+    assert s.sweep_budget == timedelta(seconds=45)
+    assert s.poll == timedelta(seconds=30)
+
+
+def test_the_documented_example_builds_its_backend(tmp_path: Path) -> None:
+    s = load(write(tmp_path, documented_example()))
+    assert type(backend_of(s)).__name__ == "SlurmBackend"
+
+
+def test_a_minimal_config_takes_the_defaults(tmp_path: Path) -> None:
+    s = load(write(tmp_path, MINIMAL))
+    assert s.deliver_command == ()
+    assert (s.sweep_budget, s.poll, s.deliver_timeout) == (
+        DEFAULT_BUDGET,
+        DEFAULT_POLL,
+        DEFAULT_DELIVER_TIMEOUT,
+    )
+
+
+def test_a_relative_ledger_is_taken_from_the_folder_of_the_config(tmp_path: Path) -> None:
+    s = load(write(tmp_path, MINIMAL.replace("/srv/ledger", "ledger")))
+    assert s.ledger == tmp_path / "ledger"
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ("colour = 1\n" + MINIMAL, "unknown key 'colour'; allowed in the top level: ledger"),
+        (MINIMAL + "colour = 1\n", "unknown key 'backend.colour'; allowed in [backend]: name"),
+        (
+            MINIMAL + "[sweep]\nbudgett = '1m'\n",
+            "unknown key 'sweep.budgett'; allowed in [sweep]: budget",
+        ),
+        (MINIMAL + "[deliver]\ncmd = ['x']\n", "unknown key 'deliver.cmd'; allowed in [deliver]"),
+        ('[backend]\nname = "memory"\n', "ledger is missing"),
+        ('ledger = "/x"\n', "[backend] is missing"),
+        ('ledger = "/x"\n[backend]\n', "backend.name is missing"),
+        ('ledger = 3\n[backend]\nname = "memory"\n', "ledger = 3: expected the ledger folder"),
+        (
+            MINIMAL + "[deliver]\ncommand = 'page'\n",
+            "deliver.command = 'page': expected a non-empty list",
+        ),
+        (MINIMAL + "[deliver]\ncommand = []\n", "deliver.command = []"),
+        (MINIMAL + "[sweep]\nbudget = 45\n", "sweep.budget = 45: expected a duration"),
+        (MINIMAL + "[sweep]\nbudget = '45 seconds'\n", "sweep.budget = '45 seconds'"),
+        (
+            MINIMAL + "[supervise]\npoll = '0s'\n",
+            "supervise.poll = '0s': expected a duration above zero",
+        ),
+        ("sweep = 1\n" + MINIMAL, "sweep = 1: expected a table"),
+        ("ledger = \n", "not valid TOML"),
+    ],
+)
+def test_a_wrong_config_is_refused_naming_the_file_and_the_key(
+    tmp_path: Path, text: str, named: str
+) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(InvalidError) as err:
+        load(path)
+    assert str(path) in err.value.message
+    assert named in err.value.message
+
+
+def test_a_missing_config_file_is_refused_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(InvalidError, match="no such file"):
+        load(tmp_path / "nope.toml")
+
+
+def test_an_unknown_backend_or_setting_is_refused_naming_the_key(tmp_path: Path) -> None:
+    s = load(write(tmp_path, MINIMAL.replace('"memory"', '"pbs"')))
+    with pytest.raises(InvalidError, match=r"backend\.name: no adapter named 'pbs'"):
+        backend_of(s)
+    s = load(write(tmp_path, MINIMAL + "[backend.settings]\nshape = 'lsf'\n"))
+    with pytest.raises(InvalidError, match=r"\[backend\.settings\]: .*shape 'lsf'"):
+        backend_of(s)
+
+
+def test_the_config_path_comes_from_the_flag_then_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DISPATCH_CONFIG", str(tmp_path / "env.toml"))
+    assert config_path(str(tmp_path / "flag.toml")) == tmp_path / "flag.toml"
+    assert config_path(None) == tmp_path / "env.toml"
+    monkeypatch.delenv("DISPATCH_CONFIG")
+    with pytest.raises(InvalidError, match="pass --config FILE or set DISPATCH_CONFIG"):
+        config_path(None)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("500ms", 0.5), ("30s", 30), ("1m", 60), ("1m30s", 90), ("2h", 7200), ("1d", 86400)],
+)
+def test_durations_are_numbers_with_units(text: str, seconds: float) -> None:
+    assert parse_duration(text) == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize("text", ["", "30", "s", "1 m", "1m-2s", "one minute"])
+def test_a_duration_without_a_unit_is_refused(text: str) -> None:
+    with pytest.raises(InvalidError, match="number with a unit"):
+        parse_duration(text)
