@@ -1,0 +1,134 @@
+"""A supervisor over the real local Slurm cluster and a file ledger, for the live end-to-end tests."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import dispatch
+from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.run import CommandRunner
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.status import Escalation
+from dispatch.records.file import FileRecords
+from dispatch.supervise import Supervisor
+
+REPO = Path(__file__).resolve().parents[2]
+LOCALCLUSTER = REPO / "slurm_helpers" / "localcluster"
+WAIT = 180.0  # seconds: every wait on the real scheduler is bounded by this
+ADA = dispatch.Actor(kind=dispatch.ActorKind.HUMAN, id="ada")
+T = TypeVar("T")
+
+
+def cluster_env() -> dict[str, str]:
+    """Start the local cluster (idempotent) and return the environment its clients need."""
+    up = subprocess.run([str(LOCALCLUSTER), "up"], capture_output=True, text=True, timeout=900, check=False)
+    if up.returncode != 0:
+        raise RuntimeError(f"localcluster up failed ({up.returncode}):\n{up.stdout}{up.stderr}")
+    printed = subprocess.run(
+        [str(LOCALCLUSTER), "env"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    env = {}
+    for line in printed.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key.strip()] = value.strip().strip("'\"")
+    return env
+
+
+def wait_for(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
+    deadline = time.monotonic() + WAIT
+    value = probe()
+    while not ok(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {WAIT:g}s for {what}; last seen: {value!r}")
+        time.sleep(0.5)
+        value = probe()
+    return value
+
+
+class LiveWorld:
+    """The slurm adapter, a file ledger in ``root``, and a supervisor run in a thread."""
+
+    def __init__(self, env: dict[str, str], root: Path) -> None:
+        self.env = env
+        self.root = root
+        self.runner = CommandRunner(env=env, timeout=60)
+        self.backend = SlurmBackend(self.runner, Settings(transport="cli"))
+        self.store = FileRecords(root / "ledger")
+        self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
+        self.delivered: list[str] = []
+        self.sup = Supervisor(
+            self.backend, self.store, deliver=self._deliver, poll=timedelta(milliseconds=500)
+        )
+        self.thread: threading.Thread | None = None
+        self.failure: list[BaseException] = []
+        self.others: list[str] = []
+
+    def _deliver(self, job: str, e: Escalation) -> None:
+        self.delivered.append(e.id)
+
+    def spec(self, *command: str, rules: list[dispatch.Rule] | None = None, **kw: Any) -> dispatch.JobSpec:
+        kw.setdefault("partition", "low")
+        return dispatch.JobSpec(
+            name="live",
+            command=command,
+            working_directory=str(self.root),
+            output_path=str(self.root / "out-%j.txt"),
+            recovery=dispatch.RecoveryPolicy(rules=rules or []),
+            **kw,
+        )
+
+    def submit(self, spec: dispatch.JobSpec) -> str:
+        return self.cluster.operator.submit(spec, ADA, supervised=True).job
+
+    def supervise(self, job: str) -> None:
+        def run() -> None:
+            try:
+                self.sup.run(job)
+            except BaseException as err:  # reported by join()
+                self.failure.append(err)
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        assert self.thread is not None
+        self.thread.join(WAIT)
+        if self.failure:
+            raise self.failure[0]
+        assert not self.thread.is_alive(), "the supervisor did not settle the job in time"
+
+    def status(self, job: str) -> dispatch.Status:
+        return self.cluster.observer.get(job)
+
+    def until(self, job: str, what: str, ok: Callable[[dispatch.Status], bool]) -> dispatch.Status:
+        def probe() -> dispatch.Status:
+            if self.failure:
+                raise self.failure[0]
+            return self.status(job)
+
+        return wait_for(what, probe, ok)
+
+    def sh(self, *argv: str) -> str:
+        reply = self.runner.run(list(argv), effect=True)
+        assert reply.ok, f"{argv} failed: {reply.stderr}"
+        return reply.stdout
+
+    def preempt(self, node: str) -> None:
+        """Run a ``high`` job on the whole node, which preempts the ``low`` job there."""
+        job = self.sh(
+            "sbatch", "--parsable", "--partition=high", f"--nodelist={node}", "--exclusive",
+            "--job-name=preemptor", "--output=/dev/null", "--wrap=sleep 15",
+        ).strip()
+        self.others.append(job)
+
+    def close(self, jobs: list[str]) -> None:
+        for other in self.others:
+            self.runner.run(["scancel", other], effect=True)
+        for job in jobs:
+            self.backend.stop_job(job, "live test clean-up")
