@@ -15,6 +15,7 @@ import click
 from dispatch.cli.demo import run_demo
 from dispatch.cli.escalations import escalations
 from dispatch.cli.jobs import list_jobs, status
+from dispatch.cli.sim import sim
 from dispatch.cli.supervise import supervise
 from dispatch.cli.sweep import sweep
 from dispatch.model.errors import DispatchError, InvalidError
@@ -59,6 +60,7 @@ def demo(ledger: Path | None) -> None:
 
 for _command in (sweep, supervise, status, list_jobs, escalations):
     main.add_command(_command)
+main.add_command(sim)
 
 if __name__ == "__main__":
     main()

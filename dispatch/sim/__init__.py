@@ -1,4 +1,4 @@
-"""The deterministic simulator: real core, stores, supervisor and memory adapter on one virtual clock.
+"""The deterministic simulator: the real core, stores, supervisor and memory adapter, one clock.
 
 ``run_seed(seed)`` replays one seed exactly; ``dispatch sim`` is its command. See
 ``docs/simulator.md`` for what is modelled and what is not.

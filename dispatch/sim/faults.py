@@ -43,7 +43,8 @@ class FaultMix:
 
     def table(self) -> list[tuple[str, str]]:
         """The mix as (name, value) rows, in field order."""
-        return [(k, f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in asdict(self).items()]
+        rows = asdict(self).items()
+        return [(k, f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in rows]
 
 
 def draw(rng: random.Random) -> FaultMix:

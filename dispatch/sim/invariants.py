@@ -199,7 +199,8 @@ class Checker:
                 if others:
                     self.report(
                         "1-one-execution",
-                        f"job {obj.job}: submission {obj.submission} opened {obj.ref.id} and {others}",
+                        f"job {obj.job}: submission {obj.submission} opened {obj.ref.id} "
+                        f"and {others}",
                     )
             if not obj.gated and (c is None or c.canonical.get(obj.submission) != obj.ref.id):
                 self.report(

@@ -8,6 +8,7 @@ every point; after the fault phase comes a quiet phase that every job must settl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import shutil
@@ -449,8 +450,6 @@ def run_seed(seed: int, root: Path | None = None, stop_at: int | None = None) ->
 
 
 def _run(world: World) -> None:
-    try:
+    with contextlib.suppress(_Stop):
         world.run()
-    except _Stop:
-        pass
     world.describe()

@@ -124,7 +124,8 @@ class SimBackend:
         env = self.inner.env()
         draw = self.w.start_fault(self.proc)
         if draw == "refuse":
-            env.refuse_launches(1, self.w.rng.choice((CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY)))
+            kind = self.w.rng.choice((CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY))
+            env.refuse_launches(1, kind)
         elif draw in ("lost-created", "lost-nothing"):
             env.lose_replies(1, created=draw == "lost-created")
         try:

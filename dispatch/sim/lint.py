@@ -1,0 +1,144 @@
+"""A lint over the simulated path: what would make a seed's run differ from its replay.
+
+It refuses, by reading the source (``ast``):
+
+* threads: ``threading.Thread``/``Timer``, ``_thread``, ``concurrent.futures``, ``asyncio``;
+* reading the time: ``time.time``/``monotonic``/``perf_counter``/``sleep``,
+  ``datetime.now``/``utcnow``/``today``, ``date.today``;
+* a global random source: any ``random.<function>`` but ``random.Random``, ``from random import``
+  of a function, ``os.urandom``/``secrets``/``uuid.uuid4`` calls;
+* iterating an unordered collection: a ``for`` or comprehension over a set literal, a set
+  comprehension, ``set(...)``/``frozenset(...)``, or a set operation method (``union``, ...).
+  Sets of strings iterate in hash order, which changes between processes.
+
+It reads what is written, not what runs: a set held in a variable and iterated later is not
+seen. Locks (``threading.Lock``) are allowed: they order nothing in one thread.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+# The modules every simulated call runs through. The file ledger is left out: it reads the
+# wall clock only to age temp files a crash left, which changes no decision.
+SIMULATED_PATH: tuple[str, ...] = (
+    "dispatch/sim/actors.py",
+    "dispatch/sim/clock.py",
+    "dispatch/sim/crashfs.py",
+    "dispatch/sim/faults.py",
+    "dispatch/sim/invariants.py",
+    "dispatch/sim/jobs.py",
+    "dispatch/sim/mutants.py",
+    "dispatch/sim/world.py",
+    "dispatch/sim/wrappers.py",
+    "dispatch/core",
+    "dispatch/model",
+    "dispatch/supervise",
+    "dispatch/operator.py",
+    "dispatch/submission.py",
+    "dispatch/adapters/memory",
+    "dispatch/records/memory.py",
+    "dispatch/records/contract.py",
+)
+
+_THREAD_ATTRS = {("threading", "Thread"), ("threading", "Timer")}
+_THREAD_MODULES = {"_thread", "asyncio", "concurrent", "concurrent.futures", "multiprocessing"}
+_TIME_ATTRS = {
+    ("time", "time"), ("time", "monotonic"), ("time", "perf_counter"), ("time", "sleep"),
+    ("time", "time_ns"), ("time", "monotonic_ns"), ("datetime", "now"), ("datetime", "utcnow"),
+    ("datetime", "today"), ("date", "today"),
+}
+_RANDOM_CALLS = {("os", "urandom"), ("uuid", "uuid4"), ("uuid", "uuid1")}
+_SET_METHODS = {"union", "intersection", "difference", "symmetric_difference"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One violation: where, and what rule it breaks."""
+
+    path: str
+    line: int
+    rule: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.rule}: {self.detail}"
+
+
+def _dotted(node: ast.expr) -> tuple[str, str] | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.value.id, node.attr
+    return None
+
+
+def _unordered(node: ast.expr) -> str | None:
+    if isinstance(node, (ast.Set, ast.SetComp)):
+        return "a set"
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("set", "frozenset"):
+            return f"{f.id}(...)"
+        if isinstance(f, ast.Attribute) and f.attr in _SET_METHODS:
+            return f".{f.attr}(...)"
+    return None
+
+
+def lint_source(source: str, path: str) -> list[Finding]:
+    """The findings in one module's source."""
+    found: list[Finding] = []
+    tree = ast.parse(source, filename=path)
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in _THREAD_MODULES or alias.name.startswith("concurrent."):
+                    found.append(Finding(path, line, "thread", f"import {alias.name}"))
+                if alias.name == "secrets":
+                    found.append(Finding(path, line, "random", "import secrets"))
+        elif isinstance(node, ast.ImportFrom):
+            mod = node.module or ""
+            names = [a.name for a in node.names]
+            if mod in _THREAD_MODULES or mod.startswith("concurrent"):
+                found.append(Finding(path, line, "thread", f"from {mod} import"))
+            if mod == "threading" and {"Thread", "Timer"} & set(names):
+                found.append(Finding(path, line, "thread", "from threading import Thread/Timer"))
+            if mod == "random" and any(n != "Random" for n in names):
+                found.append(Finding(path, line, "random", f"from random import {names}"))
+            if mod == "time" and any(n in {a for _, a in _TIME_ATTRS} for n in names):
+                found.append(Finding(path, line, "time", f"from time import {names}"))
+        elif isinstance(node, ast.Attribute):
+            pair = _dotted(node)
+            if pair in _THREAD_ATTRS:
+                found.append(Finding(path, line, "thread", ".".join(pair)))
+            elif pair in _TIME_ATTRS:
+                found.append(Finding(path, line, "time", ".".join(pair)))
+            elif pair is not None and pair[0] == "random" and pair[1] != "Random":
+                found.append(Finding(path, line, "random", ".".join(pair)))
+        elif isinstance(node, ast.Call):
+            pair = _dotted(node.func)
+            if pair in _RANDOM_CALLS:
+                found.append(Finding(path, line, "random", f"{'.'.join(pair)}()"))
+        if isinstance(node, (ast.For, ast.comprehension)):
+            what = _unordered(node.iter)
+            if what is not None:
+                found.append(Finding(path, line, "unordered", f"iterates over {what}"))
+    return found
+
+
+def lint_paths(paths: list[Path], base: Path) -> list[Finding]:
+    """The findings in every ``.py`` file under ``paths`` (files or folders), in path order."""
+    files: list[Path] = []
+    for p in paths:
+        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
+    found: list[Finding] = []
+    for f in files:
+        rel = f.relative_to(base).as_posix() if f.is_relative_to(base) else str(f)
+        found += lint_source(f.read_text(), rel)
+    return found
+
+
+def lint_simulated_path(base: Path) -> list[Finding]:
+    """The findings on the simulated path of the repository at ``base``."""
+    return lint_paths([base / p for p in SIMULATED_PATH], base)
