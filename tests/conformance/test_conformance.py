@@ -1,0 +1,107 @@
+"""The conformance suite passes against the memory adapter (both shapes) and the live cluster."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from dispatch.adapters.memory import MemoryBackend, Shape
+from dispatch.conformance import CHECKS, ConformanceError, Harness
+from dispatch.model.objects import ObjectRef
+from dispatch.model.values import JobSpec
+
+T = TypeVar("T")
+NAMES = [c.__name__ for c in CHECKS]
+
+
+def immediate(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
+    value = probe()
+    if not ok(value):
+        raise AssertionError(f"{what}: not so at once; saw {value!r}")
+    return value
+
+
+def polling(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
+    deadline = time.monotonic() + 120
+    value = probe()
+    while not ok(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited for {what}; saw {value!r}")
+        time.sleep(0.5)
+        value = probe()
+    return value
+
+
+def memory_harness(shape: Shape) -> Harness:
+    backend = MemoryBackend(shape=shape, auto_run=True)
+
+    def finish(ref: ObjectRef) -> None:
+        backend.env().complete(ref)
+
+    return Harness(
+        backend=backend,
+        new_job=lambda: "c" + secrets.token_hex(4),
+        quick=JobSpec(command=("true",)),
+        lasting=JobSpec(command=("sleep", "600")),
+        wait=immediate,
+        finish=finish,
+    )
+
+
+@pytest.mark.parametrize("shape", list(Shape))
+@pytest.mark.parametrize("check", CHECKS, ids=NAMES)
+def test_the_memory_adapter_conforms(shape: Shape, check: Callable[[Harness], None]) -> None:
+    check(memory_harness(shape))
+
+
+def test_a_backend_that_breaks_a_rule_is_caught() -> None:
+    h = memory_harness(Shape.SLURM)
+
+    class Ungated(MemoryBackend):
+        def start(self, req: Any) -> ObjectRef:
+            ref = super().start(req)
+            self.objects[ref.id].gated = False
+            return ref
+
+    h.backend = Ungated(auto_run=False)
+    with pytest.raises(ConformanceError, match="gated"):
+        CHECKS[0](h)
+
+
+@pytest.fixture(scope="module")
+def live_env() -> dict[str, str]:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+    from live_world import cluster_env
+
+    return cluster_env()
+
+
+@pytest.fixture
+def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
+    from dispatch.adapters.slurm.backend import SlurmBackend
+    from dispatch.adapters.slurm.run import CommandRunner
+    from dispatch.adapters.slurm.settings import Settings
+
+    backend = SlurmBackend(CommandRunner(env=live_env, timeout=60), Settings(transport="cli"))
+    out = dict(working_directory=str(tmp_path), output_path=str(tmp_path / "out-%j.txt"))
+    h = Harness(
+        backend=backend,
+        new_job=lambda: "c" + secrets.token_hex(4),
+        quick=JobSpec(command=("true",), **out),  # type: ignore[arg-type]
+        lasting=JobSpec(command=("sleep", "600"), **out),  # type: ignore[arg-type]
+        wait=polling,
+    )
+    yield h
+    h.clean_up()
+
+
+@pytest.mark.live
+@pytest.mark.parametrize("check", CHECKS, ids=NAMES)
+def test_the_slurm_adapter_conforms_on_the_live_cluster(live: Harness, check: Callable[[Harness], None]) -> None:
+    check(live)
