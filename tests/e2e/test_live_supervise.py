@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_world import LiveWorld, cluster_env
+from live_world import LiveWorld, cluster_env, wait_for
 
 import dispatch
 from dispatch.model.enums import CauseKind, State
@@ -162,6 +162,15 @@ def test_a_supervisor_killed_mid_pass_and_restarted_runs_one_execution(
     st = world.status(job)
     assert st.state is State.SUCCEEDED and st.settled
     assert len(st.submissions) == 1, "no second submission: the budget was not spent"
-    accounting = world.sh("sacct", "-X", "-n", "-P", "--name", f"dj-{job}", "-o", "JobID,Start,State")
-    ran = [line for line in accounting.splitlines() if line.split("|")[1] not in ("Unknown", "None", "")]
-    assert len(ran) == 1, f"exactly one execution ran: {accounting}"
+    def accounting() -> list[list[str]]:
+        out = world.sh("sacct", "-X", "-n", "-P", "--name", f"dj-{job}", "-o", "JobID,Start,State")
+        return [line.split("|") for line in out.splitlines() if line]
+
+    # Accounting lags the controller: wait until it has every object in a final state.
+    rows = wait_for(
+        "accounting of every object",
+        accounting,
+        lambda rows: bool(rows) and all(r[2] not in ("PENDING", "RUNNING") for r in rows),
+    )
+    ran = [r for r in rows if r[1] not in ("Unknown", "None", "")]
+    assert len(ran) == 1, f"exactly one execution ran: {rows}"
