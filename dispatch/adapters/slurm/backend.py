@@ -127,7 +127,13 @@ class SlurmBackend:
             raise RejectedError(f"{ref} is held by someone else ({obs.cause.detail}); not opening")
         if obs.state is not ObjectState.GATED:
             return
-        self._check(self.runner.run(render.release_argv(ref.id), effect=True), f"open {ref}")
+        reply = self.runner.run(render.release_argv(ref.id), effect=True)
+        cause = None if reply.ok else refusal_cause(reply.stderr)
+        if cause is not None:
+            # 24.11 refuses to release a job its partition can never run; 22.05 releases it
+            # and leaves it pending with reason PartitionNodeLimit.
+            raise RejectedError(f"open {ref} refused: {cause.kind}: {_err(reply)}")
+        self._check(reply, f"open {ref}", effect=True)
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """``scancel`` one object; one already gone is success."""
