@@ -166,6 +166,10 @@ def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: 
     obs = cur.obs(c)
     restarts = obs.restarts if obs is not None else 0
     in_flight = requeue_in_flight(job, c, restarts, now)
+    gone = cur.d.complete and not cur.seen_now(c) and not mutants.on("requeue-retried-when-gone")
+    if in_flight is not None and gone:  # a requeue can never land on a purged object
+        stopped = VerifiedStopped(ref=c, find_at=cur.at(now))
+        return [] if held else [stopped, *ending(job, sub, VANISHED, now, refused=False)]
     if in_flight is not None:
         return in_flight
     if job.requeue is not None and not held and obs is not None:
