@@ -211,8 +211,8 @@ def _answer_job(w: World, op: Operator, job: JobID) -> None:
             if att is not None and not att.abandoned and att.unresolved:
                 target = AbandonTarget(submission=int(n), attempt=int(a))
         elif kind == "cleanup-deadline" and j.unresolved_attempts():
-            n, att = j.unresolved_attempts()[0]
-            target = AbandonTarget(submission=n, attempt=att.number)
+            first, unresolved = j.unresolved_attempts()[0]
+            target = AbandonTarget(submission=first, attempt=unresolved.number)
         if target is not None:
             w.event("person", f"abandon {job} {eid}")
             op.abandon(job, target, who, "answered")

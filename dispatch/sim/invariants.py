@@ -86,7 +86,8 @@ class Checker:
         if isinstance(e, OwnerEntry):
             c.owner = e.token
         elif isinstance(e, Decision) and e.token != c.owner:
-            self.report("4-owner-token", f"job {job} r{r}: {e.kind} carries a stale owner token")
+            kind = getattr(e, "kind", "decision")
+            self.report("4-owner-token", f"job {job} r{r}: {kind} carries a stale owner token")
         if isinstance(e, GiveUpEntry):
             c.gave_up = True
         if isinstance(e, AuthorizeEntry):
@@ -167,9 +168,9 @@ class Checker:
     def delivery(self, job: JobID, view: View, escalation_id: str, fenced: bool) -> None:
         """A deliver call is about to hand ``escalation_id`` to a person.
 
-        ``fenced`` is False while a process whose owner lock was revoked still runs the job:
-        deliveries carry no owner token, so it and the new owner may each offer what the other
-        just delivered (delivery is at least once then).
+        ``fenced`` is False once the job's owner lock was revoked from a live holder: deliveries
+        carry no owner token, so it and the new owner may each offer what the other just
+        delivered (delivery is at least once then).
         """
         self.record(job, view)
         c = self.jobs[job]

@@ -31,6 +31,10 @@ def draw_spec(w: World, i: int) -> JobSpec:
                           hold_for=timedelta(seconds=rng.randint(20, 120))))
     if rng.random() < 0.3:
         rules.append(Rule(on=(CauseKind.NON_ZERO_EXIT,), action=Action.ESCALATE, budget=1))
+    if rng.random() < 0.4:
+        # The Slurm shape requeues natively; the Kubeflow shape leaves it to the supervisor.
+        rules.append(Rule(on=(CauseKind.TIME_LIMIT,), action=Action.REQUEUE,
+                          budget=rng.randint(0, 2)))
     return JobSpec(
         name=f"sim{i}", command=("train",), nodes=rng.randint(1, 2),
         recovery=RecoveryPolicy(rules=tuple(rules)),

@@ -15,7 +15,7 @@ from dispatch.sim.world import Outcome, run_seed
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
-# name -> the bug it puts back. The last five were found by the simulator (docs/simulator.md).
+# name -> the bug it puts back. The last six were found by the simulator (docs/simulator.md).
 MUTANTS: dict[str, str] = {
     "open-before-canonical": "the executor lifts the gate before committing the canonical object",
     "budget-after-start": "a rule's budget is counted when the new submission's object is "
@@ -33,6 +33,8 @@ MUTANTS: dict[str, str] = {
     "gone, so its purge blocks settling forever (bug 4, seed 284)",
     "marker-drop-before-settle-durable": "a reader drops the unsettled marker of a settle it "
     "saw before that settle is durable; a power cut orphans the job (bug 5, seed 1047)",
+    "requeue-retried-when-gone": "a requeue whose object the scheduler purged is called "
+    "again forever (bug 6, seed 880)",
 }
 
 # Every mutant must be found within this many seeds.

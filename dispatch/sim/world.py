@@ -138,6 +138,8 @@ class World:
         self._stack: list[Mover] = []
         self._checking = False
         self.offered: set[tuple[JobID, str]] = set()
+        # Jobs whose owner lock was revoked from a live holder: delivery is at least once now.
+        self.revoked_jobs: set[JobID] = set()
 
     def rand_bytes(self, n: int) -> bytes:
         """Seeded bytes for tokens and job ids."""
@@ -226,8 +228,7 @@ class World:
             view = self._reader.read(job)
         finally:
             self._checking = False
-        zombie = any(job in q.revoked for q in self.procs)
-        self.checker.delivery(job, view, esc.id, fenced=not zombie)
+        self.checker.delivery(job, view, esc.id, fenced=job not in self.revoked_jobs)
         if not self.quiet and self.rng.random() < self.mix.deliver_fail:
             self.after(p, f"deliver {esc.id} failed")
             raise RuntimeError("the pager did not answer")
@@ -308,6 +309,7 @@ class World:
             for p in self.procs:
                 if p.locks.pop(job, None) is not None:
                     p.revoked.add(job)
+                    self.revoked_jobs.add(job)
             self._op("faults", f"owner lock of {job} revoked")
 
     def _power_cut(self) -> None:

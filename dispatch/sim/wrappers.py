@@ -8,16 +8,26 @@ before the call, and performed by the real memory adapter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dispatch.adapters.memory import MemoryBackend
 from dispatch.model.enums import Capability, CauseKind
 from dispatch.model.errors import OutcomeUnknownError, UnavailableError
-from dispatch.model.objects import Discovery, ObjectRef, StartRequest
+from dispatch.model.objects import (
+    CallMeta,
+    CessationEvidence,
+    Declarations,
+    Discovery,
+    HoldMeta,
+    ObjectObs,
+    ObjectRef,
+    StartRequest,
+    StopReport,
+)
 from dispatch.model.record import Entry, Header, View
-from dispatch.model.values import Actor, JobID, JobSpec, Support
+from dispatch.model.values import Actor, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
 from dispatch.records.contract import Records
 
 if TYPE_CHECKING:
@@ -108,6 +118,50 @@ class SimBackend:
         """The adapter's capabilities."""
         return self.inner.capabilities(spec)
 
+    def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
+        """What the adapter says about each rule."""
+        return self.inner.rules(spec, policy)
+
+    def inspect(self, ref: ObjectRef) -> ObjectObs:
+        """One object."""
+        return self.inner.inspect(ref)
+
+    def stop_job(self, job: JobID, reason: str) -> StopReport:
+        """Stop every object of the job."""
+        return self.inner.stop_job(job, reason)
+
+    def declarations(self) -> Declarations:
+        """The adapter's declarations."""
+        return self.inner.declarations()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Place a backend hold; the call may fail or lose its reply."""
+        self._effect("hold", ref, lambda: self.inner.hold(ref, meta))
+
+    def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
+        """Release a backend hold; the call may fail or lose its reply."""
+        self._effect("release", ref, lambda: self.inner.release(ref, meta))
+
+    def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Requeue; the caller may die between the call's two steps (the bit set, no requeue)."""
+        if self.w.call_fault(self.proc):
+            self.inner.env().crash_between_requeue_steps(1)
+        self._effect("requeue", ref, lambda: self.inner.requeue(ref, meta))
+
+    def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
+        """Clear a requeue bit left set."""
+        self._effect("restore", ref, lambda: self.inner.restore_requeue_bit(ref, meta))
+
+    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+        """The site's answer on whether the object's processes are gone."""
+        self.w.before(self.proc, f"ceased {ref.id}", effect=False)
+        answer = self.inner.ceased(ref)
+        self.w.after(self.proc, f"ceased {answer.ceased}", effect=False)
+        return answer
+
     def find(self, job: JobID) -> Discovery:
         """Every object of the job, or ``UnavailableError`` when the query fails."""
         self.w.before(self.proc, f"find {job}", effect=False)
@@ -144,14 +198,17 @@ class SimBackend:
         """Stop one object; the call may fail before, or lose its reply after, the effect."""
         self._effect("stop", ref, lambda: self.inner.stop(ref, reason))
 
-    def _effect(self, what: str, ref: ObjectRef, call: object) -> None:
-        assert callable(call)
+    def _effect(self, what: str, ref: ObjectRef, call: Callable[[], None]) -> None:
         self.w.before(self.proc, f"{what} {ref.id}")
         fault = self.w.call_fault(self.proc)
         if fault and self.w.rng.random() < 0.5:
             self.w.after(self.proc, f"{what} failed before its effect")
             raise UnavailableError(f"{what} {ref.id}: the scheduler did not answer")
-        call()
+        try:
+            call()
+        except Exception as err:
+            self.w.after(self.proc, f"{what} raised {type(err).__name__}")
+            raise
         if fault:
             self.w.after(self.proc, f"{what} done, reply lost")
             raise OutcomeUnknownError(f"{what} {ref.id}: reply lost")
