@@ -23,7 +23,7 @@ from dispatch.model.values import Cause
 ANY = "*"
 
 # dispatch's own holds move the start time 10 Julian years ahead (DESIGN §7); a begin time at
-# least half that far past submission can only be one of them.
+# least half that far past submission is taken for one of them.
 DISPATCH_HOLD_SECONDS = 315_576_000
 FAR_BEGIN_SECONDS = DISPATCH_HOLD_SECONDS // 2
 
@@ -109,6 +109,8 @@ TABLE: tuple[Entry, ...] = (
     Entry("REQUEUE_FED", ANY, W.ALWAYS, S.PENDING, C.REQUEUED, _S),
     Entry("REQUEUE_HOLD", ANY, W.ALWAYS, S.HELD, C.REQUEUED, _S, True),
     Entry("SUSPENDED", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
+    Entry("STOPPED", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
+    Entry("RESV_DEL_HOLD", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
     Entry("CONFIGURING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
     Entry("RUNNING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
     Entry("COMPLETING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),

@@ -4,7 +4,9 @@ Nothing is stood in: ``slurm_helpers/localcluster up`` starts real daemons (n1..
 ``low`` (PreemptMode=REQUEUE), ``lowcancel`` and ``high``), and every call below runs the real
 sbatch/squeue/sacct/scontrol/scancel through the adapter's CLI transport. Waits poll the
 scheduler with a bound; nothing asserts on elapsed time. With ``SLURM_CAPTURE=1`` the adapter's
-own squeue and sacct output is written to ``data/22.05/adapter/`` for the parser tests.
+own squeue and sacct output is written to ``data/<release>/adapter/`` for the parser tests.
+With ``SLURM_LIVE_PREFIX`` the same tests run through the prefix transport against another
+release (see docs/slurm-mapping.md); the local cluster is then not started.
 """
 
 from __future__ import annotations
