@@ -29,8 +29,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 OUT = Path(__file__).resolve().parent
 SQUEUE_FORMAT = "%i|%j|%T|%r|%k|%S|%e|%V|%M|%l|%D|%N|%P|%u|%a|%h|%E"
@@ -49,7 +51,7 @@ def version() -> str:
     return sh(["sinfo", "--version"]).stdout.strip()
 
 
-def submit(name: str, args: list[str], script: str) -> tuple[int | None, dict]:
+def submit(name: str, args: list[str], script: str) -> tuple[int | None, dict[str, Any]]:
     """sbatch; returns (job id or None, record of the call)."""
     cmd = [
         "sbatch",
@@ -72,7 +74,9 @@ def state_of(jobid: int) -> str:
     return proc.stdout.strip()
 
 
-def wait_until(jobid: int, pred, timeout: float, what: str) -> str:
+def wait_until(jobid: int | None, pred: Callable[[str], bool], timeout: float, what: str) -> str:
+    if jobid is None:
+        raise SystemExit(f"no job to wait for ({what}): sbatch refused it")
     deadline = time.monotonic() + timeout
     while True:
         st = state_of(jobid)
@@ -84,7 +88,11 @@ def wait_until(jobid: int, pred, timeout: float, what: str) -> str:
 
 
 def capture(
-    scenario: str, jobid: int | None, submit_rec: dict, notes: list[str], folder: str | None = None
+    scenario: str,
+    jobid: int | None,
+    submit_rec: dict[str, Any],
+    notes: list[str],
+    folder: str | None = None,
 ) -> None:
     d = OUT / (folder or scenario)
     d.mkdir(parents=True, exist_ok=True)
@@ -95,7 +103,7 @@ def capture(
         + f"# exit code {submit_rec['rc']}\n"
         + f"# stdout:\n{submit_rec['stdout']}# stderr:\n{submit_rec['stderr']}"
     )
-    meta: dict = {
+    meta: dict[str, Any] = {
         "scenario": scenario,
         "job_id": jobid,
         "sinfo_version": version(),
