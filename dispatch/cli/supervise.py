@@ -22,7 +22,7 @@ from dispatch.cli.sweep import raise_open_file_limit, show
 from dispatch.config import config_path, load
 from dispatch.model.base import format_duration
 from dispatch.model.errors import InvalidError
-from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge
+from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge, schedule
 
 _JOB = "dispatch.supervise.job"
 
@@ -158,6 +158,7 @@ def install(
     if kind is None:
         raise click.UsageError("choose where the entry goes: --cron or --scrontab")
     with refusals():
+        schedule(every)  # refuses an interval cron cannot keep, before anything else
         settings = load(config_path(config or ctx.meta.get("dispatch.config")))
         if settings.sweep_budget >= every:
             raise InvalidError(

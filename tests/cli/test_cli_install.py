@@ -1,0 +1,204 @@
+"""``dispatch supervise install``: the crontab line and the scrontab entry, written idempotently.
+
+The crontab path runs Debian's real ``crontab`` on root's table and puts the table back exactly
+as it was; the scrontab text is checked by parsing it (the local Slurm build has no scrontab),
+and its writing through a stand-in ``scrontab`` that keeps the file it is given.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_setup import Site
+
+from dispatch.supervise.install import Entry, Kind, merge, remove, schedule
+
+CRON_FIELDS = re.compile(r"^(\S+ \S+ \S+ \S+ \S+) (.+)$")
+
+
+def install(site: Site, *args: str) -> tuple[int, str, str]:
+    result = site.run(["supervise", "install", "--config", str(site.config), *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_dry_run_prints_a_crontab_entry_with_absolute_paths_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    code, out, err = install(Site(tmp_path), "--cron", "--every", "5m", "--dry-run")
+    assert code == 0 and err == ""
+    begin, line, end = out.splitlines()
+    assert begin.startswith(f"# >>> dispatch sweep for {tmp_path / 'dispatch.toml'}")
+    assert end == f"# <<< dispatch sweep for {tmp_path / 'dispatch.toml'}"
+    when, command = CRON_FIELDS.match(line).groups()  # type: ignore[union-attr]
+    assert when == "*/5 * * * *"
+    words = shlex.split(command)
+    assert os.path.isabs(words[0]) and os.access(words[0], os.X_OK)
+    assert words[1:4] == ["sweep", "--config", str(tmp_path / "dispatch.toml")]
+    assert words[4:] == [f">>{tmp_path / 'dispatch-sweep.log'}", "2>&1"]
+
+
+def test_the_scrontab_entry_has_scron_options_a_cron_schedule_and_the_sweep(
+    tmp_path: Path,
+) -> None:
+    code, out, _ = install(
+        Site(tmp_path), "--scrontab", "--every", "10m", "--log", str(tmp_path / "s.log"),
+        "--dry-run",
+    )
+    assert code == 0
+    lines = [ln for ln in out.splitlines() if not ln.startswith("# ")]
+    options = [ln.removeprefix("#SCRON ") for ln in lines if ln.startswith("#SCRON ")]
+    assert options == [
+        "--job-name=dispatch-sweep",
+        "--time=00:10:00",
+        f"--output={tmp_path / 's.log'}",
+        "--open-mode=append",
+    ]
+    (cron,) = [ln for ln in lines if not ln.startswith("#")]
+    assert lines[-1] == cron, "the #SCRON lines come before the line they apply to"
+    when, command = CRON_FIELDS.match(cron).groups()  # type: ignore[union-attr]
+    assert when == "*/10 * * * *"
+    words = shlex.split(command)
+    assert os.path.isabs(words[0])
+    assert words[1:] == ["sweep", "--config", str(tmp_path / "dispatch.toml")]
+
+
+@pytest.mark.parametrize(
+    ("every", "fields"),
+    [("1m", "* * * * *"), ("15m", "*/15 * * * *"), ("1h", "0 * * * *"), ("6h", "0 */6 * * *"),
+     ("24h", "0 0 * * *")],
+)
+def test_every_becomes_a_cron_schedule(every: str, fields: str) -> None:
+    from dispatch.config import parse_duration
+
+    assert schedule(parse_duration(every)) == fields
+
+
+@pytest.mark.parametrize("every", ["7m", "90s", "30s", "5h", "2d"])
+def test_an_every_cron_cannot_keep_exits_2_listing_what_it_can(tmp_path: Path, every: str) -> None:
+    code, out, err = install(Site(tmp_path), "--cron", "--every", every, "--dry-run")
+    assert code == 2 and out == ""
+    assert "cannot be a cron schedule" in err and "1m 2m 3m" in err
+
+
+def test_a_budget_not_shorter_than_the_interval_is_refused(tmp_path: Path) -> None:
+    site = Site(tmp_path, extra='[sweep]\nbudget = "2m"\n')
+    code, _, err = install(site, "--cron", "--every", "1m", "--dry-run")
+    assert code == 2
+    assert "sweep.budget 2m0s" in err and "lower sweep.budget or choose a longer --every" in err
+
+
+def test_install_needs_cron_or_scrontab(tmp_path: Path) -> None:
+    code, _, err = install(Site(tmp_path), "--dry-run")
+    assert code == 2 and "choose where the entry goes: --cron or --scrontab" in err
+
+
+def test_merging_replaces_only_dispatchs_entry_for_the_same_config(tmp_path: Path) -> None:
+    mine = tmp_path / "a.toml"
+    other = tmp_path / "b.toml"
+
+    def entry(config: Path, minutes: int) -> Entry:
+        from datetime import timedelta
+
+        return Entry(Kind.CRON, config, timedelta(minutes=minutes), tmp_path / "l", ("/d",))
+
+    table = "MAILTO=ada\n0 3 * * * /usr/bin/backup\n"
+    once = merge(table, entry(mine, 1))
+    twice = merge(merge(once, entry(other, 5)), entry(mine, 2))
+    assert twice.startswith(table)
+    assert twice.count("dispatch sweep for") == 4  # begin and end markers of two entries
+    assert "*/2 * * * * /d sweep --config " + str(mine) in twice
+    assert "* * * * * /d sweep" not in twice
+    assert remove(remove(twice, mine), other) == table
+
+
+# --- the real crontab ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def root_crontab() -> Iterator[None]:
+    """Root's crontab, put back exactly as it was after the test."""
+    if shutil.which("crontab") is None:
+        pytest.skip("crontab is not installed (.ci/test installs Debian's cron)")
+    before = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+    had = before.returncode == 0
+    yield
+    if had:
+        subprocess.run(["crontab", "-"], input=before.stdout, text=True, check=True)
+    else:
+        subprocess.run(["crontab", "-r"], capture_output=True, check=False)
+    after = subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=False)
+    assert (after.returncode == 0) == had and (not had or after.stdout == before.stdout)
+
+
+def crontab() -> str:
+    return subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_install_writes_the_crontab_once_and_a_new_every_replaces_it(tmp_path: Path) -> None:
+    subprocess.run(["crontab", "-"], input="MAILTO=\"\"\n17 4 * * * /bin/true\n", text=True,
+                   check=True)
+    site = Site(tmp_path)
+    code, printed, err = install(site, "--cron")
+    assert code == 0 and err == "installed in your crontab\n"
+    assert printed in crontab()
+    assert install(site, "--cron")[0] == 0
+    table = crontab()
+    assert table == "MAILTO=\"\"\n17 4 * * * /bin/true\n" + printed
+    code, changed, _ = install(site, "--cron", "--every", "5m")
+    assert code == 0
+    table = crontab()
+    assert table == "MAILTO=\"\"\n17 4 * * * /bin/true\n" + changed
+    (line,) = [ln for ln in table.splitlines() if "dispatch.toml" in ln and not ln.startswith("#")]
+    assert line.startswith("*/5 * * * * ")
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_install_into_an_empty_crontab(tmp_path: Path) -> None:
+    subprocess.run(["crontab", "-r"], capture_output=True, check=False)
+    site = Site(tmp_path)
+    code, printed, _ = install(site, "--cron", "--every", "2m")
+    assert code == 0
+    assert crontab() == printed
+
+
+# --- scrontab through a stand-in ------------------------------------------------------------------
+
+
+def test_install_writes_scrontab_once_through_its_file_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    table = tmp_path / "scrontab.table"
+    table.write_text("#SCRON --partition=debug\n0 * * * * /bin/true\n")
+    fake = bin_dir / "scrontab"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-l" ]; then cat {table}; exit 0; fi\n'
+        f'cp "$1" {table}\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    site = Site(tmp_path)
+    code, printed, err = install(site, "--scrontab", "--every", "5m")
+    assert code == 0 and err == "installed in your scrontab\n"
+    code, again, _ = install(site, "--scrontab", "--every", "5m")
+    assert again == printed
+    assert table.read_text() == "#SCRON --partition=debug\n0 * * * * /bin/true\n" + printed
+
+
+def test_a_missing_scrontab_exits_1_saying_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, _, err = install(Site(tmp_path), "--scrontab")
+    assert code == 1
+    assert "scrontab is not installed here; print the entry with --dry-run" in err

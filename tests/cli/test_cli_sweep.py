@@ -1,0 +1,97 @@
+"""``dispatch sweep``: one line (or JSON) per sweep, exit 1 when a pass failed, 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_setup import Site
+
+
+def test_a_sweep_prints_one_summary_line_and_exits_0(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    site.submit(3)
+    result = site.sweep()
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.count("\n") == 1
+    assert result.stdout.startswith("swept 3 unsettled jobs in ")
+    assert "3 passed (3 progressed, 0 settled), 0 skipped" in result.stdout
+    assert result.stderr == ""
+
+
+def test_a_sweep_with_json_prints_the_whole_report(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    jobs = site.submit(2)
+    result = site.sweep("--json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert report["passed"] == jobs and report["progressed"] == jobs
+    assert report["skipped"] == [] and report["failed"] == {} and report["not_reached"] == []
+    assert report["started"] <= report["finished"]
+
+
+def test_successive_sweeps_bring_a_job_to_running_with_one_scheduler_query_each(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path)
+    (job,) = site.submit()
+    for _ in range(6):
+        site.backend.calls.clear()
+        assert site.sweep().exit_code == 0
+        assert site.backend.calls["find_many"] == 1 and site.backend.calls["find"] == 0
+    assert site.cluster.observer.get(job).state.value == "running"
+
+
+def test_a_failed_pass_exits_1_naming_the_job_and_the_corrupt_file(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    bad, good = site.submit(2)
+    site.sweep()
+    corrupt = site.ledger / "jobs" / bad / "r0000000002.json"
+    corrupt.write_text("garbage")
+    result = site.sweep()
+    assert result.exit_code == 1
+    assert "1 passed (1 progressed, 0 settled), 0 skipped" in result.stdout
+    assert "1 failed, 0 left for the next tick" in result.stdout
+    assert f"failed: job {bad}: " in result.stderr and str(corrupt) in result.stderr
+    assert json.loads(site.sweep("--json").stdout)["failed"][bad].count(str(corrupt)) == 1
+
+
+def test_the_config_can_come_from_the_environment(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    site.submit()
+    result = site.run(["sweep"], env={"DISPATCH_CONFIG": str(site.config)})
+    assert result.exit_code == 0
+    assert result.stdout.startswith("swept 1 unsettled jobs")
+
+
+def test_no_config_exits_2_saying_how_to_give_one(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    result = site.run(["sweep"], env={"DISPATCH_CONFIG": ""})
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: dispatch: invalid: no config file: pass --config FILE or set DISPATCH_CONFIG\n"
+    )
+
+
+def test_a_wrong_config_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:
+    site = Site(tmp_path, extra='[sweep]\nbudget = "soon"\n')
+    result = site.sweep()
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert str(site.config) in result.stderr and "sweep.budget = 'soon'" in result.stderr
+
+
+def test_a_bad_budget_flag_is_bad_usage(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    result = site.sweep("--budget", "tomorrow")
+    assert result.exit_code == 2
+    assert "number with a unit" in result.stderr
+
+
+def test_a_budget_flag_overrides_the_config(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    site.submit(2)
+    result = site.sweep("--budget", "1ms", "--json")
+    assert result.exit_code == 0
+    report = json.loads(result.stdout)
+    assert len(report["passed"]) + len(report["not_reached"]) == 2
