@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-OUT = Path(__file__).resolve().parent
+OUT = Path(os.environ.get("RECORD_OUT", Path(__file__).resolve().parent))
 SQUEUE_FORMAT = "%i|%j|%T|%r|%k|%S|%e|%V|%M|%l|%D|%N|%P|%u|%a|%h|%E"
 SACCT_FIELDS = (
     "JobID,JobIDRaw,JobName,Partition,State,ExitCode,DerivedExitCode,Reason,Comment,"
