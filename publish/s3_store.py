@@ -94,9 +94,12 @@ def _code(exc: botocore.exceptions.ClientError) -> str:
 class S3Store:
     """A store under one bucket and prefix."""
 
-    def __init__(self, client: S3Client, location: S3Location) -> None:
+    def __init__(
+        self, client: S3Client, location: S3Location, transfer: TransferConfig = TRANSFER
+    ) -> None:
         self.client = client
         self.location = location
+        self.transfer = transfer
 
     @property
     def description(self) -> str:
@@ -124,7 +127,7 @@ class S3Store:
             try:
                 self.client.upload_file(
                     str(path), self.location.bucket, self._key(key),
-                    Callback=progress, Config=TRANSFER,
+                    Callback=progress, Config=self.transfer,
                 )
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise self._fail("upload to", key, exc) from exc
@@ -144,7 +147,7 @@ class S3Store:
             try:
                 self.client.download_file(
                     self.location.bucket, self._key(key), str(path),
-                    Callback=progress, Config=TRANSFER,
+                    Callback=progress, Config=self.transfer,
                 )
             except botocore.exceptions.ClientError as exc:
                 if self._missing(exc):

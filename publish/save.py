@@ -73,7 +73,8 @@ def save(
     try:
         winner = _already_committed(store, publication, manifest)
     except CommitConflict:
-        _discard(store, entry, manifest)
+        if not _is_ours(store, entry):
+            _discard(store, entry, manifest)
         raise
     if winner is not None and winner.entry.upload == upload:
         return manifest
@@ -81,6 +82,16 @@ def save(
     if winner is None:
         raise CommitConflict(f"{publication.name}: the store refused the commit but holds none")
     return winner.manifest
+
+
+def _is_ours(store: Store, entry: LogEntry) -> bool:
+    """Whether the committed log entry of (epoch, step) names our upload."""
+    try:
+        committed = LogEntry.from_json(store.get_bytes(entry.publication.log_key),
+                                       entry.publication)
+    except (MissingObject, CorruptPublication):
+        return False
+    return committed.upload == entry.upload
 
 
 def _already_committed(

@@ -94,10 +94,15 @@ def _handler(state: RecordingProxy) -> type[BaseHTTPRequestHandler]:
 
         def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
             self.send_response(status)
+            # A HEAD reply has no body but must keep the length of the body a GET would have.
+            keep_length = self.command == "HEAD"
             for name, value in headers:
-                if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                if name.lower() in _HOP_BY_HOP:
+                    continue
+                if name.lower() != "content-length" or keep_length:
                     self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
+            if not keep_length:
+                self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(body)

@@ -120,3 +120,24 @@ def test_resolve_lists_the_log_once_whatever_its_length(
     watched = s3_store(proxy=proxy.url)
     assert resolve(watched, Epoch.of(1, 0)).manifest.publication.step == count
     assert proxy.seen("GET", "list-type=2") == 1
+
+
+def test_large_shards_go_up_and_down_as_concurrent_multipart_transfers(
+    s3_store: S3StoreFactory, make_save: SaveMaker, proxy: RecordingProxy, tmp_path: Path
+) -> None:
+    from boto3.s3.transfer import TransferConfig
+
+    from publish.s3_store import S3Store
+
+    mib = 1024 * 1024
+    base = s3_store(proxy=proxy.url)
+    small_parts = TransferConfig(multipart_threshold=5 * mib, multipart_chunksize=5 * mib,
+                                 max_concurrency=4)
+    store = S3Store(base.client, base.location, small_parts)
+    shard = bytes(range(256)) * (12 * mib // 256 + 1)
+    save(store, make_save({"shard-0.bin": shard, "shard-1.bin": shard[::-1]}), 1, Epoch.of(1, 0))
+    assert proxy.seen("POST", "?uploads") == 2
+    assert proxy.seen("PUT", "partNumber=3") == 2
+    resolve(store, Epoch.of(1, 0), into=tmp_path / "out")
+    assert (tmp_path / "out" / "shard-1.bin").read_bytes() == shard[::-1]
+    assert proxy.seen("GET", "/ckpt/data/") == 6  # three ranged GETs per shard
