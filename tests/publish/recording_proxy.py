@@ -82,7 +82,7 @@ def _handler(state: RecordingProxy) -> type[BaseHTTPRequestHandler]:
 
         def _body(self) -> bytes:
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
+                chunks: list[bytes] = []
                 while True:
                     size = int(self.rfile.readline().split(b";")[0], 16)
                     if size == 0:

@@ -14,6 +14,7 @@ from vault_standin import VaultServer, VaultState
 from publish.config import load_config
 from publish.credentials import (
     Credentials,
+    CredentialSource,
     EnvSource,
     FileSource,
     SourceFailed,
@@ -68,7 +69,7 @@ def test_every_failed_source_is_reported_by_name_without_secrets(
 ) -> None:
     jwt = tmp_path / "jwt"
     jwt.write_text("wrong-jwt")
-    sources = [
+    sources: list[CredentialSource] = [
         EnvSource(env={}),
         FileSource(_credentials_file(tmp_path, 0o640), name="team-file"),
         VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
