@@ -100,7 +100,7 @@ def main() -> None:
 
     mb = size / 1e6
     print(f"checkpoint: {size / 1024**3:.2f} GiB in {args.shards} shards, "
-          f"local moto S3 server, {os.cpu_count()} CPUs")
+          f"local moto S3 server (own process), {os.cpu_count()} CPUs")
     print(f"{'operation':<10} {'publish MB/s':>13} {'boto3 MB/s':>11} {'ratio':>6}")
     for name, ours, base in (("upload", ours_up, base_up), ("download", ours_down, base_down)):
         print(f"{name:<10} {mb / ours:>13.1f} {mb / base:>11.1f} {base / ours:>6.2f}")
