@@ -61,10 +61,17 @@ class Watcher:
     def publish_pending(self) -> None:
         """Publish every completed save now, in step order; stops early when asked to stop.
 
-        Fenced and CommitConflict propagate: a zombie must stop publishing at once.
+        A save refused as bad input is marked refused and skipped; Fenced and CommitConflict
+        propagate: a zombie must stop publishing at once.
         """
         for step, path in completed_saves(self.folder):
-            save(self.store, path, step, self.epoch, self.slurm_job, self.stream)
+            try:
+                save(self.store, path, step, self.epoch, self.slurm_job, self.stream)
+            except InvalidInput as exc:
+                # A bad save (say, a symlink leaving it) must not stop later saves.
+                log.error("not publishing %s: %s", path, exc)
+                (path / PUBLISHED_MARKER).write_text(f"refused: {exc}\n")
+                continue
             (path / PUBLISHED_MARKER).write_text(f"{step}\n")
             self.published.append(step)
             if self.stop.is_set():

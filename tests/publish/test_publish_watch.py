@@ -60,6 +60,19 @@ def test_watch_refuses_a_save_whose_step_is_not_a_number(tmp_path: Path) -> None
     assert "refused" in (bad / ".published").read_text()
 
 
+def test_watch_skips_a_refused_save_and_publishes_the_next(tmp_path: Path) -> None:
+    store = PosixStore(tmp_path / "root")
+    bad = _write_save(tmp_path / "ckpt", "a", 1)
+    (tmp_path / "secret").write_text("outside")
+    os.symlink(tmp_path / "secret", bad / "leak")
+    _write_save(tmp_path / "ckpt", "b", 2)
+    watcher = Watcher(store, tmp_path / "ckpt", E1)
+    watcher.run(once=True)
+    assert watcher.published == [2]
+    assert _steps(store) == [2]
+    assert "leaves the save folder" in (bad / ".published").read_text()
+
+
 def test_watch_keeps_going_through_store_errors_with_backoff(
     s3_store: S3StoreFactory, tmp_path: Path
 ) -> None:
