@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -130,3 +131,19 @@ def test_prune_prints_what_it_removed(root: str, tmp_path: Path) -> None:
     assert code == 0
     assert out.splitlines() == ["pruned 000001000000-000000000000002",
                                 "pruned 000001000000-000000000000001"]
+
+
+def test_debug_output_never_contains_the_secret_key(s3_env: Bucket, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PUBLISH_STORE": s3_env.store_url,
+           "PUBLISH_ENDPOINT_URL": s3_env.server.url, "DISPATCH_EPOCH": "1000000"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from publish.cli import main; main()", "-vv", "save",
+         str(_save_folder(tmp_path)), "--step", "1"],
+        env=env, capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "published" in done.stderr  # the debug/info lines were really on
+    assert s3_env.server.credentials.secret_access_key not in done.stdout + done.stderr
