@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "job_templates" / "single_node.sbatch"
 
 
-def _env(bucket: Bucket, tmp_path: Path, restart: int) -> dict[str, str]:
+def _env(bucket: Bucket, tmp_path: Path, restart: int, step_seconds: float = 0.0) -> dict[str, str]:
     creds = bucket.server.credentials
     return {
         **os.environ,
@@ -39,7 +39,7 @@ def _env(bucket: Bucket, tmp_path: Path, restart: int) -> dict[str, str]:
         "DISPATCH_HELPERS": str(REPO / "slurm_helpers"),
         "DISPATCH_WORKDIR": str(tmp_path / f"work-{restart}"),
         "TRAIN_CMD": f"{sys.executable} {REPO / 'job_templates' / 'tiny_train.py'} "
-                     "--steps 400 --save-every 100 --step-seconds 0.01",
+                     f"--steps 400 --save-every 100 --step-seconds {step_seconds}",
     }
 
 
@@ -54,7 +54,7 @@ def _resolve(env: dict[str, str], epoch: str) -> dict[str, object]:
 def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     bucket: Bucket, tmp_path: Path
 ) -> None:
-    first_env = _env(bucket, tmp_path, restart=0)
+    first_env = _env(bucket, tmp_path, restart=0, step_seconds=0.05)
     first = subprocess.Popen(["bash", str(TEMPLATE)], env=first_env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Preempt once the first periodic save exists: USR1 to the batch shell, as Slurm does.
@@ -160,7 +160,6 @@ def test_container_template_runs_training_through_the_runtime_and_publishes(
     shim.chmod(0o755)
     env = _env(bucket, tmp_path, restart=0)
     env.update(CONTAINER_RUNTIME=str(shim), CONTAINER_IMAGE="train.sif")
-    env["TRAIN_CMD"] = env["TRAIN_CMD"].replace("--step-seconds 0.01", "--step-seconds 0")
     done = subprocess.run(["bash", str(REPO / "job_templates" / "container.sbatch")], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

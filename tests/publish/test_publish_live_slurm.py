@@ -69,7 +69,7 @@ def test_requeued_slurm_job_resumes_from_its_checkpoint_at_a_higher_epoch(
         "DISPATCH_HELPERS": str(REPO / "slurm_helpers"),
         "TMPDIR": str(tmp_path),
         "TRAIN_CMD": f"{sys.executable} {REPO / 'job_templates' / 'tiny_train.py'} "
-                     "--steps 400 --save-every 100 --step-seconds 0.02",
+                     "--steps 400 --save-every 100 --step-seconds 0.1",
     }
     env.pop("SLURM_RESTART_COUNT", None)
     output = tmp_path / "job.out"
