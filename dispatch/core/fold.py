@@ -35,6 +35,7 @@ from dispatch.model.record import (
     OutcomeEntry,
     OwnerEntry,
     PlaceHoldEntry,
+    RefusedEntry,
     ReleaseEntry,
     ReplyEntry,
     RequeueEntry,
@@ -75,6 +76,7 @@ class _Folder:
             RequeueEntry: self._requeue,
             ObserveEntry: self._observe,
             CessationEntry: self._cessation,
+            RefusedEntry: self._refused,
             CallEntry: self._call,
             OwnerEntry: self._owner,
             AuthorizeEntry: self._authorize,
@@ -219,6 +221,9 @@ class _Folder:
     def _cessation(self, e: CessationEntry) -> None:
         rec = self._object(e.ref, None, None)
         rec.ceased, rec.ceased_at = e.ceased, e.at
+
+    def _refused(self, e: RefusedEntry) -> None:
+        self._object(e.ref, None, None).refused = e.cause
 
     # --- decisions ---
 

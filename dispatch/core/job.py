@@ -71,6 +71,7 @@ class ObjectRec:
     abandoned: bool = False
     ceased: bool | None = None
     ceased_at: datetime | None = None
+    refused: Cause | None = None
 
     @property
     def foreign(self) -> bool:

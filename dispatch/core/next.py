@@ -174,6 +174,11 @@ def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: 
         return in_flight
     if job.requeue is not None and not held and obs is not None:
         return [requeue(c, restarts, now, rule=None)]
+    rec = job.object(c)
+    if rec is not None and rec.refused is not None:
+        # The scheduler refused to open it: this submission can never run.
+        stop = [Stop(ref=c)] if rec.stopping_at is None and cur.alive(c) else []
+        return [*stop, *ending(job, sub, rec.refused, now, refused=True, restarts=restarts)]
     if cur.ended(c):
         cause = cur.end_cause(c)
         if held and cause.kind is not CauseKind.NONE:

@@ -115,6 +115,14 @@ class CessationEntry(Base):
     detail: str = ""
 
 
+class RefusedEntry(Base):
+    """The scheduler refused to open an object, so its execution can never run."""
+
+    kind: Literal["refused"] = "refused"
+    ref: ObjectRef
+    cause: Cause
+
+
 # --- decisions: the owning supervisor, with its token ---------------------------------------
 
 
@@ -265,6 +273,7 @@ Entry = Annotated[
     | RequeueEntry
     | ObserveEntry
     | CessationEntry
+    | RefusedEntry
     | OwnerEntry
     | AuthorizeEntry
     | AttemptEntry
@@ -293,6 +302,7 @@ ENTRY_TYPES: tuple[type[Base], ...] = (
     RequeueEntry,
     ObserveEntry,
     CessationEntry,
+    RefusedEntry,
     OwnerEntry,
     AuthorizeEntry,
     AttemptEntry,

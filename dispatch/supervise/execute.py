@@ -14,7 +14,12 @@ from datetime import datetime
 from dispatch.core import steps as st
 from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, Enforcer, Provenance
-from dispatch.model.errors import DispatchError, LaunchRefusedError, OutcomeUnknownError
+from dispatch.model.errors import (
+    DispatchError,
+    LaunchRefusedError,
+    OutcomeUnknownError,
+    RejectedError,
+)
 from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
 from dispatch.model.record import (
     AttemptEntry,
@@ -29,6 +34,7 @@ from dispatch.model.record import (
     OpenEntry,
     OutcomeEntry,
     PlaceHoldEntry,
+    RefusedEntry,
     ReplyEntry,
     RetireEntry,
     SettleEntry,
@@ -88,7 +94,7 @@ class Executor:
             case st.Open(ref=ref, recorded=recorded):
                 if not recorded:
                     self.commit([OpenEntry(at=at, by=by, token=token, ref=ref)])
-                self._call("open", lambda: self.backend.open(ref))
+                self._open(ref)
             case st.Retire(ref=ref):
                 self.commit([RetireEntry(at=at, by=by, token=token, ref=ref)])
             case st.Stop(ref=ref, recorded=recorded):
@@ -132,9 +138,7 @@ class Executor:
             lineage_submission=self.header.lineage_base + n,
             spec=self.header.spec,
             native=tuple(
-                ra.effective
-                for ra in self.header.plan.rules
-                if ra.enforcer is Enforcer.BACKEND
+                ra.effective for ra in self.header.plan.rules if ra.enforcer is Enforcer.BACKEND
             ),
         )
         reply: ReplyEntry
@@ -144,6 +148,12 @@ class Executor:
         except LaunchRefusedError as err:
             cause = Cause(
                 kind=CauseKind(err.cause), provenance=Provenance.SCHEDULER, detail=err.message
+            )
+            reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, refused=cause)
+        except RejectedError as err:
+            # A definite refusal the adapter could not put a cause to: the launch failed.
+            cause = Cause(
+                kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=err.message
             )
             reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, refused=cause)
         except OutcomeUnknownError as err:
@@ -196,6 +206,18 @@ class Executor:
             self._call("requeue", lambda: backend.requeue(ref, meta))
         else:
             self._call("restore", lambda: backend.restore_requeue_bit(ref, meta))
+
+    def _open(self, ref: ObjectRef) -> None:
+        """Lift the gate; a refusal is evidence that this execution can never run."""
+        try:
+            self.backend.open(ref)
+        except LaunchRefusedError as err:
+            cause = Cause(
+                kind=CauseKind(err.cause), provenance=Provenance.SCHEDULER, detail=err.message
+            )
+            self.commit([RefusedEntry(at=self.now, by=self.actor, ref=ref, cause=cause)])
+        except DispatchError as err:
+            log.warning("job %s: open failed, next pass retries: %s", self.job, err)
 
     def _cease(self, ref: ObjectRef) -> None:
         """Ask the cessation signal and record its answer (no signal: recorded as unproven)."""

@@ -290,3 +290,15 @@ def test_an_object_that_can_never_run_is_stopped_and_its_cause_decides(
     else:
         assert st.state is State.FAILED and st.cause.kind is kind
         assert w.delivered == ["failed:no-capacity"]
+
+
+@SHAPES
+def test_an_open_the_scheduler_refuses_is_stopped_and_escalates_refused(shape: Shape) -> None:
+    w = World(shape)
+    w.env.refuse_opens(1)
+    w.passes()
+    first = w.backend.env().objects(w.job)[0]
+    assert w.backend.objects[first.id].ended, "the refused object was stopped"
+    st = w.status()
+    assert st.state is State.FAILED and st.cause.kind is dispatch.CauseKind.NO_CAPACITY
+    assert w.delivered == ["refused:1"]

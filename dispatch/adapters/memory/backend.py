@@ -66,6 +66,7 @@ class MemoryBackend:
         self.refusals: list[CauseKind] = []
         self.lost_replies: list[bool] = []
         self.crash_requeues = 0
+        self.open_refusals: list[CauseKind] = []
         self.admin_holds = 0
         self.unstoppable: set[str] = set()
         self.calls: Counter[str] = Counter()
@@ -180,6 +181,9 @@ class MemoryBackend:
             obj = self._obj(ref)
             if obj is None:
                 raise NotFoundError(f"no object {ref.id} to open")
+            if obj.gated and self.open_refusals:
+                kind = self.open_refusals.pop(0)
+                raise LaunchRefusedError(f"the scheduler will never run {ref.id}", kind.value)
             obj.gated = False
             self.maybe_run(obj)
 

@@ -108,6 +108,13 @@ class Env:
         with self._b.mu:
             self._b.refusals.extend([kind] * count)
 
+    def refuse_opens(self, count: int = 1, kind: CauseKind = CauseKind.NO_CAPACITY) -> None:
+        """Refuse the next ``count`` open calls, as a scheduler that will never run the object."""
+        if kind not in (CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY):
+            raise InvalidError(f"an open is refused for launch-failed or no-capacity, not {kind}")
+        with self._b.mu:
+            self._b.open_refusals.extend([kind] * count)
+
     def no_capacity(self, count: int = 1) -> None:
         """Refuse the next ``count`` start calls: the request can never fit the cluster."""
         self.refuse_launches(count, CauseKind.NO_CAPACITY)

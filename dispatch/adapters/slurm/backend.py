@@ -21,6 +21,7 @@ from dispatch.adapters.slurm.settings import Settings
 from dispatch.model.enums import Capability, ObjectState, Tristate
 from dispatch.model.errors import (
     InvalidError,
+    LaunchRefusedError,
     NotFoundError,
     OutcomeUnknownError,
     RejectedError,
@@ -110,7 +111,9 @@ class SlurmBackend:
         if not reply.ok:
             cause = refusal_cause(reply.stderr)
             if cause is not None:
-                raise RejectedError(f"sbatch refused {req.name}: {cause.kind}: {_err(reply)}")
+                raise LaunchRefusedError(
+                    f"sbatch refused {req.name}: {cause.kind}: {_err(reply)}", cause.kind.value
+                )
             self._check(reply, f"sbatch {req.name}", effect=True)
         try:
             job_id = parse.parse_job_id(reply.stdout)
@@ -132,7 +135,9 @@ class SlurmBackend:
         if cause is not None:
             # 24.11 refuses to release a job its partition can never run; 22.05 releases it
             # and leaves it pending with reason PartitionNodeLimit.
-            raise RejectedError(f"open {ref} refused: {cause.kind}: {_err(reply)}")
+            raise LaunchRefusedError(
+                f"open {ref} refused: {cause.kind}: {_err(reply)}", cause.kind.value
+            )
         self._check(reply, f"open {ref}", effect=True)
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
