@@ -8,6 +8,7 @@ scheduler's own state, never what a supervisor believes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dispatch.adapters.memory import MemoryBackend
@@ -53,10 +54,17 @@ class JobCheck:
 class Checker:
     """Checks the invariants; each broken one is reported once through ``report``."""
 
-    def __init__(self, backend: MemoryBackend, report: object) -> None:
-        assert callable(report)
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        report: Callable[[str, str], None],
+    ) -> None:
         self.backend = backend
         self.report = report
+        # Tokens of owner entries sent to a store by a process not holding the lock with them.
+        self.unlocked: set[tuple[JobID, str]] = set()
+        # The highest revision of each job ever checked (a power cut may take revisions back).
+        self.high: dict[JobID, int] = {}
         self.jobs: dict[JobID, JobCheck] = {}
         self.ungated: dict[str, bool] = {}
         self.runs: dict[tuple[str, int], int] = {}
@@ -80,11 +88,14 @@ class Checker:
             for entry in commit.entries:
                 self._entry(job, view, c, entry, commit.revision)
             c.revision = commit.revision
+            self.high[job] = max(self.high.get(job, 1), commit.revision)
 
     def _entry(self, job: JobID, view: View, c: JobCheck, e: object, r: int) -> None:
         plan = view.header.plan
         if isinstance(e, OwnerEntry):
             c.owner = e.token
+            if r > self.high.get(job, 1) and (job, e.token) in self.unlocked:
+                self.report("4-owner-lock", f"job {job} r{r}: owner entry without the owner lock")
         elif isinstance(e, Decision) and e.token != c.owner:
             kind = getattr(e, "kind", "decision")
             self.report("4-owner-token", f"job {job} r{r}: {kind} carries a stale owner token")

@@ -21,7 +21,8 @@ MUTANTS: dict[str, str] = {
     "budget-after-start": "a rule's budget is counted when the new submission's object is "
     "canonical (after its start), not when it is authorized",
     "unknown-submit-failed": "a start call whose outcome is unknown is recorded as refused",
-    "owner-token-unchecked": "the store and fold accept a decision without the owner's token",
+    "owner-token-unchecked": "the store and fold accept a decision without the owner's token, "
+    "and an owner entry from a process that does not hold the owner lock",
     "deliver-before-commit": "an escalation is delivered before the pass commits it",
     "settle-before-escalations": "Settle is committed before the deadline escalations of the "
     "same pass (bug 1, seed 56)",

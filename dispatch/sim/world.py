@@ -24,8 +24,10 @@ from dispatch.model.record import View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.operator import Operator
+from dispatch.records import ledger_format as fmt
 from dispatch.records.contract import Records
 from dispatch.records.file import FileRecords
+from dispatch.records.locks import OwnerLocks
 from dispatch.records.memory import MemoryRecords
 from dispatch.sim import actors
 from dispatch.sim.clock import VirtualClock
@@ -151,6 +153,13 @@ class World:
             return self.shared
         assert self.root is not None
         return FileRecords(self.root)
+
+    def lock_holder(self, job: JobID) -> str | None:
+        """The token the job's owner lock is held with now, if any."""
+        if self.shared is not None:
+            return self.shared._locks.get(job)
+        assert self.root is not None
+        return OwnerLocks.holder(self.root / fmt.JOBS / job / fmt.OWNER_LOCK)
 
     def open_reader(self) -> Records:
         """The checker's store instance: it reads and never repairs (no marker is dropped)."""

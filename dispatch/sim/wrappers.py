@@ -26,7 +26,7 @@ from dispatch.model.objects import (
     StartRequest,
     StopReport,
 )
-from dispatch.model.record import Entry, Header, View
+from dispatch.model.record import Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
 from dispatch.records.contract import Records
 
@@ -58,6 +58,10 @@ class SimStore:
         """Commit conditionally."""
         kinds = ",".join(e.kind for e in entries)
         self.w.before(self.proc, f"commit {job} {kinds} @r{expected}")
+        holder = self.w.lock_holder(job)
+        for e in entries:
+            if isinstance(e, OwnerEntry) and e.token != holder:
+                self.w.checker.unlocked.add((job, e.token))
         try:
             revision = self.inner.commit(job, entries, expected)
         except Exception as err:
