@@ -53,7 +53,7 @@ class CrashFS:
             durable = self.durable[folder]
             now = _listing(folder)
             for name in sorted(now):
-                if name not in durable and not fmt.is_temp(name) and name != fmt.OWNER_LOCK:
+                if name not in durable and _tracked(name):
                     os.unlink(folder / name)
                     changed.append(f"lost {folder.name}/{name}")
             for name in sorted(durable):
@@ -61,6 +61,11 @@ class CrashFS:
                     (folder / name).write_bytes(durable[name])
                     changed.append(f"restored {folder.name}/{name}")
         return changed
+
+
+def _tracked(name: str) -> bool:
+    # Temp files and lock files carry no record; the lock-check file is made once per process.
+    return not fmt.is_temp(name) and name not in (fmt.OWNER_LOCK, fmt.LOCK_CHECK)
 
 
 def _listing(folder: Path) -> dict[str, bytes]:
@@ -71,7 +76,7 @@ def _listing(folder: Path) -> dict[str, bytes]:
         return out
     for name in names:
         path = folder / name
-        if fmt.is_temp(name) or name == fmt.OWNER_LOCK or not path.is_file():
+        if not _tracked(name) or not path.is_file():
             continue
         try:
             out[name] = path.read_bytes()
