@@ -4,6 +4,7 @@
 ``docs/simulator.md`` for what is modelled and what is not.
 """
 
-from dispatch.sim.world import Outcome, Violation, run_seed
+from dispatch.sim.outcome import Outcome, Violation
+from dispatch.sim.world import run_seed
 
 __all__ = ["Outcome", "Violation", "run_seed"]

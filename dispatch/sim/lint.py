@@ -31,6 +31,7 @@ SIMULATED_PATH: tuple[str, ...] = (
     "dispatch/sim/invariants.py",
     "dispatch/sim/jobs.py",
     "dispatch/sim/mutants.py",
+    "dispatch/sim/outcome.py",
     "dispatch/sim/world.py",
     "dispatch/sim/wrappers.py",
     "dispatch/core",

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dispatch.model.mutants import active, on, switched_on
-from dispatch.sim.world import Outcome, run_seed
+from dispatch.sim.outcome import Outcome
+from dispatch.sim.world import run_seed
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 

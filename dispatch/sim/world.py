@@ -13,7 +13,6 @@ import logging
 import random
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,9 +31,10 @@ from dispatch.records.memory import MemoryRecords
 from dispatch.sim import actors
 from dispatch.sim.clock import VirtualClock
 from dispatch.sim.crashfs import CrashFS
-from dispatch.sim.faults import FaultMix, draw
+from dispatch.sim.faults import draw
 from dispatch.sim.invariants import Checker
 from dispatch.sim.jobs import submit_jobs
+from dispatch.sim.outcome import Outcome, Violation, describe_record, describe_truth
 from dispatch.sim.wrappers import SimBackend, SimStore
 
 # Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
@@ -50,35 +50,6 @@ class SimCrash(BaseException):
 
 class _Stop(BaseException):
     """Ends the run: an invariant broke, or the replay reached its stop step."""
-
-
-@dataclass(frozen=True)
-class Violation:
-    """An invariant that broke: at which call, which one, and what was seen."""
-
-    step: int
-    invariant: str
-    detail: str
-
-
-@dataclass
-class Outcome:
-    """What one seed did."""
-
-    seed: int
-    mix: FaultMix
-    steps: int = 0
-    violations: list[Violation] = field(default_factory=list)
-    trace: list[str] = field(default_factory=list)
-    record: list[str] = field(default_factory=list)
-    truth: list[str] = field(default_factory=list)
-    quiet_steps: int = 0
-    stopped_at: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        """Whether every invariant held and every job settled."""
-        return not self.violations
 
 
 class Mover:
@@ -403,26 +374,14 @@ class World:
             FileRecords.revoke(self._reader, job)  # type: ignore[arg-type]
 
     def describe(self) -> None:
-        """Fill the outcome with the record of each job and the scheduler's ground truth."""
+        """Fill the outcome with each job's record and the scheduler's ground truth."""
         self.out.steps = self.n
         for job in self.job_ids:
             try:
-                view = self._reader.read(job)
+                self.out.record += describe_record(job, self._reader.read(job))
             except DispatchError as err:
                 self.out.record.append(f"job {job}: unreadable: {err}")
-                continue
-            self.out.record.append(f"job {job} (revision {view.revision})")
-            for c in view.commits:
-                for e in c.entries:
-                    detail = e.model_dump(mode="json", exclude={"at", "by", "token", "kind"})
-                    by = getattr(e, "token", "")[:6]
-                    self.out.record.append(f"  r{c.revision:<3} {e.kind:<16} {by:<6} {detail}")
-        for o in self.backend.objects.values():
-            self.out.truth.append(
-                f"{o.ref.id:<24} job {o.job} n={o.submission} a={o.attempt} "
-                f"{o.state()} gated={o.gated} purged={o.purged} cause={o.cause.kind} "
-                f"lineage={o.lineage_submission} restarts={o.restarts}"
-            )
+        self.out.truth = describe_truth(self.backend)
 
 
 class _Observer(FileRecords):
