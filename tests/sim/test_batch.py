@@ -12,8 +12,8 @@ import pytest
 from dispatch.sim.batch import Failure, keep_failing, load_failing, run_batch
 
 FAILING_SEEDS = Path(__file__).with_name("failing_seeds.txt")
-# About a minute on two loaded cores (see docs/simulator.md for the measured figures).
-FAST_SEEDS = 1500
+# About two minutes on two cores (see docs/simulator.md for the measured figures).
+FAST_SEEDS = 3000
 CI_SEEDS = 10_000
 
 
