@@ -14,11 +14,34 @@ import argparse
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 
 from dispatch.sim.batch import run_batch, scratch_root
 from dispatch.sim.faults import draw
 from dispatch.sim.mutants import MUTANTS, hunt
+from dispatch.sim.world import run_seed
+
+BAD_ENDS = ("fail", "preempt", "lose_node", "out_of_memory", "time_limit", "launch_fail")
+
+# What a trace line says when each kind of fault happened.
+EVENTS: dict[str, Callable[[str], bool]] = {
+    "supervisor crash": lambda t: "CRASH" in t,
+    "power cut": lambda t: "POWER CUT" in t,
+    "owner lock revoked": lambda t: "revoked" in t,
+    "start refused or reply lost": lambda t: "start raised" in t,
+    "call failed before effect": lambda t: "failed before its effect" in t,
+    "call reply lost": lambda t: "reply lost" in t,
+    "find failed": lambda t: "find failed" in t,
+    "delivery failed": lambda t: " deliver " in t and t.endswith(" failed"),
+    "bad end of a run": lambda t: any(f" {k} " in t for k in BAD_ENDS),
+    "purge": lambda t: " purge " in t,
+    "administrator hold": lambda t: " admin_hold " in t,
+    "foreign object": lambda t: "inject_foreign" in t,
+    "person acted": lambda t: " person " in t and ("cancel" in t or "hold" in t
+                                                   or "release" in t or "resubmit" in t
+                                                   or "give_up" in t or "abandon" in t),
+}
 
 
 def main() -> None:
@@ -51,6 +74,17 @@ def main() -> None:
         n = on.get(name, 0)
         mean = total.get(name, 0.0) / n if n else 0.0
         print(f"  {name:<16} {100 * n / args.seeds:6.1f}%  mean {mean:.3f}")
+    print()
+    print(f"fault events per seed (mean over the first {min(args.seeds, 500)} seeds' traces)")
+    counts: dict[str, int] = dict.fromkeys(EVENTS, 0)
+    runs = min(args.seeds, 500)
+    for seed in range(runs):
+        for line in run_seed(seed, scratch_root()).trace:
+            for name, seen in EVENTS.items():
+                if seen(line):
+                    counts[name] += 1
+    for name, n in counts.items():
+        print(f"  {name:<28} {n / runs:6.2f}")
     if args.mutants:
         print()
         print(f"{'mutant':<36} {'seeds to find':>13} {'seconds':>8}  invariant")
