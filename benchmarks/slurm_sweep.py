@@ -111,6 +111,11 @@ def recovery_latency(sup: Supervisor, store: FileRecords, backend: SlurmBackend,
         subprocess.run(["scancel", high], capture_output=True)
 
 
+def _running(store: FileRecords, backend: SlurmBackend, job: str) -> bool:
+    ref = fold(store.read(job), dispatch.SystemClock().now()).submissions[0].canonical
+    return ref is not None and bool(backend.inspect(ref).nodes)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10,50")
@@ -124,9 +129,10 @@ def main() -> None:
                 total, counts, took = idle_sweep_rpcs(sup)
                 naive = naive_rpcs(backend, jobs)
                 kinds = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-                print(f"{n:>5} {total:>11} {naive:>11} {naive / max(total, 1):>7.1f} {took:>8.2f}  {kinds}")
+                print(f"{n:>5} {total:>11} {naive:>11} {naive / max(total, 1):>7.1f} {took:>8.2f}  {kinds}", flush=True)
                 if n == int(args.sizes.split(",")[0]):
-                    latency = recovery_latency(sup, store, backend, jobs[0], args.every)
+                    job = next(j for j in jobs if _running(store, backend, j))
+                    latency = recovery_latency(sup, store, backend, job, args.every)
                     print(f"recovery latency, preemption to the next submission's release: {latency:.1f} s "
                           f"(sweeping every {args.every:g} s)")
             finally:
