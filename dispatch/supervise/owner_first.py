@@ -17,18 +17,21 @@ from dispatch.records.contract import Records
 
 
 class OwnerFirst:
-    """A ``Records`` that commits ``owner`` with the first commit made through it."""
+    """A ``Records`` that commits ``token``'s owner entry with the first commit made through it."""
 
-    def __init__(self, store: Records, owner: OwnerEntry) -> None:
+    def __init__(self, store: Records, token: str, by: Actor, at: datetime) -> None:
         self.store = store
-        self.pending: OwnerEntry | None = owner
+        self.token, self.by, self.at = token, by, at
+        self.pending = True
 
     def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
         """Commit ``entries``, headed by the owner entry until one commit has landed."""
-        if self.pending is None:
+        if not self.pending:
             return self.store.commit(job, entries, expected)
-        revision = self.store.commit(job, [self.pending, *entries], expected)
-        self.pending = None
+        # Built only here: most passes of a sweep wait and never commit.
+        owner = OwnerEntry(at=self.at, by=self.by, token=self.token)
+        revision = self.store.commit(job, [owner, *entries], expected)
+        self.pending = False
         return revision
 
     def create(self, header: Header) -> View:

@@ -25,7 +25,7 @@ from dispatch.model import mutants
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
-from dispatch.model.record import DeliveredEntry, OwnerEntry, View
+from dispatch.model.record import DeliveredEntry, View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Records, owner_token
@@ -133,7 +133,7 @@ class Supervisor:
         store: Records = self.store
         if j.owner != token:
             # A sweep holds the lock alone: ownership goes in with the pass's first commit.
-            store = OwnerFirst(store, OwnerEntry(at=now, by=self.actor, token=token))
+            store = OwnerFirst(store, token, self.actor, now)
         ex = Executor(self.backend, store, view.header, view.revision, token, self.actor, now)
         try:
             for step in next_steps(j, found, now):
