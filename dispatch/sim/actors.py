@@ -210,9 +210,14 @@ def _answer_job(w: World, op: Operator, job: JobID) -> None:
             att = sub.attempt(int(a)) if sub is not None else None
             if att is not None and not att.abandoned and att.unresolved:
                 target = AbandonTarget(submission=int(n), attempt=int(a))
-        elif kind == "cleanup-deadline" and j.unresolved_attempts():
-            first, unresolved = j.unresolved_attempts()[0]
-            target = AbandonTarget(submission=first, attempt=unresolved.number)
+        elif kind == "cleanup-deadline":
+            # The detail names what blocks settling: unresolved launches, foreign objects.
+            foreign = [r.ref.id for r in j.objects.values() if r.foreign and not r.abandoned]
+            if j.unresolved_attempts():
+                first, unresolved = j.unresolved_attempts()[0]
+                target = AbandonTarget(submission=first, attempt=unresolved.number)
+            elif foreign:
+                target = AbandonTarget(foreign=sorted(foreign)[0])
         if target is not None:
             w.event("person", f"abandon {job} {eid}")
             op.abandon(job, target, who, "answered")
