@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from dispatch.adapters.memory import MemoryBackend, Shape
-from dispatch.model.enums import ActorKind
+from dispatch.model.enums import ActorKind, State
 from dispatch.model.errors import DispatchError
 from dispatch.model.record import View
 from dispatch.model.status import Escalation
@@ -74,13 +74,10 @@ class Proc(Mover):
         self.actor = Actor(kind=ActorKind.SUPERVISOR, id=name)
         self.held: dict[JobID, str] = {}
         self.locks: dict[JobID, str] = {}
-        # Jobs whose lock was revoked while this process held it: it may not know yet.
-        self.revoked: set[JobID] = set()
 
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
         token = self.held.pop(job, None)
-        self.revoked.discard(job)
         if token is not None:
             self.store.release(job, token)
 
@@ -232,7 +229,7 @@ class World:
             self._checking = False
         self.checker.truth(views)
 
-    def outcome_of(self, job: JobID) -> object:
+    def outcome_of(self, job: JobID) -> tuple[State, str] | None:
         """The outcome the checker has seen committed for ``job``, or None."""
         c = self.checker.jobs.get(job)
         return c.outcome if c else None
@@ -288,7 +285,6 @@ class World:
             revoke(job)
             for p in self.procs:
                 if p.locks.pop(job, None) is not None:
-                    p.revoked.add(job)
                     self.revoked_jobs.add(job)
             self._op("faults", f"owner lock of {job} revoked")
 

@@ -88,7 +88,6 @@ class SimStore:
             revision = self.inner.acquire(job, token, by, at)
             if self.proc is not None:
                 self.proc.locks[job] = token
-                self.proc.revoked.discard(job)
         except Exception as err:
             self.w.after(self.proc, f"acquire refused: {type(err).__name__}", effect=False)
             raise
@@ -101,7 +100,6 @@ class SimStore:
         taken = self.inner.lock(job, token)
         if taken and self.proc is not None:
             self.proc.locks[job] = token
-            self.proc.revoked.discard(job)
         self.w.after(self.proc, f"lock {'taken' if taken else 'held elsewhere'}")
         return taken
 
