@@ -18,10 +18,17 @@ from dispatch.model.errors import DispatchError
 from dispatch.model.status import Escalation
 from dispatch.model.values import AbandonTarget, JobID
 from dispatch.operator import Operator
+from dispatch.sim.jobs import job_options
 from dispatch.supervise.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from dispatch.sim.world import Proc, World
+
+# Supersede stops adding jobs at this many, so a seed stays small.
+MAX_JOBS = 4
+# True lets people supersede a job without an outcome, or one already superseded: the operator
+# allows both, and two jobs' executions then share epochs (docs/simulator.md, bug 7).
+SUPERSEDE_ANY = False
 
 # The supervisor's poll interval in virtual time.
 POLL = timedelta(seconds=5)
@@ -150,7 +157,9 @@ def _act(w: World, op: Operator) -> None:
     rng = w.rng
     job = rng.choice(w.job_ids)
     who = w.person
-    what = rng.choice(("cancel", "hold", "hold", "release", "resubmit", "give_up", "answer"))
+    what = rng.choice(
+        ("cancel", "hold", "hold", "release", "resubmit", "give_up", "answer", "supersede")
+    )
     w.event("person", f"{what} {job}")
     try:
         if what == "cancel":
@@ -166,6 +175,11 @@ def _act(w: World, op: Operator) -> None:
             op.resubmit(job, who, "sim")
         elif what == "give_up":
             op.give_up(job, who, "sim")
+        elif what == "supersede":
+            # As the how-to does: once, and once the job has an outcome (bug 7 otherwise).
+            done = w.outcome_of(job) is not None and job not in w.superseded
+            if (done or SUPERSEDE_ANY) and len(w.job_ids) < MAX_JOBS:
+                w.add_job(op.supersede(job, who, "sim", **job_options(w)).job, job)
         else:
             _answer_job(w, op, job)
     except DispatchError as err:

@@ -58,9 +58,11 @@ class Checker:
         self,
         backend: MemoryBackend,
         report: Callable[[str, str], None],
+        lineage: dict[JobID, JobID],
     ) -> None:
         self.backend = backend
         self.report = report
+        self.lineage = lineage
         # Tokens of owner entries sent to a store by a process not holding the lock with them.
         self.unlocked: set[tuple[JobID, str]] = set()
         # The highest revision of each job ever checked (a power cut may take revisions back).
@@ -223,9 +225,13 @@ class Checker:
             if obj.running and (obj.ref.id, obj.restarts) not in self.runs:
                 e = epoch(obj.lineage_submission, obj.restarts)
                 self.runs[(obj.ref.id, obj.restarts)] = e
-                if e <= self.max_epoch.get(obj.job, -1):
-                    self.report("9-epoch", f"job {obj.job}: {obj.ref.id} runs at epoch {e}")
-                self.max_epoch[obj.job] = max(e, self.max_epoch.get(obj.job, -1))
+                line = self.lineage.get(obj.job, obj.job)
+                if e <= self.max_epoch.get(line, -1):
+                    self.report(
+                        "9-epoch", f"job {obj.job}: {obj.ref.id} runs at epoch {e}, not above "
+                        f"{self.max_epoch[line]} of an older execution of lineage {line}",
+                    )
+                self.max_epoch[line] = max(e, self.max_epoch.get(line, -1))
         for job, c in self.jobs.items():
             if not c.settled_at or job not in views:
                 continue

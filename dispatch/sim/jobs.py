@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
 from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule
@@ -41,19 +41,22 @@ def draw_spec(w: World, i: int) -> JobSpec:
     )
 
 
+def job_options(w: World) -> dict[str, Any]:
+    """The submit options of a job (drawn: the unmatched policy)."""
+    return {
+        "supervised": True,
+        "submit_retries": w.mix.submit_retries,
+        "unmatched": w.rng.choice((UnmatchedPolicy.RESIDUAL, UnmatchedPolicy.MANUAL)),
+        "cleanup_deadline": CLEANUP_DEADLINE,
+        "unresolved_age": UNRESOLVED_AGE,
+    }
+
+
 def submit_jobs(w: World, store: Records) -> list[JobID]:
     """Submit the seed's jobs through the real operator; their ids, sorted."""
     op = Operator(w.backend, store, w.clock, w.rand_bytes)
     jobs = []
     for i in range(w.mix.jobs):
-        plan = op.submit(
-            draw_spec(w, i),
-            w.person,
-            supervised=True,
-            submit_retries=w.mix.submit_retries,
-            unmatched=w.rng.choice((UnmatchedPolicy.RESIDUAL, UnmatchedPolicy.MANUAL)),
-            cleanup_deadline=CLEANUP_DEADLINE,
-            unresolved_age=UNRESOLVED_AGE,
-        )
-        jobs.append(plan.job)
+        spec = draw_spec(w, i)
+        jobs.append(op.submit(spec, w.person, **job_options(w)).job)
     return sorted(jobs)

@@ -103,7 +103,10 @@ class World:
         self.procs: list[Proc] = []
         self.restarts: list[datetime] = []
         self.person = Actor(kind=ActorKind.HUMAN, id="ada")
-        self.checker = Checker(self.backend, self.report)
+        # Each job's lineage: the first job of its chain of supersedes.
+        self.lineage: dict[JobID, JobID] = {}
+        self.superseded: set[JobID] = set()
+        self.checker = Checker(self.backend, self.report, self.lineage)
         self.job_ids: list[JobID] = []
         self._stack: list[Mover] = []
         self._checking = False
@@ -229,6 +232,14 @@ class World:
             self._checking = False
         self.checker.truth(views)
 
+    def add_job(self, job: JobID, supersedes: JobID) -> None:
+        """A person superseded ``supersedes`` with ``job``: same lineage, supervised too."""
+        self.superseded.add(supersedes)
+        if job not in self.lineage:
+            self.job_ids.append(job)
+            self.lineage[job] = self.lineage[supersedes]
+            self._op("person", f"superseded {supersedes} by {job}")
+
     def outcome_of(self, job: JobID) -> tuple[State, str] | None:
         """The outcome the checker has seen committed for ``job``, or None."""
         c = self.checker.jobs.get(job)
@@ -315,6 +326,7 @@ class World:
         self._people = Mover("person")
         self._reopen_readers()
         self.job_ids = submit_jobs(self, self.raw_people)
+        self.lineage.update((j, j) for j in self.job_ids)
         for _ in range(self.mix.supervisors):
             self._spawn()
         quiet_from = None
