@@ -7,6 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+# pydantic v2 exports its model metaclass only from this module; subclassing it is how a model
+# class customises construction.
+from pydantic._internal._model_construction import ModelMetaclass
+
 from dispatch.model.errors import InvalidError
 
 
@@ -23,16 +27,25 @@ def describe(model: str, err: ValidationError) -> str:
     return "; ".join(parts)
 
 
-class Value(BaseModel):
+class _RaisesInvalid(ModelMetaclass):
+    """Turns pydantic's ValidationError into InvalidError where a value is built by a call.
+
+    Done in the metaclass rather than in ``__init__``: a model with its own ``__init__`` makes
+    pydantic call back into Python for every nested value it validates, which is most of the
+    cost of reading a long record.
+    """
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as err:
+            raise InvalidError(describe(cls.__name__, err)) from None
+
+
+class Value(BaseModel, metaclass=_RaisesInvalid):
     """A frozen value; building one from bad input raises ``InvalidError``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
-
-    def __init__(self, **data: Any) -> None:
-        try:
-            super().__init__(**data)
-        except ValidationError as err:
-            raise InvalidError(describe(type(self).__name__, err)) from None
 
     @classmethod
     def load(cls, data: Any) -> Any:
