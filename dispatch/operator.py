@@ -35,6 +35,7 @@ from dispatch.model.record import (
     ReleaseEntry,
     RequeueEntry,
     ResubmitEntry,
+    SupersededEntry,
 )
 from dispatch.model.values import AbandonTarget, Actor, JobID, JobSpec, Plan
 from dispatch.records.contract import Records
@@ -67,7 +68,13 @@ class Operator:
         return self._create(spec, by, "", 0, options)
 
     def _create(
-        self, spec: JobSpec, by: Actor, supersedes: JobID, lineage_base: int, options: Any
+        self,
+        spec: JobSpec,
+        by: Actor,
+        supersedes: JobID,
+        lineage_base: int,
+        options: Any,
+        job_id: JobID = "",
     ) -> Plan:
         if not isinstance(spec, JobSpec):
             raise InvalidError(f"spec must be a JobSpec, not {type(spec).__name__}")
@@ -79,7 +86,7 @@ class Operator:
             existing = self._store.find_key(key)
             if existing is not None:
                 return self._store.read(existing).header.plan
-        job = new_job_id(self._rand)
+        job = job_id or new_job_id(self._rand)
         plan = plan_with(self._backend, job, spec, opts)
         header = Header(
             job=job,
@@ -207,11 +214,41 @@ class Operator:
         self._control(job, build)
 
     def supersede(self, job: JobID, by: Actor, reason: str, **options: Any) -> Plan:
-        """Create a new job with the same spec whose executions outrank the old job's."""
-        view = self._store.read(job)
-        old = fold(view, self._clock.now())
+        """Create a new job with the same spec whose executions outrank the old job's.
+
+        Only a job with an outcome can be superseded, and only once: the old record names the
+        new job before the new record is created, so two jobs of one lineage never share an
+        epoch. A supersede that died between the two is finished by calling it again.
+        """
+        new_job = new_job_id(self._rand)
+
+        def build(j: Job, now: datetime) -> Entry:
+            if j.outcome is None:
+                raise RejectedError(
+                    f"job {job} has no outcome yet; cancel it or give it up, then supersede it"
+                )
+            if j.superseded_by:
+                raise _AlreadySuperseded(j.superseded_by)
+            return SupersededEntry(at=now, by=by, job=new_job, reason=reason)
+
+        try:
+            old = self._control(job, build)
+        except _AlreadySuperseded as done:
+            try:
+                self._store.read(done.job)
+            except NotFoundError:
+                # The supersede that named it died before creating it: finish it.
+                old = fold(self._store.read(job), self._clock.now())
+                new_job = done.job
+            else:
+                raise RejectedError(f"job {job} is already superseded by {done.job}") from None
         base = old.header.lineage_base + len(old.submissions)
-        return self._create(old.header.spec, by, job, base, options)
+        return self._create(old.header.spec, by, job, base, options, job_id=new_job)
+
+
+class _AlreadySuperseded(Exception):
+    def __init__(self, job: JobID) -> None:
+        self.job = job
 
 
 class _AlreadyTerminal(Exception):

@@ -43,6 +43,7 @@ from dispatch.model.record import (
     RetireEntry,
     SettleEntry,
     StopEntry,
+    SupersededEntry,
     VerifiedStoppedEntry,
     View,
 )
@@ -74,6 +75,7 @@ class _Folder:
             GiveUpEntry: self._give_up,
             AbandonEntry: self._abandon,
             RequeueEntry: self._requeue,
+            SupersededEntry: self._superseded,
             ObserveEntry: self._observe,
             CessationEntry: self._cessation,
             RefusedEntry: self._refused,
@@ -202,6 +204,14 @@ class _Folder:
     def _requeue(self, e: RequeueEntry) -> None:
         self._not_terminal("requeue")
         self.job.requeue = e
+
+    def _superseded(self, e: SupersededEntry) -> None:
+        j = self.job
+        if j.outcome is None:
+            raise InvalidError("superseded before the job had an outcome")
+        if j.superseded_by:
+            raise InvalidError(f"superseded twice (already by {j.superseded_by})")
+        j.superseded_by = e.job
 
     # --- evidence ---
 

@@ -13,7 +13,7 @@ from dispatch.model.enums import CauseKind, HoldKind, State
 from dispatch.model.objects import ObjectObs, ObjectRef
 from dispatch.model.record import CancelEntry, GiveUpEntry, Header, RequeueEntry
 from dispatch.model.status import Escalation, Event
-from dispatch.model.values import Cause, Hold
+from dispatch.model.values import Cause, Hold, JobID
 
 
 @dataclass(slots=True)
@@ -145,6 +145,7 @@ class Job:
     rule_use: dict[int, int] = field(default_factory=dict)
     resubmits: int = 0
     requeue: RequeueEntry | None = None
+    superseded_by: JobID = ""
     calls: list[CallRec] = field(default_factory=list)
     history: list[Event] = field(default_factory=list)
 

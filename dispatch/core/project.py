@@ -36,6 +36,7 @@ def project(job: Job, d: Discovery, now: datetime) -> Status:
         history=tuple(job.history),
         plan=_plan(job),
         supersedes=job.header.supersedes,
+        superseded_by=job.superseded_by,
         escalations=tuple(job.escalations.values()),
         settled=job.settled,
     )

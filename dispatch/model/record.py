@@ -89,6 +89,14 @@ class AbandonEntry(Base):
     reason: str = ""
 
 
+class SupersededEntry(Base):
+    """A person superseded the job (which has an outcome) with job ``job``; once per job."""
+
+    kind: Literal["superseded"] = "superseded"
+    job: JobID
+    reason: str = ""
+
+
 class RequeueEntry(Base):
     """A person asked to run the same object again (a revocable intent)."""
 
@@ -271,6 +279,7 @@ Entry = Annotated[
     | GiveUpEntry
     | AbandonEntry
     | RequeueEntry
+    | SupersededEntry
     | ObserveEntry
     | CessationEntry
     | RefusedEntry
@@ -300,6 +309,7 @@ ENTRY_TYPES: tuple[type[Base], ...] = (
     GiveUpEntry,
     AbandonEntry,
     RequeueEntry,
+    SupersededEntry,
     ObserveEntry,
     CessationEntry,
     RefusedEntry,

@@ -302,3 +302,17 @@ def test_an_open_the_scheduler_refuses_is_stopped_and_escalates_refused(shape: S
     st = w.status()
     assert st.state is State.FAILED and st.cause.kind is dispatch.CauseKind.NO_CAPACITY
     assert w.delivered == ["refused:1"]
+
+
+@SHAPES
+def test_only_a_job_with_an_outcome_is_superseded_and_only_once(shape: Shape) -> None:
+    w = World(shape)
+    w.passes()
+    with pytest.raises(dispatch.RejectedError, match="no outcome yet"):
+        w.op.supersede(w.job, ADA, "too early")
+    w.op.cancel(w.job, ADA, "start over")
+    w.passes()
+    plan = w.op.supersede(w.job, ADA, "start over", supervised=True)
+    assert w.status().superseded_by == plan.job
+    with pytest.raises(dispatch.RejectedError, match="already superseded"):
+        w.op.supersede(w.job, BOB, "me too")
