@@ -25,7 +25,9 @@ from dispatch.records.contract import check_commit, owner_token, settles
 from dispatch.records.locks import OwnerLocks, check_locking
 
 # Revisions between snapshots: a cold read parses one snapshot and fewer than this many files.
-SNAPSHOT_EVERY = 64
+# Eight keeps a sweep's cold read of a typical record to a few files (benchmarks/sweep.py)
+# for one extra fsync'd write every eight commits (benchmarks/ledger_commit.py).
+SNAPSHOT_EVERY = 8
 
 # Evidence and control commits may race an acquire; it retries while it holds the lock.
 ACQUIRE_TRIES = 100
@@ -239,8 +241,10 @@ class FileRecords:
         header = self._load_header(job, folder / fmt.revision_name(1))
         view = self._load_snapshot(job, folder, header, last) or View(header=header)
         commits = list(view.commits)
+        base = os.fspath(folder)  # plain strings: a Path per revision file costs more than its read
         for revision in range(view.revision + 1, last + 1):
-            commits.append(self._load_commit(job, folder / fmt.revision_name(revision), revision))
+            name = os.path.join(base, fmt.revision_name(revision))
+            commits.append(self._load_commit(job, name, revision))
         view, _ = self._read_after(job, folder, View(header=header, commits=tuple(commits)))
         return view, any(settles(c.entries) for c in view.commits)
 
@@ -248,8 +252,9 @@ class FileRecords:
         """``view`` with every revision after it that exists now (``view`` itself if none)."""
         new: list[Commit] = []
         revision = view.revision + 1
+        base = os.fspath(folder)
         while True:
-            path = folder / fmt.revision_name(revision)
+            path = os.path.join(base, fmt.revision_name(revision))
             data = fmt.read_bytes(path)
             if data is None:
                 break
@@ -283,13 +288,13 @@ class FileRecords:
             raise self._problem(path, f"the header is of job {header.job!r}")
         return header
 
-    def _load_commit(self, job: JobID, path: Path, revision: int) -> Commit:
+    def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
         data = fmt.read_bytes(path)
         if data is None:
             raise self._problem(path, "revision vanished while it was read")
         return self._parse_commit(job, path, data, revision)
 
-    def _parse_commit(self, job: JobID, path: Path, data: bytes, revision: int) -> Commit:
+    def _parse_commit(self, job: JobID, path: str | Path, data: bytes, revision: int) -> Commit:
         try:
             commit: Commit = Commit.load(data)
         except InvalidError as err:
@@ -407,7 +412,8 @@ class FileRecords:
             return
         fmt.fsync_dir(self._unsettled)
 
-    def _problem(self, path: Path, detail: str) -> InvalidError:
+    def _problem(self, where: str | Path, detail: str) -> InvalidError:
+        path = Path(where)
         with self._mu:
             self._problems[path] = detail
         if self._on_problem is not None:

@@ -138,7 +138,7 @@ def replace(path: Path, data: bytes) -> None:
     fsync_dir(path.parent)
 
 
-def read_bytes(path: Path) -> bytes | None:
+def read_bytes(path: str | Path) -> bytes | None:
     """The content of ``path``, or None when it does not exist."""
     try:
         with open(path, "rb") as f:
