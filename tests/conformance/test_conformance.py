@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import secrets
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from live_cluster import cluster_env, wait_for
 
 from dispatch.adapters.memory import MemoryBackend, Shape
 from dispatch.conformance import CHECKS, ConformanceError, Harness
@@ -24,17 +23,6 @@ def immediate(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
     value = probe()
     if not ok(value):
         raise AssertionError(f"{what}: not so at once; saw {value!r}")
-    return value
-
-
-def polling(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
-    deadline = time.monotonic() + 120
-    value = probe()
-    while not ok(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited for {what}; saw {value!r}")
-        time.sleep(0.5)
-        value = probe()
     return value
 
 
@@ -76,9 +64,6 @@ def test_a_backend_that_breaks_a_rule_is_caught() -> None:
 
 @pytest.fixture(scope="module")
 def live_env() -> dict[str, str]:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
-    from live_world import cluster_env
-
     return cluster_env()
 
 
@@ -95,7 +80,7 @@ def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
         new_job=lambda: "c" + secrets.token_hex(4),
         quick=JobSpec(command=("true",), **out),  # type: ignore[arg-type]
         lasting=JobSpec(command=("sleep", "600"), **out),  # type: ignore[arg-type]
-        wait=polling,
+        wait=wait_for,
     )
     yield h
     h.clean_up()
@@ -103,5 +88,7 @@ def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
 
 @pytest.mark.live
 @pytest.mark.parametrize("check", CHECKS, ids=NAMES)
-def test_the_slurm_adapter_conforms_on_the_live_cluster(live: Harness, check: Callable[[Harness], None]) -> None:
+def test_the_slurm_adapter_conforms_on_the_live_cluster(
+    live: Harness, check: Callable[[Harness], None]
+) -> None:
     check(live)

@@ -1,14 +1,14 @@
-"""A supervisor over the real local Slurm cluster and a file ledger, for the live end-to-end tests."""
+"""A supervisor over the real local Slurm cluster and a file ledger, for the live tests."""
 
 from __future__ import annotations
 
-import subprocess
 import threading
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
+
+from live_cluster import WAIT, cluster_env, wait_for
 
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
@@ -18,37 +18,9 @@ from dispatch.model.status import Escalation
 from dispatch.records.file import FileRecords
 from dispatch.supervise import Supervisor
 
-REPO = Path(__file__).resolve().parents[2]
-LOCALCLUSTER = REPO / "slurm_helpers" / "localcluster"
-WAIT = 180.0  # seconds: every wait on the real scheduler is bounded by this
+__all__ = ["ADA", "LiveWorld", "cluster_env", "wait_for"]
+
 ADA = dispatch.Actor(kind=dispatch.ActorKind.HUMAN, id="ada")
-T = TypeVar("T")
-
-
-def cluster_env() -> dict[str, str]:
-    """Start the local cluster (idempotent) and return the environment its clients need."""
-    up = subprocess.run([str(LOCALCLUSTER), "up"], capture_output=True, text=True, timeout=900, check=False)
-    if up.returncode != 0:
-        raise RuntimeError(f"localcluster up failed ({up.returncode}):\n{up.stdout}{up.stderr}")
-    printed = subprocess.run(
-        [str(LOCALCLUSTER), "env"], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
-    env = {}
-    for line in printed.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key.strip()] = value.strip().strip("'\"")
-    return env
-
-
-def wait_for(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
-    deadline = time.monotonic() + WAIT
-    value = probe()
-    while not ok(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {WAIT:g}s for {what}; last seen: {value!r}")
-        time.sleep(0.5)
-        value = probe()
-    return value
 
 
 class LiveWorld:
@@ -72,7 +44,9 @@ class LiveWorld:
     def _deliver(self, job: str, e: Escalation) -> None:
         self.delivered.append(e.id)
 
-    def spec(self, *command: str, rules: list[dispatch.Rule] | None = None, **kw: Any) -> dispatch.JobSpec:
+    def spec(
+        self, *command: str, rules: list[dispatch.Rule] | None = None, **kw: Any
+    ) -> dispatch.JobSpec:
         kw.setdefault("partition", "low")
         return dispatch.JobSpec(
             name="live",
@@ -122,8 +96,14 @@ class LiveWorld:
     def preempt(self, node: str) -> None:
         """Run a ``high`` job on the whole node, which preempts the ``low`` job there."""
         job = self.sh(
-            "sbatch", "--parsable", "--partition=high", f"--nodelist={node}", "--exclusive",
-            "--job-name=preemptor", "--output=/dev/null", "--wrap=sleep 15",
+            "sbatch",
+            "--parsable",
+            "--partition=high",
+            f"--nodelist={node}",
+            "--exclusive",
+            "--job-name=preemptor",
+            "--output=/dev/null",
+            "--wrap=sleep 15",
         ).strip()
         self.others.append(job)
 

@@ -1,6 +1,6 @@
 """A supervisor in its own process, for the test that kills one with SIGKILL mid-pass.
 
-    python supervise_child.py LEDGER JOB
+python supervise_child.py LEDGER JOB
 """
 
 from __future__ import annotations

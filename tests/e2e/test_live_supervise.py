@@ -38,7 +38,9 @@ def wait_flag(root: Path) -> tuple[str, ...]:
     return ("sh", "-c", f'until [ -e "{root}/go-$DISPATCH_SUBMISSION" ]; do sleep 1; done')
 
 
-def test_the_tutorial_on_slurm_preempted_recovered_succeeded(world: LiveWorld, tmp_path: Path) -> None:
+def test_the_tutorial_on_slurm_preempted_recovered_succeeded(
+    world: LiveWorld, tmp_path: Path
+) -> None:
     rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=2)
     job = world.submit(world.spec(*wait_flag(tmp_path), rules=[rule]))
     world.jobs.append(job)  # type: ignore[attr-defined]
@@ -50,7 +52,8 @@ def test_the_tutorial_on_slurm_preempted_recovered_succeeded(world: LiveWorld, t
     node = world.backend.inspect(first).nodes[0]
     world.preempt(node)
     st = world.until(
-        job, "running as submission 2",
+        job,
+        "running as submission 2",
         lambda s: s.state is State.RUNNING and len(s.submissions) == 2,
     )
     assert st.plan is not None and st.plan.rules[0].firings == 1
@@ -76,7 +79,9 @@ def test_node_loss_is_recovered_on_another_node(world: LiveWorld, tmp_path: Path
     node = world.backend.inspect(first).nodes[0]
     world.sh("scontrol", "update", f"nodename={node}", "state=down", "reason=dispatch-e2e")
     try:
-        world.until(job, "running again", lambda s: s.state is State.RUNNING and len(s.submissions) == 2)
+        world.until(
+            job, "running again", lambda s: s.state is State.RUNNING and len(s.submissions) == 2
+        )
         (tmp_path / "go-2").touch()
         world.join()
     finally:
@@ -93,7 +98,11 @@ def test_non_zero_exit_with_the_budget_spent_fails_and_escalates(world: LiveWorl
     world.supervise(job)
     world.join()
     st = world.status(job)
-    assert (st.state, st.cause.kind, st.cause.exit_code) == (State.FAILED, CauseKind.NON_ZERO_EXIT, 3)
+    assert (st.state, st.cause.kind, st.cause.exit_code) == (
+        State.FAILED,
+        CauseKind.NON_ZERO_EXIT,
+        3,
+    )
     assert len(st.submissions) == 2
     assert world.delivered == ["failed:non-zero-exit"]
     assert "budget of 1 is spent" in st.escalations[0].detail
@@ -135,17 +144,26 @@ def test_a_supervisor_killed_mid_pass_and_restarted_runs_one_execution(
     rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=1)
     job = world.submit(world.spec(*wait_flag(tmp_path), rules=[rule]))
     world.jobs.append(job)  # type: ignore[attr-defined]
-    child = [sys.executable, str(Path(__file__).with_name("supervise_child.py")), str(tmp_path / "ledger"), job]
+    child = [
+        sys.executable,
+        str(Path(__file__).with_name("supervise_child.py")),
+        str(tmp_path / "ledger"),
+        job,
+    ]
     child_env = {**os.environ, **env}
     first = subprocess.Popen(child, env=child_env)
     records = tmp_path / "ledger" / "jobs" / job
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        kinds = [
-            e["kind"]
-            for f in sorted(records.glob("r*.json"))
-            for e in json.loads(f.read_text()).get("entries", [])
-        ] if records.is_dir() else []
+        kinds = (
+            [
+                e["kind"]
+                for f in sorted(records.glob("r*.json"))
+                for e in json.loads(f.read_text()).get("entries", [])
+            ]
+            if records.is_dir()
+            else []
+        )
         if "attempt" in kinds:
             break
         time.sleep(0.005)
@@ -162,6 +180,7 @@ def test_a_supervisor_killed_mid_pass_and_restarted_runs_one_execution(
     st = world.status(job)
     assert st.state is State.SUCCEEDED and st.settled
     assert len(st.submissions) == 1, "no second submission: the budget was not spent"
+
     def accounting() -> list[list[str]]:
         out = world.sh("sacct", "-X", "-n", "-P", "--name", f"dj-{job}", "-o", "JobID,Start,State")
         return [line.split("|") for line in out.splitlines() if line]

@@ -1,0 +1,50 @@
+"""What every live test shares: the local Slurm cluster's client environment, and bounded waits.
+
+Importable from any test folder (``tests/conftest.py`` puts this folder on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parents[1]
+LOCALCLUSTER = REPO / "slurm_helpers" / "localcluster"
+WAIT = 180.0  # seconds: every wait on the real scheduler is bounded by this
+
+
+def cluster_env() -> dict[str, str]:
+    """Start the local cluster (idempotent) and return the environment its clients need."""
+    up = subprocess.run(
+        [str(LOCALCLUSTER), "up"], capture_output=True, text=True, timeout=900, check=False
+    )
+    if up.returncode != 0:
+        raise RuntimeError(f"localcluster up failed ({up.returncode}):\n{up.stdout}{up.stderr}")
+    printed = subprocess.run(
+        [str(LOCALCLUSTER), "env"], capture_output=True, text=True, timeout=60, check=True
+    ).stdout
+    env = {}
+    for line in printed.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key.strip()] = value.strip().strip("'\"")
+    if not Path(env.get("SLURM_CONF", "")).is_file():
+        raise RuntimeError(f"localcluster env named no slurm.conf: {printed!r}")
+    return env
+
+
+def wait_for(
+    what: str, probe: Callable[[], T], ok: Callable[[T], bool], patience: float = WAIT
+) -> T:
+    """Poll ``probe`` until ``ok`` holds; after ``patience`` s, fail naming ``what``."""
+    deadline = time.monotonic() + patience
+    value = probe()
+    while not ok(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {patience:g}s for {what}; last seen: {value!r}")
+        time.sleep(0.5)
+        value = probe()
+    return value
