@@ -213,6 +213,18 @@ class Operator:
 
         self._control(job, build)
 
+    def revoke_requeue(self, job: JobID, by: Actor, reason: str) -> None:
+        """Take back a requeue the supervisor has not carried out yet."""
+
+        def build(j: Job, now: datetime) -> Entry:
+            if j.requeue is None:
+                raise RejectedError(
+                    f"job {job} has no requeue to revoke (none asked for, or it was carried out)"
+                )
+            return RequeueEntry(at=now, by=by, reason=reason, revoke=True)
+
+        self._control(job, build)
+
     def supersede(self, job: JobID, by: Actor, reason: str, **options: Any) -> Plan:
         """Create a new job with the same spec whose executions outrank the old job's.
 

@@ -203,7 +203,12 @@ class _Folder:
 
     def _requeue(self, e: RequeueEntry) -> None:
         self._not_terminal("requeue")
-        self.job.requeue = e
+        if e.revoke:
+            if self.job.requeue is None:
+                raise InvalidError("a requeue revoked while none was asked for")
+            self.job.requeue = None
+        else:
+            self.job.requeue = e
 
     def _superseded(self, e: SupersededEntry) -> None:
         j = self.job

@@ -98,10 +98,14 @@ class SupersededEntry(Base):
 
 
 class RequeueEntry(Base):
-    """A person asked to run the same object again (a revocable intent)."""
+    """A person asked to run the same object again, or (``revoke``) took that back.
+
+    The intent is revocable until the supervisor commits the requeue call it leads to.
+    """
 
     kind: Literal["requeue"] = "requeue"
     reason: str = ""
+    revoke: bool = False
 
 
 # --- evidence: anyone -----------------------------------------------------------------------

@@ -316,3 +316,20 @@ def test_only_a_job_with_an_outcome_is_superseded_and_only_once(shape: Shape) ->
     assert w.status().superseded_by == plan.job
     with pytest.raises(dispatch.RejectedError, match="already superseded"):
         w.op.supersede(w.job, BOB, "me too")
+
+
+@SHAPES
+def test_a_requeue_is_revocable_until_the_supervisor_carries_it_out(shape: Shape) -> None:
+    w = World(shape)
+    w.passes()
+    w.op.requeue(w.job, ADA, "reload")
+    w.op.revoke_requeue(w.job, ADA, "not needed after all")
+    w.passes()
+    assert w.backend.calls["requeue"] == 0
+    with pytest.raises(dispatch.RejectedError, match="no requeue to revoke"):
+        w.op.revoke_requeue(w.job, ADA, "twice")
+    w.op.requeue(w.job, ADA, "reload")
+    w.passes()
+    assert w.backend.calls["requeue"] == 1
+    with pytest.raises(dispatch.RejectedError, match="carried out"):
+        w.op.revoke_requeue(w.job, ADA, "too late")
