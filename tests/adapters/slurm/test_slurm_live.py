@@ -15,12 +15,12 @@ import json
 import os
 import secrets
 import shlex
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import live_cluster
 import pytest
 
 from dispatch.adapters.slurm import render
@@ -42,8 +42,6 @@ from dispatch.model.values import Actor, JobSpec
 pytestmark = pytest.mark.live
 
 T = TypeVar("T")
-REPO = Path(__file__).resolve().parents[3]
-LOCALCLUSTER = REPO / "slurm_helpers" / "localcluster"
 DATA = Path(__file__).parent / "data"
 WAIT = 150.0  # seconds; every poll is bounded by this
 ME = Actor(kind=ActorKind.SUPERVISOR, id="live-test")
@@ -58,20 +56,10 @@ PREFIX = tuple(shlex.split(os.environ.get("SLURM_LIVE_PREFIX", "")))
 def cluster_env() -> dict[str, str]:
     if PREFIX:
         return {}
-    up = subprocess.run(
-        [str(LOCALCLUSTER), "up"], capture_output=True, text=True, timeout=900, check=False
-    )
-    if up.returncode != 0:
-        pytest.fail(f"localcluster up failed ({up.returncode}):\n{up.stdout}{up.stderr}")
-    printed = subprocess.run(
-        [str(LOCALCLUSTER), "env"], capture_output=True, text=True, timeout=60, check=True
-    ).stdout
-    env = {}
-    for line in printed.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key.strip()] = value.strip().strip("'\"")
-    assert Path(env["SLURM_CONF"]).is_file()
-    return env
+    try:
+        return live_cluster.cluster_env()
+    except RuntimeError as err:
+        pytest.fail(str(err))
 
 
 @pytest.fixture
@@ -111,14 +99,7 @@ def start(
 
 
 def wait_for(what: str, probe: Callable[[], T], ok: Callable[[T], bool]) -> T:
-    deadline = time.monotonic() + WAIT
-    value = probe()
-    while not ok(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {WAIT:g}s for {what}; last seen: {value!r}")
-        time.sleep(0.5)
-        value = probe()
-    return value
+    return live_cluster.wait_for(what, probe, ok, patience=WAIT)
 
 
 def the_object(backend: SlurmBackend, job: str, ref: ObjectRef) -> ObjectObs:
