@@ -1,15 +1,20 @@
-"""The supervisor's config file: where the ledger is, which backend, how escalations go out.
+"""The config file: where the ledger is, which backend, how escalations go out.
 
-A TOML file, named by ``--config`` or the ``DISPATCH_CONFIG`` environment variable, read with
-``tomllib``. Every key is checked: an unknown key, a missing one or a wrong value is refused
-with ``InvalidError`` naming the file, the key and what is allowed. The format, with a full
-example, is in ``docs/supervising.md``.
+A TOML file, named by ``--config``, else the ``DISPATCH_CONFIG`` environment variable, else
+``~/.dispatch/config.toml`` when it exists, read with ``tomllib``. With none of them the
+embedded default applies: a ledger in ``~/.dispatch/ledger`` (the home folder is on the shared
+filesystem of a real cluster) and the ``slurm`` adapter over its command-line transport. Every
+key is checked: an unknown key, a missing one or a wrong value is refused with ``InvalidError``
+naming the file, the key and what is allowed. The format, with a full example, is in
+``docs/supervising.md``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +27,16 @@ from dispatch.model.errors import InvalidError, NotFoundError
 from dispatch.spi import Backend
 
 ENV = "DISPATCH_CONFIG"
+
+# Where dispatch looks when no config is named, and keeps its ledger by default.
+HOME_FOLDER = "~/.dispatch"
+HOME_CONFIG = f"{HOME_FOLDER}/config.toml"
+DEFAULT_LEDGER = f"{HOME_FOLDER}/ledger"
+DEFAULT_BACKEND = "slurm"
+DEFAULT_BACKEND_SETTINGS: dict[str, Any] = {"transport": "cli"}
+
+# The folders on cron's PATH, where a Slurm command needs no `commands` setting.
+CRON_PATH = ("/usr/bin", "/bin")
 
 # Defaults chosen for a one-minute cron tick: a sweep stops starting passes well before the
 # next tick, and a delivery command cannot hold a sweep for long.
@@ -60,6 +75,13 @@ class Settings:
     deliver_timeout: timedelta = DEFAULT_DELIVER_TIMEOUT
     sweep_budget: timedelta = DEFAULT_BUDGET
     poll: timedelta = DEFAULT_POLL
+    # True for the embedded default: ``path`` is where a config file would be, and none is.
+    embedded: bool = False
+
+    @property
+    def source(self) -> str:
+        """Where these settings come from, for messages."""
+        return f"the default config (no {self.path})" if self.embedded else f"config {self.path}"
 
 
 def parse_duration(text: str) -> timedelta:
@@ -72,13 +94,75 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
 
 
-def config_path(given: str | Path | None) -> Path:
-    """The config file: ``given``, else ``$DISPATCH_CONFIG``; ``InvalidError`` if neither."""
+def home_config() -> Path:
+    """``~/.dispatch/config.toml`` of the user running this (even where ``$HOME`` is unset)."""
+    return Path(os.path.expanduser(HOME_CONFIG)).absolute()
+
+
+def config_path(given: str | Path | None) -> Path | None:
+    """The config file: ``given``, else ``$DISPATCH_CONFIG``, else ``~/.dispatch/config.toml``
+    when it exists; None when there is none, and the embedded default applies."""
     if given is None or str(given) == "":
         given = os.environ.get(ENV, "")
-    if not given:
-        raise InvalidError(f"no config file: pass --config FILE or set {ENV}")
-    return Path(given).absolute()
+    if given:
+        return Path(given).absolute()
+    home = home_config()
+    return home if home.exists() else None
+
+
+def embedded() -> Settings:
+    """The settings that apply when no config file is named or found."""
+    return Settings(
+        path=home_config(),
+        ledger=Path(os.path.expanduser(DEFAULT_LEDGER)).absolute(),
+        backend=DEFAULT_BACKEND,
+        backend_settings=dict(DEFAULT_BACKEND_SETTINGS),
+        embedded=True,
+    )
+
+
+def home_config_text(environment: Mapping[str, str]) -> str:
+    """The embedded default as a file, with what ``environment`` needs to reach Slurm."""
+    ledger = os.path.expanduser(DEFAULT_LEDGER)
+    lines = [
+        "# The embedded default of dispatch, written as a file by `dispatch supervise install`",
+        "# so that the sweeps cron runs find the same ledger and Slurm as your shell.",
+        f"ledger = {_toml(ledger)}",
+        "",
+        "[backend]",
+        f"name = {_toml(DEFAULT_BACKEND)}",
+        "",
+        "[backend.settings]",
+        *(f"{k} = {_toml(v)}" for k, v in DEFAULT_BACKEND_SETTINGS.items()),
+    ]
+    if environment.get("SLURM_CONF"):
+        lines.append(f"slurm_conf = {_toml(os.path.abspath(environment['SLURM_CONF']))}")
+    sbatch = shutil.which("sbatch", path=environment.get("PATH", ""))
+    if sbatch and os.path.dirname(sbatch) not in CRON_PATH:
+        lines.append(f"commands = {_toml(os.path.dirname(sbatch))}")
+    return "\n".join(lines) + "\n"
+
+
+def _toml(value: str) -> str:
+    """A TOML basic string."""
+    return json.dumps(value)
+
+
+def write_home_config(environment: Mapping[str, str], *, dry_run: bool = False) -> Path:
+    """Write ``~/.dispatch/config.toml`` from the embedded default (unless ``dry_run``)."""
+    path = home_config()
+    if not dry_run:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(home_config_text(environment))
+    return path
+
+
+def settings_for(given: str | Path | None) -> Settings:
+    """The settings a command runs with: the named or found config file, else the default."""
+    path = config_path(given)
+    return embedded() if path is None else load(path)
 
 
 def load(path: str | Path) -> Settings:
@@ -195,6 +279,6 @@ def backend_of(settings: Settings) -> Backend:
     try:
         return new_backend(settings.backend, settings.backend_settings)
     except NotFoundError as err:
-        raise InvalidError(f"config {settings.path}: backend.name: {err.message}") from None
+        raise InvalidError(f"{settings.source}: backend.name: {err.message}") from None
     except InvalidError as err:
-        raise InvalidError(f"config {settings.path}: [backend.settings]: {err.message}") from None
+        raise InvalidError(f"{settings.source}: [backend.settings]: {err.message}") from None

@@ -145,6 +145,15 @@ class MultiFinder(Protocol):
 
 
 @runtime_checkable
+class StartChecker(Protocol):
+    """Asks the scheduler whether it would take a start as it stands, creating nothing."""
+
+    def check(self, req: StartRequest) -> str:
+        """What the scheduler said of ``req``; refused requests raise the error of ``start``."""
+        ...
+
+
+@runtime_checkable
 class OutputReader(Protocol):
     """Reads a submission's output where the cluster keeps it."""
 

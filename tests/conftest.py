@@ -1,1 +1,18 @@
-"""Shared by every test folder: this folder is on sys.path, so ``live_cluster`` imports."""
+"""Shared by every test folder: this folder is on sys.path, so ``live_cluster`` imports; and
+every test runs with a home folder of its own, so dispatch's embedded default config (a ledger
+in ``~/.dispatch``) never touches the real one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh, empty ``$HOME`` for the test (and the processes it starts)."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("DISPATCH_CONFIG", raising=False)
+    return home

@@ -16,6 +16,8 @@ from dispatch.config import (
     config_path,
     load,
     parse_duration,
+    settings_for,
+    write_home_config,
 )
 from dispatch.model.errors import InvalidError
 
@@ -127,8 +129,44 @@ def test_the_config_path_comes_from_the_flag_then_the_environment(
     assert config_path(str(tmp_path / "flag.toml")) == tmp_path / "flag.toml"
     assert config_path(None) == tmp_path / "env.toml"
     monkeypatch.delenv("DISPATCH_CONFIG")
-    with pytest.raises(InvalidError, match="pass --config FILE or set DISPATCH_CONFIG"):
-        config_path(None)
+    assert config_path(None) is None
+
+
+def test_without_a_named_config_the_home_config_then_the_embedded_default_apply(
+    own_home: Path,
+) -> None:
+    default = settings_for(None)
+    assert default.embedded and default.backend == "slurm"
+    assert default.ledger == own_home / ".dispatch" / "ledger"
+    assert default.backend_settings == {"transport": "cli"}
+    home = own_home / ".dispatch" / "config.toml"
+    home.parent.mkdir()
+    home.write_text(MINIMAL)
+    assert config_path(None) == home
+    found = settings_for(None)
+    assert not found.embedded and found.backend == "memory"
+
+
+def test_the_home_config_written_for_cron_names_what_the_shell_needs_to_reach_slurm(
+    own_home: Path, tmp_path: Path
+) -> None:
+    bin_dir = tmp_path / "slurm" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "sbatch").write_text("#!/bin/sh\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {"SLURM_CONF": "/etc/site/slurm.conf", "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    path = write_home_config(env)
+    assert path == own_home / ".dispatch" / "config.toml"
+    assert path.stat().st_mode & 0o777 == 0o600
+    s = load(path)
+    assert s.ledger == own_home / ".dispatch" / "ledger"
+    assert s.backend_settings == {
+        "transport": "cli",
+        "slurm_conf": "/etc/site/slurm.conf",
+        "commands": str(bin_dir),
+    }
+    with pytest.raises(FileExistsError):
+        write_home_config(env)
 
 
 @pytest.mark.parametrize(

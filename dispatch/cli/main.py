@@ -15,6 +15,7 @@ import click
 from dispatch.cli.demo import run_demo
 from dispatch.cli.escalations import escalations
 from dispatch.cli.jobs import list_jobs, status
+from dispatch.cli.sbatch import sbatch
 from dispatch.cli.sim import sim
 from dispatch.cli.supervise import supervise
 from dispatch.cli.sweep import sweep
@@ -58,7 +59,7 @@ def demo(ledger: Path | None) -> None:
         click.echo(f"record of job {job} kept in {ledger}", err=True)
 
 
-for _command in (sweep, supervise, status, list_jobs, escalations):
+for _command in (sbatch, sweep, supervise, status, list_jobs, escalations):
     main.add_command(_command)
 main.add_command(sim)
 

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from dispatch.cluster import Config, Observer, compose
-from dispatch.config import Settings, backend_of, config_path, load, parse_duration
+from dispatch.config import Settings, backend_of, parse_duration, settings_for
 from dispatch.model.errors import DispatchError, InvalidError
 from dispatch.records.file import FileRecords
 from dispatch.spi import Backend
@@ -38,7 +38,8 @@ def config_option(f: F) -> F:
         "config",
         metavar="FILE",
         default=None,
-        help="The supervisor's config file (default: $DISPATCH_CONFIG).",
+        help="The config file (default: $DISPATCH_CONFIG, else ~/.dispatch/config.toml, "
+        "else the embedded default: ledger ~/.dispatch/ledger, the slurm adapter).",
     )(f)
 
 
@@ -97,7 +98,7 @@ class Session:
     """The settings of one config file and what a command opens from them."""
 
     def __init__(self, config: str | None) -> None:
-        self.settings: Settings = load(config_path(config))
+        self.settings: Settings = settings_for(config)
 
     @cached_property
     def store(self) -> FileRecords:

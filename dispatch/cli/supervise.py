@@ -8,6 +8,7 @@ periodic entry that runs ``dispatch sweep``.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -19,7 +20,7 @@ import click
 
 from dispatch.cli.session import DURATION, Session, config_option, fail, refusals
 from dispatch.cli.sweep import raise_open_file_limit, show
-from dispatch.config import config_path, load
+from dispatch.config import config_path, embedded, load, write_home_config
 from dispatch.model.base import format_duration
 from dispatch.model.errors import InvalidError
 from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge, schedule
@@ -159,7 +160,12 @@ def install(
         raise click.UsageError("choose where the entry goes: --cron or --scrontab")
     with refusals():
         schedule(every)  # refuses an interval cron cannot keep, before anything else
-        settings = load(config_path(config or ctx.meta.get("dispatch.config")))
+        path = config_path(config or ctx.meta.get("dispatch.config"))
+        if path is None:
+            # cron's sweeps must find the same ledger and Slurm as this shell: make the
+            # embedded default a file, with what this shell needs to reach Slurm.
+            path = write_home_config(os.environ, dry_run=dry_run)
+        settings = load(path) if path.exists() else embedded()
         if settings.sweep_budget >= every:
             raise InvalidError(
                 f"sweep.budget {format_duration(settings.sweep_budget)} in {settings.path} is not "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
@@ -25,7 +26,20 @@ from dispatch.model.enums import (
 JobID = str
 """A job's identity: lowercase letters and digits, made from ``Config.rand``."""
 
-RESERVED_ENV_PREFIX = "DISPATCH_"
+# The variables dispatch itself puts in every execution's environment (DESIGN §8); a spec
+# may not set them, and a captured environment's copies are overridden at run time.
+RESERVED_ENV = frozenset(
+    {
+        "DISPATCH_JOB",
+        "DISPATCH_SUBMISSION",
+        "DISPATCH_ATTEMPT",
+        "DISPATCH_RESTARTS",
+        "DISPATCH_EPOCH",
+    }
+)
+
+# A name a POSIX shell can assign: anything else would be shell text, not a name.
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # How long the hold lasts that every recovery rule becomes under a shared checkpoint: long
 # enough for a person to look, short enough that a forgotten job escalates within a day.
@@ -94,7 +108,74 @@ class SharedCheckpoint(Value):
     kind: Literal["shared-checkpoint"] = "shared-checkpoint"
 
 
-Extension = Annotated[SharedCheckpoint, Field(discriminator="kind")]
+class BatchScript(Value):
+    """Extension: the job is the submitter's own batch script, run as they submitted it.
+
+    Everything a resubmission needs is kept here at submit time, so every submission of the
+    job runs the same script text with the same arguments and scheduler options, in the
+    submitter's folder, with the submitter's environment (which may hold secrets: it is stored
+    in the job's record, readable by whoever can read the ledger).
+    """
+
+    kind: Literal["batch-script"] = "batch-script"
+    path: str = Field(min_length=1)
+    text: str
+    args: tuple[str, ...] = ()
+    options: tuple[str, ...] = ()
+    directory: str
+    environment: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("text")
+    @classmethod
+    def _batch_script(cls, text: str) -> str:
+        if not text.startswith("#!"):
+            raise ValueError("a batch script starts with #! and the path of its interpreter")
+        if "\0" in text:
+            raise ValueError("a batch script is text; this one holds a NUL byte")
+        return text
+
+    @field_validator("directory")
+    @classmethod
+    def _absolute(cls, directory: str) -> str:
+        if not directory.startswith("/"):
+            raise ValueError(f"the submit folder must be an absolute path, not {directory!r}")
+        return directory
+
+    @field_validator("args", "options")
+    @classmethod
+    def _no_nul(cls, words: tuple[str, ...]) -> tuple[str, ...]:
+        if any("\0" in w for w in words):
+            raise ValueError("a word holds a NUL byte")
+        return words
+
+    @field_validator("environment")
+    @classmethod
+    def _environment(cls, env: dict[str, str]) -> dict[str, str]:
+        for name, value in env.items():
+            if not name or "=" in name or "\0" in name or "\n" in name:
+                raise ValueError(f"variable name {name!r} cannot be passed on")
+            if "\0" in value:
+                raise ValueError(f"variable {name} holds a NUL byte")
+        return env
+
+
+Extension = Annotated[SharedCheckpoint | BatchScript, Field(discriminator="kind")]
+
+# JobSpec fields a batch-script job takes from its script's directives and sbatch options.
+_FROM_THE_SCRIPT = (
+    "nodes",
+    "procs_per_node",
+    "gpus_per_node",
+    "time_limit",
+    "partition",
+    "account",
+    "qos",
+    "working_directory",
+    "output_path",
+    "image",
+    "pre_termination_signal",
+    "env",
+)
 
 
 class JobSpec(Value):
@@ -126,13 +207,36 @@ class JobSpec(Value):
 
     @field_validator("env")
     @classmethod
-    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
         for key in env:
-            if key.upper().startswith(RESERVED_ENV_PREFIX):
-                raise ValueError(f"variable {key!r} uses the reserved prefix {RESERVED_ENV_PREFIX}")
-            if not key or "=" in key:
-                raise ValueError(f"variable name {key!r} is not a valid name")
+            if not SHELL_NAME.fullmatch(key):
+                raise ValueError(
+                    f"variable name {key!r} is not a shell name (letters, digits and _, "
+                    "not starting with a digit)"
+                )
+            if key in RESERVED_ENV:
+                raise ValueError(f"variable {key} is set by dispatch itself")
         return env
+
+    @model_validator(mode="after")
+    def _extensions(self) -> JobSpec:
+        kinds = [e.kind for e in self.extensions]
+        for kind in kinds:
+            if kinds.count(kind) > 1:
+                raise ValueError(f"extension {kind!r} is given {kinds.count(kind)} times")
+        if self.script is not None:
+            fields = JobSpec.model_fields
+            given = [
+                f
+                for f in _FROM_THE_SCRIPT
+                if getattr(self, f) != fields[f].get_default(call_default_factory=True)
+            ]
+            if given:
+                raise ValueError(
+                    "a batch-script job takes its resources and environment from its script "
+                    f"and sbatch options; leave out {', '.join(given)}"
+                )
+        return self
 
     @field_validator("time_limit")
     @classmethod
@@ -140,6 +244,14 @@ class JobSpec(Value):
         if limit is not None and limit <= timedelta(0):
             raise ValueError("time_limit must be positive")
         return limit
+
+    @property
+    def script(self) -> BatchScript | None:
+        """The batch script the job runs, when it is one."""
+        for e in self.extensions:
+            if isinstance(e, BatchScript):
+                return e
+        return None
 
     @property
     def checkpoint(self) -> CheckpointMode:

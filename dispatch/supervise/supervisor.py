@@ -41,6 +41,10 @@ Deliver = Callable[[JobID, Escalation], None]
 # How often a delivery mark is retried when other commits race it.
 DELIVERY_RETRIES = 4
 
+# Passes ``launch`` gives a new job: authorize, start, canonical and open take one each, and a
+# pass lost to a racing actor may need another.
+LAUNCH_PASSES = 8
+
 
 def _no_delivery(job: JobID, escalation: Escalation) -> None:
     log.warning("job %s: escalation %s: %s", job, escalation.id, escalation.detail)
@@ -123,6 +127,29 @@ class Supervisor:
             self._last_look(job)
         finally:
             self.store.release(job, token)
+
+    def launch(self, job: JobID, passes: int = LAUNCH_PASSES) -> PassResult | None:
+        """Carry a job through its first stages now, until its execution is opened.
+
+        What ``dispatch sbatch`` does right after recording a job, so that it is in the
+        scheduler's queue when the command returns, as with sbatch. Each pass is an ordinary
+        pass (read, look, decide); it stops at the open, at a pass that only waits, or when the
+        job settles, and leaves the rest to the sweeps. None when another supervisor owns the
+        job: that one launches it.
+        """
+        token = self._token()
+        if not self.store.lock(job, token):
+            return None
+        result = None
+        try:
+            for _ in range(passes):
+                view = self.store.read(job)
+                result = self.pass_once(job, token, view, self.backend.find(job))
+                if result.settled or not result.progressed or "open" in result.steps:
+                    break
+        finally:
+            self.store.release(job, token)
+        return result
 
     def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
         """One pass: ``view`` was read before ``found`` was looked up; decide, execute, deliver."""

@@ -6,6 +6,9 @@ import json
 from pathlib import Path
 
 from cli_setup import Site
+from click.testing import CliRunner
+
+from dispatch.cli.main import main
 
 
 def test_a_sweep_prints_one_summary_line_and_exits_0(tmp_path: Path) -> None:
@@ -64,13 +67,21 @@ def test_the_config_can_come_from_the_environment(tmp_path: Path) -> None:
     assert result.stdout.startswith("swept 1 unsettled jobs")
 
 
-def test_no_config_exits_2_saying_how_to_give_one(tmp_path: Path) -> None:
+def test_without_a_config_the_home_config_file_applies(tmp_path: Path, own_home: Path) -> None:
     site = Site(tmp_path)
-    result = site.run(["sweep"], env={"DISPATCH_CONFIG": ""})
-    assert result.exit_code == 2
-    assert result.stderr == (
-        "error: dispatch: invalid: no config file: pass --config FILE or set DISPATCH_CONFIG\n"
-    )
+    site.submit()
+    (own_home / ".dispatch").mkdir()
+    (own_home / ".dispatch" / "config.toml").write_text(site.config.read_text())
+    result = site.run(["sweep"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("swept 1 unsettled jobs")
+
+
+def test_without_any_config_the_embedded_default_sweeps_the_home_ledger(own_home: Path) -> None:
+    result = CliRunner().invoke(main, ["sweep"], catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("swept 0 unsettled jobs")
+    assert (own_home / ".dispatch" / "ledger" / "jobs").is_dir()
 
 
 def test_a_wrong_config_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:

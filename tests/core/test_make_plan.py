@@ -95,7 +95,10 @@ def test_a_bad_rule_is_refused_naming_the_field_and_value(data: dict[str, object
         ({"command": ["x"], "nodes": 0}, "JobSpec.nodes = 0"),
         ({"command": []}, "JobSpec.command = []"),
         ({"command": [" "]}, "program (first word) is empty"),
-        ({"command": ["x"], "env": {"DISPATCH_EPOCH": "1"}}, "reserved prefix"),
+        ({"command": ["x"], "env": {"DISPATCH_EPOCH": "1"}}, "DISPATCH_EPOCH is set by dispatch"),
+        ({"command": ["x"], "env": {" DISPATCH_EPOCH": "1"}}, "is not a shell name"),
+        ({"command": ["x"], "env": {"A;rm -rf ~": "1"}}, "is not a shell name"),
+        ({"command": ["x"], "env": {"A\nB": "1"}}, "is not a shell name"),
         ({"command": ["x"], "color": "red"}, "JobSpec.color"),
     ],
 )

@@ -10,15 +10,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from dispatch.adapters.slurm import parse, render
+from dispatch.adapters.slurm import parse, render, script
 from dispatch.adapters.slurm.capabilities import probe_capabilities, rule_support
 from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import observe
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.row import Row
-from dispatch.adapters.slurm.run import CommandRunner, PyslurmReader, Reply
+from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, PyslurmReader, Reply
 from dispatch.adapters.slurm.settings import Settings
-from dispatch.model.enums import Capability, ObjectState, Tristate
+from dispatch.model.enums import Capability, CauseKind, ObjectState, Tristate
 from dispatch.model.errors import (
     InvalidError,
     LaunchRefusedError,
@@ -104,10 +104,13 @@ class SlurmBackend:
 
     def start(self, req: StartRequest) -> ObjectRef:
         """sbatch the attempt's object, held at creation (the gate)."""
-        images = bool(req.spec.image) and (
-            self._capabilities[Capability.CONTAINER_IMAGE].state is Tristate.YES
-        )
-        reply = self.runner.run(render.sbatch_argv(req, container_images=images), effect=True)
+        if req.spec.script is not None:
+            reply = self._sbatch_script(req)
+        else:
+            images = bool(req.spec.image) and (
+                self._capabilities[Capability.CONTAINER_IMAGE].state is Tristate.YES
+            )
+            reply = self.runner.run(render.sbatch_argv(req, container_images=images), effect=True)
         if not reply.ok:
             cause = refusal_cause(reply.stderr)
             if cause is not None:
@@ -121,6 +124,36 @@ class SlurmBackend:
             # It exited 0, so something may have been created; without an id nobody knows.
             raise OutcomeUnknownError(f"sbatch {req.name} printed no job id: {err}") from None
         return ObjectRef(id=job_id, name=req.name)
+
+    def _sbatch_script(self, req: StartRequest, *, test_only: bool = False) -> Reply:
+        """sbatch a batch-script job as its submitter would: in their folder, with their
+        environment, the script (with dispatch's numbers) on stdin."""
+        batch = req.spec.script
+        assert batch is not None
+        reply = self.runner.run_as_submitter(
+            script.sbatch_argv(req, batch, test_only=test_only),
+            environment=batch.environment,
+            folder=batch.directory,
+            stdin=script.wrapper(req, batch),
+        )
+        if reply.returncode == FOLDER_GONE:
+            raise LaunchRefusedError(
+                f"sbatch {req.name}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value
+            )
+        return reply
+
+    def check(self, req: StartRequest) -> str:
+        """Ask Slurm whether it would take this attempt as it stands, creating nothing
+        (``sbatch --test-only``); returns what Slurm said, or raises naming what it refused."""
+        if req.spec.script is None:
+            return ""
+        reply = self._sbatch_script(req, test_only=True)
+        if not reply.ok:
+            cause = refusal_cause(reply.stderr)
+            if cause is not None:
+                raise LaunchRefusedError(f"Slurm would not run it: {_err(reply)}", cause.kind.value)
+            self._check(reply, "sbatch --test-only")
+        return (reply.stderr or reply.stdout).strip()
 
     def open(self, ref: ObjectRef) -> None:
         """Lift the gate (``scontrol release``); an already released object is success. A hold

@@ -17,13 +17,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispatch.model.errors import OutcomeUnknownError, UnavailableError, UnreachableError
+from dispatch.model.errors import (
+    OutcomeUnknownError,
+    UnavailableError,
+    UnreachableError,
+    UnsupportedError,
+)
 
 # Times printed as epoch seconds, so parsing never depends on the cluster's time zone.
 CLIENT_ENV = {"SLURM_TIME_FORMAT": "%s"}
 
 # ssh reports its own failure (no connection, lost connection) with exit status 255.
 SSH_FAILED = 255
+
+# Enters the submitter's folder, then runs the rest of its arguments, inside whatever the
+# prefix leads to (a chroot has its own view of the folders). Exit 97 says the folder is gone.
+ENTER_FOLDER = (
+    'cd -- "$1" 2>/dev/null || { echo "dispatch: cannot enter the submit folder $1" >&2; '
+    "exit 97; }; shift; exec \"$@\""
+)
+FOLDER_GONE = 97
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,14 @@ class CommandRunner:
     timeout: float = 60.0
     env: dict[str, str] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
+    # The folder of the Slurm commands, when they are not on the PATH the runner inherits.
+    commands: str = ""
+
+    def program(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` with its program taken from ``commands`` when that is set."""
+        if not self.commands or "/" in argv[0]:
+            return list(argv)
+        return [f"{self.commands.rstrip('/')}/{argv[0]}", *argv[1:]]
 
     @classmethod
     def ssh(cls, host: str, *, timeout: float = 60.0, options: Sequence[str] = ()) -> CommandRunner:
@@ -61,16 +82,52 @@ class CommandRunner:
     def command_line(self, argv: Sequence[str]) -> list[str]:
         """The full command line this runner starts for ``argv``."""
         if not self.prefix:
-            return list(argv)
+            return self.program(argv)
         inner = ["env", *(f"{k}={v}" for k, v in sorted({**CLIENT_ENV, **self.env}.items()))]
-        inner.extend(argv)
+        inner.extend(self.program(argv))
         return [*self.prefix, shlex.join(inner)] if self.quote else [*self.prefix, *inner]
 
     def run(self, argv: Sequence[str], *, effect: bool = False) -> Reply:
         """Run ``argv``; ``effect`` marks calls that change the cluster (see module doc)."""
-        line = self.command_line(argv)
-        self.counts[argv[0]] += 1
         env = None if self.prefix else {**os.environ, **CLIENT_ENV, **self.env}
+        return self._run(self.command_line(argv), argv, effect=effect, env=env)
+
+    def run_as_submitter(
+        self, argv: Sequence[str], *, environment: dict[str, str], folder: str, stdin: str
+    ) -> Reply:
+        """Run ``argv`` as its submitter would have: in ``folder``, with exactly
+        ``environment`` (plus this runner's own settings for reaching Slurm), ``stdin`` fed in.
+
+        Always an effect. The environment travels as the process environment, never on a
+        command line, so other users cannot read it from the process table.
+        """
+        if self.quote:
+            raise UnsupportedError(
+                "a batch-script job needs the local command-line transport (or a local prefix): "
+                "over ssh the submitter's environment cannot be passed on"
+            )
+        line = [
+            *self.prefix,
+            "/bin/sh",
+            "-c",
+            ENTER_FOLDER,
+            "dispatch-submit",
+            folder,
+            *self.program(argv),
+        ]
+        env = {**environment, **self.env}
+        return self._run(line, argv, effect=True, env=env, stdin=stdin)
+
+    def _run(
+        self,
+        line: Sequence[str],
+        argv: Sequence[str],
+        *,
+        effect: bool,
+        env: dict[str, str] | None,
+        stdin: str | None = None,
+    ) -> Reply:
+        self.counts[argv[0]] += 1
         what = shlex.join(argv)
         try:
             done = subprocess.run(
@@ -79,7 +136,8 @@ class CommandRunner:
                 text=True,
                 timeout=self.timeout,
                 env=env,
-                stdin=subprocess.DEVNULL,
+                input=stdin,
+                stdin=subprocess.DEVNULL if stdin is None else None,
                 check=False,
             )
         except subprocess.TimeoutExpired:

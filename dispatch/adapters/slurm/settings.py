@@ -20,7 +20,10 @@ class Settings:
     command prefix for the CLI (``["chroot", "/srv/sid"]``). ``timeout``: seconds per command.
     ``history_since``: how far back sacct looks (sacct ``--starttime``). ``json``: ``auto``
     (JSON from 24.05 on), ``yes`` or ``no``. ``container_images``: declare pyxis present
-    (``yes``/``no``) instead of probing ``sbatch --help``.
+    (``yes``/``no``) instead of probing ``sbatch --help``. ``slurm_conf``: the slurm.conf the
+    commands read (``SLURM_CONF``), for a sweep under cron whose environment lacks it.
+    ``commands``: the folder holding sbatch, squeue and the rest, when cron's short ``PATH``
+    does not reach them.
     """
 
     transport: str = "auto"
@@ -31,6 +34,8 @@ class Settings:
     history_since: str = "now-60days"
     json: str = "auto"
     container_images: str = "probe"
+    slurm_conf: str = ""
+    commands: str = ""
 
 
 def _words(key: str, value: Any) -> tuple[str, ...]:
@@ -64,7 +69,14 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
     since = raw.get("history_since", Settings.history_since)
     if not isinstance(since, str) or not since:
         raise InvalidError(f"slurm setting 'history_since' = {since!r}: expected a sacct time")
+    paths = {}
+    for key in ("slurm_conf", "commands"):
+        value = raw.get(key, "")
+        if not isinstance(value, str) or (value and not value.startswith("/")):
+            raise InvalidError(f"slurm setting {key!r} = {value!r}: expected an absolute path")
+        paths[key] = value
     s = Settings(
+        **paths,
         transport=_choice("transport", raw.get("transport", "auto"), TRANSPORTS),
         prefix=_words("prefix", raw.get("prefix", ())),
         ssh_host=ssh_host,

@@ -11,9 +11,13 @@ from dispatch.model.errors import UnavailableError
 
 def command_runner(s: Settings) -> CommandRunner:
     """The CLI runner the settings ask for."""
+    env = {"SLURM_CONF": s.slurm_conf} if s.slurm_conf else {}
     if s.transport == "ssh" or (s.transport == "auto" and s.ssh_host):
-        return CommandRunner.ssh(s.ssh_host, timeout=s.timeout, options=s.ssh_options)
-    return CommandRunner(prefix=s.prefix, timeout=s.timeout)
+        runner = CommandRunner.ssh(s.ssh_host, timeout=s.timeout, options=s.ssh_options)
+        runner.env.update(env)
+        runner.commands = s.commands
+        return runner
+    return CommandRunner(prefix=s.prefix, timeout=s.timeout, env=env, commands=s.commands)
 
 
 def pyslurm_matches(version: str | None, release: tuple[int, int]) -> bool:

@@ -1,0 +1,120 @@
+"""Scheduler text out for a batch-script job: the user's script as sbatch's batch script.
+
+Pure functions, no I/O. sbatch reads the batch script on stdin. What it reads is the user's
+script with three things added, so that every submission and every requeue runs it as it was
+submitted:
+
+* the script's own directive block (the ``#SBATCH`` lines and comments sbatch reads options
+  from, up to the first command) is copied first, unchanged, so sbatch reads the very same
+  directives; dispatch's options follow on the command line, which sbatch lets win;
+* then ``DISPATCH_JOB``, ``DISPATCH_SUBMISSION``, ``DISPATCH_ATTEMPT`` are set, and
+  ``DISPATCH_EPOCH`` is computed at run time from ``SLURM_RESTART_COUNT``, because a
+  requeued Slurm job keeps the environment it was submitted with (DESIGN §8);
+* then the user's script, kept in the record as submitted, is written to a private temporary
+  file, opened, unlinked, and run with the interpreter its ``#!`` line names, with its
+  arguments, replacing the shell (so signals Slurm sends the batch shell reach the script).
+
+The submitter's environment and folder are not in this text: the transport runs sbatch in
+that folder with that environment (``CommandRunner.run_as_submitter``), and sbatch passes it
+on as its ``--export`` says, exactly as it would have for the user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+
+from dispatch.adapters.slurm.directives import directive_block
+from dispatch.adapters.slurm.row import comment_text
+from dispatch.model.objects import EPOCH_BASE, StartRequest
+from dispatch.model.values import BatchScript
+
+# The options dispatch gives every attempt's sbatch, after the user's so that they win:
+# the gate, the name find looks for, the numbers find reads back, and no rerun by Slurm
+# itself (recovery is dispatch's; a requeue rule sets the bit when it fires).
+DISPATCH_OPTIONS = ("--parsable", "--hold", "--no-requeue")
+
+# The exit status of the wrapper when it cannot set the script up on the node.
+SETUP_FAILED = 97
+
+_RUN = """\
+# dispatch: this execution's numbers and epoch, then the script as it was submitted.
+DISPATCH_JOB={job}
+DISPATCH_SUBMISSION={submission}
+DISPATCH_ATTEMPT={attempt}
+DISPATCH_RESTARTS="${{SLURM_RESTART_COUNT:-0}}"
+DISPATCH_EPOCH=$(( DISPATCH_SUBMISSION * {base} + DISPATCH_RESTARTS ))
+export DISPATCH_JOB DISPATCH_SUBMISSION DISPATCH_ATTEMPT DISPATCH_RESTARTS DISPATCH_EPOCH
+dispatch_script=$(PATH="/usr/bin:/bin:$PATH" mktemp "${{TMPDIR:-/tmp}}/dispatch-script.XXXXXXXX" \\
+    2>/dev/null || PATH="/usr/bin:/bin:$PATH" mktemp /tmp/dispatch-script.XXXXXXXX) || {{
+    echo "dispatch: cannot write the job's script to a temporary file" >&2
+    exit {failed}
+}}
+PATH="/usr/bin:/bin:$PATH" cat > "$dispatch_script" <<'{marker}'
+{text}{marker}
+exec 9< "$dispatch_script"
+PATH="/usr/bin:/bin:$PATH" rm -f "$dispatch_script"
+unset dispatch_script
+exec {command}
+"""
+
+
+def interpreter(text: str) -> list[str]:
+    """The interpreter and its one optional argument from the ``#!`` line, as Linux reads it:
+    the path up to the first blank, and the rest of the line (trimmed) as one argument."""
+    first = text.split("\n", 1)[0][2:].strip()
+    path, _, arg = first.partition(" ")
+    if "\t" in path:
+        path, _, rest = path.partition("\t")
+        arg = f"{rest} {arg}".strip()
+    arg = arg.strip()
+    return [path, arg] if arg else [path]
+
+
+def _marker(text: str) -> str:
+    """A here-document delimiter that no line of ``text`` equals."""
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    lines = set(text.split("\n"))
+    for width in range(16, len(digest) + 1):
+        marker = f"DISPATCH_SCRIPT_{digest[:width]}"
+        if marker not in lines:
+            return marker
+    raise AssertionError("a script holds every prefix of its own digest")  # not reachable
+
+
+def wrapper(req: StartRequest, script: BatchScript) -> str:
+    """The batch script sbatch reads for one attempt of a batch-script job."""
+    text = script.text if script.text.endswith("\n") else script.text + "\n"
+    block = directive_block(text)
+    command = shlex.join([*interpreter(text), "/dev/fd/9", *script.args])
+    return (
+        "#!/bin/sh\n"
+        + "".join(f"{line}\n" for line in block)
+        + _RUN.format(
+            job=req.job,
+            submission=req.lineage_submission,
+            attempt=req.attempt,
+            base=EPOCH_BASE,
+            failed=SETUP_FAILED,
+            marker=_marker(text),
+            text=text,
+            command=command,
+        )
+    )
+
+
+def sbatch_argv(req: StartRequest, script: BatchScript, *, test_only: bool = False) -> list[str]:
+    """The sbatch call for one attempt: the user's options, then dispatch's, which win.
+
+    ``test_only`` asks Slurm to check the request and create nothing (``--test-only``).
+    """
+    argv = [
+        "sbatch",
+        *script.options,
+        *DISPATCH_OPTIONS,
+        f"--job-name={req.name}",
+        f"--comment={comment_text(req.submission, req.attempt)}",
+    ]
+    if test_only:
+        argv.append("--test-only")
+    return argv

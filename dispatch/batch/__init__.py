@@ -1,0 +1,1 @@
+"""A user's own batch script as a dispatch job: its #DISPATCH lines and the request it makes."""

@@ -1,0 +1,272 @@
+"""From ``dispatch sbatch``'s command line and the user's script to a job spec and its options.
+
+Pure: the command line's words, the script's text, the submitter's folder and environment come
+in; a ``Request`` goes out, or ``InvalidError`` naming the word or the script's line and what
+to write instead. Nothing is read or created here (``dispatch.cli.sbatch`` does the I/O).
+
+The command line is ``[SBATCH OPTIONS] [DISPATCH OPTIONS] SCRIPT [ARGS...]``, in any order up
+to the script, as sbatch reads it: the first word that is not an option is the script and
+everything after it is the script's. Precedence follows sbatch: a flag wins over the script's
+``#DISPATCH`` line, as sbatch's command line wins over ``#SBATCH``; dispatch's own sbatch
+options (its gate, name, comment, ``--no-requeue``) win over the script's directives.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.adapters.slurm import directives as sb
+from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
+from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
+from dispatch.batch.directives import submit_keywords as keywords
+from dispatch.model.enums import CheckpointMode
+from dispatch.model.errors import InvalidError
+from dispatch.model.values import (
+    RESERVED_ENV,
+    BatchScript,
+    Extension,
+    JobSpec,
+    RecoveryPolicy,
+    SharedCheckpoint,
+)
+
+# dispatch sbatch's own flags (neither sbatch's nor the job's), and whether each takes a value.
+COMMAND_FLAGS = {"--config": True, "--plan": False, "--json": False}
+
+# sbatch options that dispatch sbatch answers itself instead of passing on.
+HELP = ("help", "usage")
+ANSWERED = ("parsable", "job-name", "wrap", "version", *HELP)
+
+# The text sbatch itself gives a --wrap command (src/sbatch/sbatch.c), so a wrapped job reads
+# the same under dispatch.
+WRAP = "#!/bin/sh\n# This script was created by dispatch sbatch --wrap.\n\n{}\n"
+
+# sbatch options dispatch sets itself on every launch. In a script's directives they are
+# overridden, and the user told so; on the command line they are refused (sbatch_options).
+OVERRIDDEN = {
+    "hold": "the gate is dispatch's: the job starts once launched (hold it with dispatch hold JOB)",
+    "comment": "dispatch's comment (the submission and attempt numbers) replaces it",
+    "requeue": "dispatch's --no-requeue wins, so Slurm does not rerun the job by itself; to "
+    "recover from preemption add #DISPATCH --rule=preempted:resubmit:3",
+}
+
+
+@dataclass(frozen=True)
+class CommandLine:
+    """``dispatch sbatch``'s words, sorted: sbatch's, the job's, the command's, the script's."""
+
+    sbatch: tuple[Given, ...] = ()
+    job: tuple[str, ...] = ()
+    config: str | None = None
+    plan: bool = False
+    json: bool = False
+    parsable: bool = False
+    help: bool = False
+    version: bool = False
+    job_name: str | None = None
+    wrap: str | None = None
+    script: str | None = None
+    args: tuple[str, ...] = ()
+
+    @property
+    def passed_on(self) -> tuple[str, ...]:
+        """The sbatch options as written, but for those dispatch sbatch answers itself."""
+        return tuple(w for g in self.sbatch if g.name not in ANSWERED for w in g.words)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What ``dispatch sbatch`` submits: the spec, ``submit``'s keywords, notes for the user."""
+
+    spec: JobSpec
+    submit: dict[str, Any]
+    notes: tuple[str, ...] = ()
+
+
+def _flag(word: str, following: Sequence[str], takes_value: bool) -> tuple[str | bool, int]:
+    name, eq, value = word.partition("=")
+    if not takes_value:
+        if eq:
+            raise InvalidError(f"{word}: {name} takes no value")
+        return True, 1
+    if eq:
+        return value, 1
+    if not following:
+        raise InvalidError(f"{word} needs a value: {name} FILE")
+    return following[0], 2
+
+
+def split(words: Sequence[str]) -> CommandLine:
+    """Sort ``dispatch sbatch``'s words; an option sbatch cannot be given is refused here."""
+    sbatch: list[Given] = []
+    job: list[str] = []
+    flags: dict[str, Any] = {}
+    i = 0
+    while i < len(words):
+        word, following = words[i], words[i + 1 : i + 2]
+        name = word.partition("=")[0]
+        if word == ":":
+            raise InvalidError(": (a heterogeneous job) is not supported under dispatch")
+        if name in COMMAND_FLAGS:
+            flags[name[2:]], used = _flag(word, following, COMMAND_FLAGS[name])
+        elif is_option(word):
+            used = Reader("the command line").split(word, following)[2]
+            job.extend(words[i : i + used])
+        elif word.startswith("-") and len(word) > 1:
+            given, used = read_option(word, following)
+            for g in given:
+                why = refusal(g)
+                if why:
+                    raise InvalidError(f"{g.spelled}: {why}")
+            sbatch.extend(given)
+        else:
+            break
+        i += used
+    named = {g.name: g.value for g in sbatch if g.known}
+    rest = tuple(words[i:])
+    wrap = named.get("wrap")
+    if wrap is not None and rest:
+        raise InvalidError(f"--wrap takes the command to run; give no script as well ({rest[0]})")
+    return CommandLine(
+        sbatch=tuple(sbatch),
+        job=tuple(job),
+        config=flags.get("config"),
+        plan=bool(flags.get("plan")),
+        json=bool(flags.get("json")),
+        parsable="parsable" in named,
+        help=any(h in named for h in HELP),
+        version="version" in named,
+        job_name=named.get("job-name"),
+        wrap=wrap,
+        script=rest[0] if rest else None,
+        args=rest[1:],
+    )
+
+
+@dataclass
+class _Directives:
+    """What a script's directive block says: its #DISPATCH options and sbatch's name for it."""
+
+    options: JobOptions
+    job_name: str | None
+    requeue_line: int
+    notes: list[str]
+
+
+def _read_block(text: str, name: str) -> _Directives:
+    block, first_command = sb.block_lines(text)
+    dispatch_lines = []
+    job_name = None
+    requeue_line = 0
+    notes = []
+    for line in block:
+        if line.text.startswith(MAGIC):
+            dispatch_lines.append((line.number, line.text))
+            continue
+        if not sb.is_directive(line.text):
+            continue
+        words = sb.words(line, name)
+        where = f"{name} line {line.number}: {line.text.strip()}"
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if not word.startswith("-") or len(word) < 2:
+                if word.lower() in ("hetjob", "packjob"):
+                    raise InvalidError(
+                        f"{where}: heterogeneous jobs are not supported under dispatch"
+                    )
+                raise InvalidError(
+                    f"{where}: {word!r} is not an sbatch option, so sbatch would refuse the script"
+                )
+            try:
+                given, used = read_option(word, words[i + 1 : i + 2])
+            except InvalidError as err:
+                raise InvalidError(f"{where}: {err.message}") from None
+            for g in given:
+                if g.name in OVERRIDDEN:
+                    if g.name == "requeue":
+                        requeue_line = line.number
+                    else:
+                        notes.append(
+                            f"{name} line {line.number}: {g.spelled}: {OVERRIDDEN[g.name]}"
+                        )
+                elif refusal(g):
+                    raise InvalidError(f"{where}: {refusal(g)}")
+                elif g.name == "job-name":
+                    job_name = g.value
+            i += used
+    if first_command:
+        for number, line_text in enumerate(
+            text.split("\n")[first_command:], start=first_command + 1
+        ):
+            if line_text.startswith(MAGIC):
+                raise InvalidError(
+                    f"{name} line {number}: {MAGIC} after the first command (line "
+                    f"{first_command}) is not read; move it above line {first_command}, with "
+                    "the #SBATCH lines"
+                )
+    options = read_lines(dispatch_lines, name)
+    return _Directives(options, job_name, requeue_line, notes)
+
+
+def build(
+    cmd: CommandLine,
+    text: str,
+    path: str | None,
+    folder: str,
+    environment: Mapping[str, str],
+) -> Request:
+    """The request for ``text``, read from ``path`` (relative to ``folder``), or from stdin or
+    ``--wrap`` when ``path`` is None."""
+    if path is None:
+        # sbatch's own names for a script without a file: "wrap", and "sbatch" for stdin.
+        shown = "wrap" if cmd.wrap is not None else "stdin"
+        default_name = "wrap" if cmd.wrap is not None else "sbatch"
+        kept = shown
+    else:
+        shown = posixpath.basename(path) or path
+        default_name = shown
+        kept = posixpath.normpath(posixpath.join(folder, path))
+    sb.check_script(text, shown)
+    found = _read_block(text, shown)
+    options = (
+        Reader("the command line").take(cmd.job).over(found.options) if cmd.job else found.options
+    )
+    rules = options.rules or ()
+    notes = list(found.notes)
+    if found.requeue_line:
+        if rules:
+            raise InvalidError(
+                f"{shown} line {found.requeue_line}: #SBATCH --requeue: recovery is dispatch's "
+                "here (the script has rules), so Slurm must not rerun the job by itself; remove "
+                "the line"
+            )
+        notes.append(f"{shown} line {found.requeue_line}: --requeue: {OVERRIDDEN['requeue']}")
+    name = options.name or cmd.job_name or found.job_name or default_name
+    script = BatchScript(
+        path=kept,
+        text=text,
+        args=cmd.args,
+        options=cmd.passed_on,
+        directory=folder,
+        environment={k: v for k, v in environment.items() if k not in RESERVED_ENV},
+    )
+    extensions: list[Extension] = [script]
+    if options.checkpoint is CheckpointMode.SHARED:
+        extensions.append(SharedCheckpoint())
+    spec = JobSpec(
+        name=name,
+        command=(script.path, *cmd.args),
+        recovery=RecoveryPolicy(rules=rules),
+        extensions=tuple(extensions),
+    )
+    return Request(spec=spec, submit=keywords(options, len(rules)), notes=tuple(notes))
+
+
+def wrapped(cmd: CommandLine) -> str:
+    """The script a ``--wrap`` command stands for."""
+    assert cmd.wrap is not None
+    return WRAP.format(cmd.wrap)

@@ -1,0 +1,224 @@
+"""``dispatch sbatch``: submit your own sbatch script under dispatch, with no Python.
+
+    dispatch sbatch [SBATCH OPTIONS] [DISPATCH OPTIONS] SCRIPT [ARGS...]
+
+The script's ``#SBATCH`` lines and the sbatch options given here mean what they mean to
+sbatch; its ``#DISPATCH`` lines (or the same options as flags) say how dispatch recovers it.
+The script's text, its arguments, the folder you are in and your environment are kept with
+the job, so every submission runs as this one. The command prints the plan (who enforces each
+rule, what nothing covers), records the job, launches it and prints its ids; ``--plan`` prints
+the plan and creates nothing. Exit codes: 0 submitted, 1 refused, 2 bad input (nothing recorded).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dispatch.batch import request
+from dispatch.batch.directives import OPTIONS
+from dispatch.cli.session import Session, echo_json, fail, refusals
+from dispatch.cluster import Config, compose
+from dispatch.model.enums import ActorKind, State
+from dispatch.model.errors import DispatchError, InvalidError, UnreachableError
+from dispatch.model.objects import StartRequest
+from dispatch.model.status import Status
+from dispatch.model.values import Actor, JobSpec, Plan
+from dispatch.spi import Backend, StartChecker
+from dispatch.submission import make_plan
+
+# The job id the scheduler's dry run is asked about: nothing is created under it.
+CHECK_JOB = "0000000000000000"
+
+_HELP = f"""Submit your own sbatch script under dispatch, with no Python.
+
+\b
+    dispatch sbatch [SBATCH OPTIONS] [DISPATCH OPTIONS] SCRIPT [ARGS...]
+
+The script's #SBATCH lines and the sbatch options given here mean what they mean to sbatch.
+Its #DISPATCH lines, or the same options as flags, say how dispatch recovers the job (a flag
+wins over the script's line). The script, its arguments, this folder and this environment
+are kept with the job: every resubmission runs as this one. Without SCRIPT the script is read
+from stdin; --wrap=COMMAND wraps a command as sbatch does.
+
+\b
+Dispatch options (#DISPATCH lines or flags):
+{chr(10).join(f"  {row[0]:<38} {row[1]}" for row in (o.row() for o in OPTIONS))}
+
+\b
+Options of dispatch sbatch itself:
+  --config FILE   the config file (default: $DISPATCH_CONFIG, ~/.dispatch/config.toml,
+                  else the embedded default: ledger ~/.dispatch/ledger, slurm adapter)
+  --plan          print the plan, let Slurm check the options, create nothing
+  --json          print the plan and the job's ids as JSON
+  --parsable      print only the dispatch job id
+
+\b
+Example:
+  #!/bin/bash
+  #SBATCH --nodes=2 --time=4:00:00 --partition=gpu
+  #DISPATCH --rule=preempted,node-lost:resubmit:3
+  torchrun ... train.py
+
+\b
+  $ dispatch sbatch train.sbatch --epochs 10
+
+See docs/sbatch.md for the whole story.
+"""
+
+
+def _read(cmd: request.CommandLine) -> tuple[str, str | None]:
+    """The script's text and its path (None: read from stdin or made from --wrap)."""
+    if cmd.wrap is not None:
+        return request.wrapped(cmd), None
+    if cmd.script is None:
+        if sys.stdin.isatty():
+            raise InvalidError(
+                "give the script to submit: dispatch sbatch [OPTIONS] SCRIPT [ARGS...] "
+                "(or pipe it in, or --wrap=COMMAND)"
+            )
+        return sys.stdin.read(), None
+    path = Path(cmd.script)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        hint = ""
+        unknown = [g for g in cmd.sbatch if not g.known and g.value is None]
+        if unknown:
+            last = unknown[-1].spelled
+            hint = f" (if {cmd.script!r} is the value of {last}, write {last}={cmd.script})"
+        raise InvalidError(f"script {cmd.script}: no such file in {os.getcwd()}{hint}") from None
+    except IsADirectoryError:
+        raise InvalidError(f"script {cmd.script} is a folder, not a batch script") from None
+    except OSError as err:
+        raise InvalidError(f"script {cmd.script} cannot be read: {err.strerror}") from None
+    try:
+        return data.decode("utf-8"), cmd.script
+    except UnicodeDecodeError:
+        raise InvalidError(f"script {cmd.script} is not UTF-8 text") from None
+
+
+def _check(backend: Backend, spec: JobSpec) -> str:
+    """Let the scheduler check the request without creating anything; what it said."""
+    if not isinstance(backend, StartChecker):
+        return ""
+    req = StartRequest(job=CHECK_JOB, submission=1, attempt=1, lineage_submission=1, spec=spec)
+    try:
+        return backend.check(req)
+    except UnreachableError as err:
+        click.echo(
+            f"note: Slurm could not check the options now ({err.message}); they are checked "
+            "when the job launches",
+            err=True,
+        )
+        return ""
+    except DispatchError as err:
+        raise InvalidError(
+            f"Slurm refuses the job as it stands: {err.message}; nothing was recorded"
+        ) from None
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """The plan, for people: who enforces each rule, and what nothing covers."""
+    out = []
+    for ra in plan.rules:
+        r = ra.effective
+        causes = ", ".join(c.value for c in r.on)
+        hold = f" for {r.hold_for}" if r.hold_for else ""
+        out.append(
+            f"rule {ra.index}: on {causes}: {r.action}{hold}, at most {r.budget} times: "
+            f"enforced by the {ra.enforcer}"
+        )
+    if plan.rules and plan.checkpoint.value == "shared":
+        out.append("checkpoint shared: every rule is a hold for a person to decide")
+    uncovered = ", ".join(c.value for c in plan.uncovered)
+    out.append(
+        f"not covered: {uncovered or 'nothing'}"
+        + (" (the job fails on these)" if uncovered else "")
+    )
+    return out
+
+
+def _submitted(st: Status) -> dict[str, Any]:
+    last = st.submissions[-1] if st.submissions else None
+    return {
+        "job": st.job,
+        "name": st.name,
+        "state": str(st.state),
+        "cause": str(st.cause.kind),
+        "submission": last.n if last else None,
+        "slurm_job": last.canonical.id if last and last.canonical else None,
+    }
+
+
+def _actor() -> Actor:
+    return Actor(kind=ActorKind.HUMAN, id=os.environ.get("USER") or getpass.getuser())
+
+
+@click.command(
+    name="sbatch",
+    help=_HELP,
+    add_help_option=False,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.argument("words", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
+    with refusals():
+        cmd = request.split(words)
+        if cmd.help:
+            click.echo(ctx.get_help())
+            return
+        if cmd.version:
+            from importlib.metadata import version
+
+            click.echo(f"dispatch {version('dispatch')}")
+            return
+        text, path = _read(cmd)
+        req = request.build(cmd, text, path, os.getcwd(), os.environ)
+        for note in req.notes:
+            click.echo(f"note: {note}", err=True)
+        session = Session(cmd.config)
+        backend = session.backend
+        plan = make_plan(backend, "", req.spec, **req.submit)
+        said = _check(backend, req.spec)
+        if cmd.plan:
+            if cmd.json:
+                echo_json({"plan": plan.model_dump(mode="json"), "slurm": said})
+            else:
+                for line in plan_lines(plan):
+                    click.echo(line)
+                if said:
+                    click.echo(f"Slurm would take it: {said}")
+                click.echo("nothing was created (--plan)")
+            return
+        cluster = compose(backend, Config(store=session.store))
+        plan = cluster.operator.submit(req.spec, _actor(), **req.submit)
+        session.supervisor().launch(plan.job)
+        st = cluster.observer.get(plan.job)
+    if cmd.parsable:
+        click.echo(plan.job)
+    elif cmd.json:
+        echo_json(
+            {**_submitted(st), "plan": plan.model_dump(mode="json"), "notes": list(req.notes)}
+        )
+    else:
+        for line in plan_lines(plan):
+            click.echo(line)
+        click.echo(_summary(st))
+    if st.state is State.FAILED:
+        fail(f"job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
+
+
+def _summary(st: Status) -> str:
+    got = _submitted(st)
+    if got["slurm_job"]:
+        where = f"Slurm job {got['slurm_job']} (submission {got['submission']})"
+    else:
+        where = f"not in Slurm's queue yet ({st.state}); the next sweep launches it"
+    return f"Submitted dispatch job {st.job} ({st.name}): {where}"
