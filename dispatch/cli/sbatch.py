@@ -25,7 +25,7 @@ from dispatch.batch.directives import OPTIONS
 from dispatch.cli.session import Session, echo_json, fail, refusals
 from dispatch.cluster import Config, compose
 from dispatch.model.enums import ActorKind, State
-from dispatch.model.errors import DispatchError, InvalidError, UnreachableError
+from dispatch.model.errors import DispatchError, InvalidError, RejectedError, UnreachableError
 from dispatch.model.objects import StartRequest
 from dispatch.model.status import Status
 from dispatch.model.values import Actor, JobSpec, Plan
@@ -123,6 +123,18 @@ def _check(backend: Backend, spec: JobSpec) -> str:
         ) from None
 
 
+def _plan(backend: Backend, spec: JobSpec, submit: dict[str, Any]) -> Plan:
+    """The plan, or the refusal as bad input saying which dispatch sbatch option answers it."""
+    try:
+        return make_plan(backend, "", spec, **submit)
+    except RejectedError as err:
+        reason = err.message.split(";")[0]
+        raise InvalidError(
+            f"the plan refuses the job: {reason}; drop --unsupervised, or accept the rule "
+            "with --accept-unenforced (a cause it covers then fails the job)"
+        ) from None
+
+
 def plan_lines(plan: Plan) -> list[str]:
     """The plan, for people: who enforces each rule, and what nothing covers."""
     out = []
@@ -185,7 +197,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             click.echo(f"note: {note}", err=True)
         session = Session(cmd.config)
         backend = session.backend
-        plan = make_plan(backend, "", req.spec, **req.submit)
+        plan = _plan(backend, req.spec, req.submit)
         said = _check(backend, req.spec)
         if cmd.plan:
             if cmd.json:
@@ -210,15 +222,16 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
     else:
         for line in plan_lines(plan):
             click.echo(line)
-        click.echo(_summary(st))
+        click.echo(_summary(st, backend.declarations().name))
     if st.state is State.FAILED:
         fail(f"job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
 
 
-def _summary(st: Status) -> str:
+def _summary(st: Status, adapter: str) -> str:
     got = _submitted(st)
     if got["slurm_job"]:
-        where = f"Slurm job {got['slurm_job']} (submission {got['submission']})"
+        what = "Slurm job" if adapter == "slurm" else "scheduler object"
+        where = f"{what} {got['slurm_job']} (submission {got['submission']})"
     else:
         where = f"not in Slurm's queue yet ({st.state}); the next sweep launches it"
     return f"Submitted dispatch job {st.job} ({st.name}): {where}"

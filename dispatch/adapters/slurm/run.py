@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 from collections import Counter
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ SSH_FAILED = 255
 # prefix leads to (a chroot has its own view of the folders). Exit 97 says the folder is gone.
 ENTER_FOLDER = (
     'cd -- "$1" 2>/dev/null || { echo "dispatch: cannot enter the submit folder $1" >&2; '
-    "exit 97; }; shift; exec \"$@\""
+    'exit 97; }; shift; exec "$@"'
 )
 FOLDER_GONE = 97
 
@@ -106,8 +107,14 @@ class CommandRunner:
                 "a batch-script job needs the local command-line transport (or a local prefix): "
                 "over ssh the submitter's environment cannot be passed on"
             )
+        # The prefix is the supervisor's program, found on its own PATH, not the submitter's.
+        head = (
+            [shutil.which(self.prefix[0]) or self.prefix[0], *self.prefix[1:]]
+            if self.prefix
+            else []
+        )
         line = [
-            *self.prefix,
+            *head,
             "/bin/sh",
             "-c",
             ENTER_FOLDER,

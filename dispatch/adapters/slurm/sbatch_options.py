@@ -1,7 +1,9 @@
 """sbatch's options: which take a value, and which dispatch cannot let through.
 
 The table is sbatch's own (``common_options`` of Slurm's src/common/slurm_opt.c, the options
-with an sbatch setter, 22.05 to 26.05): a long name, its short letter, and whether it takes no
+with an sbatch setter, 22.05 to 26.05, and what ``sbatch --help`` of 24.11 and 26.05 lists
+besides; a live test checks it against each release's help): a long name, its short letter,
+and whether it takes no
 argument, a required one (``--opt=V``, ``--opt V``, ``-xV``, ``-x V``) or an optional one
 (only ``--opt=V`` or ``-xV``). It is needed only to tell options from the script's path on a
 command line; what an option means stays sbatch's business, so everything not refused here is
@@ -48,6 +50,7 @@ OPTIONS: dict[str, tuple[str, Arg]] = {
     "constraint": ("C", _R),
     "container": ("", _R),
     "container-id": ("", _R),
+    "container-type": ("", _R),
     "context": ("", _R),
     "contiguous": ("", _N),
     "core-spec": ("S", _R),
@@ -105,6 +108,7 @@ OPTIONS: dict[str, tuple[str, Arg]] = {
     "ntasks-per-node": ("", _R),
     "ntasks-per-socket": ("", _R),
     "ntasks-per-tres": ("", _R),
+    "oom-kill-step": ("", _O),
     "open-mode": ("", _R),
     "output": ("o", _R),
     "overcommit": ("O", _N),
@@ -121,10 +125,12 @@ OPTIONS: dict[str, tuple[str, Arg]] = {
     "reboot": ("", _N),
     "requeue": ("", _N),
     "reservation": ("", _R),
+    "resv-ports": ("", _O),
     "segment": ("", _R),
     "signal": ("", _R),
     "sockets-per-node": ("", _R),
     "spread-job": ("", _N),
+    "spread-segments": ("", _N),
     "stepmgr": ("", _N),
     "switches": ("", _R),
     "tasks-per-node": ("", _R),

@@ -1,0 +1,132 @@
+"""dispatch sbatch's command line and script become one job spec, as sbatch would read them."""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatch.batch.request import build, split
+from dispatch.model.enums import CheckpointMode
+from dispatch.model.errors import InvalidError
+
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=finetune
+#SBATCH -N 2 --time=4:00:00
+#DISPATCH --rule=preempted,node-lost:resubmit:3
+torchrun train.py
+"""
+
+ENV = {"HOME": "/home/ada", "PATH": "/usr/bin:/bin", "DISPATCH_EPOCH": "7000000"}
+
+
+def test_the_command_line_is_sorted_into_sbatchs_the_jobs_and_the_scripts() -> None:
+    cmd = split(
+        ["-p", "low", "--rule", "preempted:resubmit:1", "--mem=4G", "--config", "c.toml",
+         "--parsable", "train.sbatch", "--epochs", "3", "--rule=x"]
+    )  # fmt: skip
+    assert cmd.passed_on == ("-p", "low", "--mem=4G")
+    assert cmd.job == ("--rule", "preempted:resubmit:1")
+    assert (cmd.config, cmd.parsable, cmd.script) == ("c.toml", True, "train.sbatch")
+    assert cmd.args == ("--epochs", "3", "--rule=x")
+
+
+def test_the_spec_keeps_the_script_its_words_the_folder_and_the_environment() -> None:
+    cmd = split(["--mem=4G", "train.sbatch", "--epochs", "3"])
+    req = build(cmd, SCRIPT, "runs/train.sbatch", "/home/ada/proj", ENV)
+    spec = req.spec
+    script = spec.script
+    assert script is not None
+    assert spec.name == "finetune"
+    assert spec.command == ("/home/ada/proj/runs/train.sbatch", "--epochs", "3")
+    assert (script.text, script.args, script.options) == (SCRIPT, ("--epochs", "3"), ("--mem=4G",))
+    assert script.directory == "/home/ada/proj"
+    # dispatch's own variables are set at run time, never taken from the submitter's shell.
+    assert script.environment == {"HOME": "/home/ada", "PATH": "/usr/bin:/bin"}
+    assert [r.budget for r in spec.recovery.rules] == [3]
+    assert req.submit == {"supervised": True}
+
+
+def test_the_name_comes_from_dispatch_then_job_name_then_the_directive_then_the_script() -> None:
+    plain = "#!/bin/bash\ntrue\n"
+    assert build(split(["t.sh"]), plain, "t.sh", "/w", {}).spec.name == "t.sh"
+    assert build(split(["t.sh"]), SCRIPT, "t.sh", "/w", {}).spec.name == "finetune"
+    assert build(split(["-J", "cli", "t.sh"]), SCRIPT, "t.sh", "/w", {}).spec.name == "cli"
+    named = split(["-J", "cli", "--name=mine", "t.sh"])
+    assert build(named, SCRIPT, "t.sh", "/w", {}).spec.name == "mine"
+    assert split(["-J", "cli", "t.sh"]).passed_on == ()
+
+
+def test_a_wrapped_command_and_a_script_from_stdin_are_named_as_sbatch_names_them() -> None:
+    cmd = split(["--wrap=python train.py", "-t", "5"])
+    from dispatch.batch.request import wrapped
+
+    req = build(cmd, wrapped(cmd), None, "/w", {})
+    assert req.spec.name == "wrap" and req.spec.script is not None
+    assert req.spec.script.text.endswith("\npython train.py\n")
+    assert req.spec.script.options == ("-t", "5")
+    assert build(split([]), "#!/bin/sh\ntrue\n", None, "/w", {}).spec.name == "sbatch"
+
+
+def test_a_shared_checkpoint_becomes_the_specs_extension() -> None:
+    text = SCRIPT.replace("torchrun", "#DISPATCH --checkpoint=shared\ntorchrun")
+    assert build(split(["t"]), text, "t", "/w", {}).spec.checkpoint is CheckpointMode.SHARED
+
+
+def test_dispatchs_own_options_in_directives_are_overridden_and_the_user_told() -> None:
+    text = "#!/bin/bash\n#SBATCH --comment=mine\n#SBATCH --hold\n#SBATCH --requeue\ntrue\n"
+    notes = build(split(["t"]), text, "t", "/w", {}).notes
+    assert [n.split(":")[0] for n in notes] == ["t line 2", "t line 3", "t line 4"]
+    assert "dispatch's comment" in notes[0] and "--no-requeue wins" in notes[2]
+
+
+@pytest.mark.parametrize(
+    ("words", "why"),
+    [
+        (["--array=1-4", "t"], "--array=1-4: dispatch runs one execution per submission"),
+        (["-a", "1-4", "t"], "-a 1-4: dispatch runs one execution per submission"),
+        (["--requeue", "t"], "--requeue: recovery is dispatch's"),
+        (["-H", "t"], "-H: the gate is dispatch's"),
+        (["--wait", "t"], "--wait: dispatch sbatch returns once the job is launched"),
+        (["--test-only", "t"], "--test-only: use dispatch sbatch --plan"),
+        (["--comment=x", "t"], "--comment=x: dispatch keeps the submission and attempt numbers"),
+        (["-M", "other", "t"], "-M other: dispatch supervises jobs on one cluster"),
+        (["--export-file=env", "t"], "--export-file=env: the job gets the environment"),
+        (["-p", "low", ":", "-p", "high", "t"], "a heterogeneous job"),
+        (["--wrap=true", "t"], "give no script as well"),
+        (["--config"], "--config needs a value"),
+        (["--plan=yes", "t"], "--plan takes no value"),
+        (["--rule", "--plan", "t"], "--rule needs a value"),
+    ],
+)
+def test_a_command_line_dispatch_cannot_honour_is_refused_saying_why(
+    words: list[str], why: str
+) -> None:
+    with pytest.raises(InvalidError, match=why.replace("(", r"\(")):
+        split(words)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (
+            "#!/bin/bash\n#SBATCH --array=1-3\ntrue\n",
+            r"t line 2: #SBATCH --array=1-3: dispatch runs",
+        ),
+        ("#!/bin/bash\n#SBATCH --wait\ntrue\n", r"t line 2: #SBATCH --wait: dispatch sbatch"),
+        ("#!/bin/bash\n#SBATCH hetjob\ntrue\n", r"t line 2: #SBATCH hetjob: heterogeneous"),
+        ("#!/bin/bash\n#SBATCH 10\ntrue\n", r"t line 2: #SBATCH 10: '10' is not an sbatch option"),
+        ("#!/bin/bash\n#SBATCH --time\ntrue\n", r"t line 2: #SBATCH --time: .*needs a value"),
+        (
+            "#!/bin/bash\n#DISPATCH --rule=preempted:resubmit:1\n#SBATCH --requeue\ntrue\n",
+            r"t line 3: #SBATCH --requeue: recovery is dispatch's here",
+        ),
+        (
+            "#!/bin/bash\ntrue\n#DISPATCH --rule=preempted:resubmit:1\n",
+            r"t line 3: #DISPATCH after the first command \(line 2\) is not read",
+        ),
+        ("#!/bin/bash\n#DISPATCH --budget=2\ntrue\n", r"t line 2: --budget=2: unknown dispatch"),
+        ("echo hi\n", "t is not a batch script"),
+    ],
+)
+def test_a_script_dispatch_cannot_honour_is_refused_naming_the_line(text: str, why: str) -> None:
+    with pytest.raises(InvalidError, match=why):
+        build(split(["t"]), text, "t", "/w", {})

@@ -1,0 +1,155 @@
+"""dispatch sbatch from the shell: submit, plan only, bad input refused with nothing recorded.
+
+The scheduler is the memory adapter (registered by ``Site``) and the ledger a real file ledger;
+the live tests in tests/e2e run the same command against the local Slurm cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_setup import Site
+
+SCRIPT = """#!/bin/bash
+#SBATCH --nodes=2
+#DISPATCH --rule=preempted,node-lost:resubmit:3
+torchrun train.py "$@"
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.sbatch").write_text(SCRIPT)
+    return Site(tmp_path)
+
+
+def sbatch(site: Site, *words: str, stdin: str | None = None) -> tuple[int, str, str]:
+    from click.testing import CliRunner
+
+    from dispatch.cli.main import main
+
+    result = CliRunner().invoke(
+        main, ["sbatch", "--config", str(site.config), *words], input=stdin, catch_exceptions=False
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def recorded(site: Site) -> list[str]:
+    return site.store.jobs(include_settled=True)
+
+
+def test_a_script_is_planned_recorded_and_launched(site: Site) -> None:
+    code, out, err = sbatch(site, "train.sbatch", "--epochs", "3")
+    assert code == 0, err
+    [job] = recorded(site)
+    assert out.splitlines() == [
+        "rule 0: on preempted, node-lost: resubmit, at most 3 times: enforced by the supervisor",
+        "not covered: out-of-memory, time-limit, non-zero-exit, launch-failed, no-capacity, "
+        "requeued, unknown (the job fails on these)",
+        f"Submitted dispatch job {job} (train.sbatch): scheduler object "
+        f"{site.cluster.observer.get(job).submissions[0].canonical} (submission 1)",
+    ]
+    st = site.cluster.observer.get(job)
+    assert str(st.state) == "running"
+    script = site.store.read(job).header.spec.script
+    assert script is not None and script.args == ("--epochs", "3")
+    assert script.directory == str(site.tmp) and script.text == SCRIPT
+    assert site.store.read(job).header.creator.kind == "human"
+
+
+def test_parsable_prints_the_job_id_alone_and_json_prints_the_ids_and_plan(site: Site) -> None:
+    code, out, _ = sbatch(site, "--parsable", "train.sbatch")
+    assert code == 0 and out.strip() in recorded(site)
+    code, out, _ = sbatch(site, "--json", "train.sbatch")
+    got = json.loads(out)
+    assert code == 0 and got["job"] in recorded(site)
+    assert (got["state"], got["submission"], got["name"]) == ("running", 1, "train.sbatch")
+    assert got["plan"]["rules"][0]["enforcer"] == "supervisor"
+
+
+def test_plan_prints_the_plan_and_creates_nothing(site: Site) -> None:
+    code, out, _ = sbatch(site, "--plan", "train.sbatch")
+    assert code == 0
+    assert out.splitlines()[-1] == "nothing was created (--plan)"
+    assert recorded(site) == [] and not site.backend.objects
+
+
+def test_the_script_may_come_on_stdin_as_with_sbatch(site: Site) -> None:
+    code, out, err = sbatch(site, "--parsable", stdin="#!/bin/sh\necho hi\n")
+    assert code == 0, err
+    assert site.cluster.observer.get(out.strip()).name == "sbatch"
+
+
+def test_the_same_key_gives_back_the_first_job(site: Site) -> None:
+    first = sbatch(site, "--parsable", "--key=run-7", "train.sbatch")[1]
+    again = sbatch(site, "--parsable", "--key=run-7", "train.sbatch")[1]
+    assert first == again and len(recorded(site)) == 1
+
+
+def test_a_rule_nobody_enforces_is_refused_with_the_flag_that_accepts_it(site: Site) -> None:
+    code, _, err = sbatch(site, "--unsupervised", "train.sbatch")
+    assert code == 2
+    assert err.count("\n") == 1 and "--accept-unenforced" in err
+    assert recorded(site) == []
+    assert sbatch(site, "--unsupervised", "--accept-unenforced", "train.sbatch")[0] == 0
+
+
+BAD = [
+    ("#DISPATCH --retries=3", (), "train.sbatch line 4: --retries=3: unknown dispatch option"),
+    ("#DISPATCH --rule=preemted:resubmit:3", (), "line 4: --rule: cause 'preemted' is not one"),
+    ("#DISPATCH --rule=preempted:resubmit:lots", (), "line 4: --rule: the budget 'lots' is not"),
+    ("", ("missing.sbatch",), "script missing.sbatch: no such file in"),
+    ("", ("--array=0-9", "train.sbatch"), "--array=0-9: dispatch runs one execution per"),
+    ("#SBATCH --array=0-9", (), "train.sbatch line 4: #SBATCH --array=0-9: dispatch runs one"),
+    ("", ("--requeue", "train.sbatch"), "--requeue: recovery is dispatch's"),
+    ("", ("--rule", "preempted", "train.sbatch"), "the command line: --rule: 'preempted' is not"),
+]
+
+
+@pytest.mark.parametrize(("line", "words", "why"), BAD)
+def test_bad_input_is_one_line_exit_2_and_nothing_recorded(
+    site: Site, line: str, words: tuple[str, ...], why: str
+) -> None:
+    text = SCRIPT.replace("torchrun", f"{line}\ntorchrun") if line else SCRIPT
+    (site.tmp / "train.sbatch").write_text(text)
+    code, out, err = sbatch(site, *(words or ("train.sbatch",)))
+    assert code == 2
+    assert out == "" and err.count("\n") == 1 and why in err, err
+    assert err.startswith("error: dispatch: invalid: ")
+    assert recorded(site) == [] and not site.backend.objects
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"echo no shebang\n", "train.sbatch is not a batch script: its first line must start"),
+        (b"#!/bin/bash\necho \xff\n", "script train.sbatch is not UTF-8 text"),
+        (b"#!/bin/bash\r\necho dos\r\n", "DOS line breaks"),
+    ],
+)
+def test_a_file_that_is_not_a_batch_script_is_refused(site: Site, content: bytes, why: str) -> None:
+    (site.tmp / "train.sbatch").write_bytes(content)
+    code, _, err = sbatch(site, "train.sbatch")
+    assert code == 2 and err.count("\n") == 1 and why in err, err
+    assert recorded(site) == []
+
+
+def test_a_folder_is_not_a_script(site: Site) -> None:
+    (site.tmp / "runs").mkdir()
+    code, _, err = sbatch(site, "runs")
+    assert code == 2 and "script runs is a folder" in err and recorded(site) == []
+
+
+def test_an_unknown_option_before_a_missing_script_hints_at_its_value(site: Site) -> None:
+    code, _, err = sbatch(site, "--container-image", "nvcr.io/pytorch", "train.sbatch")
+    assert code == 2
+    assert "write --container-image=nvcr.io/pytorch" in err
+
+
+def test_help_shows_the_dispatch_options_and_an_example(site: Site) -> None:
+    code, out, _ = sbatch(site, "--help")
+    assert code == 0
+    assert "--rule=CAUSES:ACTION:BUDGET[:HOLD_FOR]" in out and "#DISPATCH --rule=" in out
