@@ -2,6 +2,11 @@
 
 A publication whose manifest or data fails verification is skipped and the next older one is
 tried, so a torn or corrupted publication never stops a resume.
+
+Resolving ``--into`` a folder downloads into a private staging folder beside it, then renames
+it into place, with a ``.publication`` file naming what it holds. Several resolvers may share
+one folder (the nodes of a job on one shared filesystem): the first rename wins, and every
+other finds the folder already holding the publication it chose, and uses it.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from publish.progress import Progress
 from publish.store import MissingObject, Store
 
 log = logging.getLogger("publish.resolve")
+
+# The file in a resolved folder that names the publication it holds.
+MARKER = ".publication"
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,21 @@ def _verify(folder: Path, manifest: Manifest, full: bool) -> None:
             raise CorruptPublication(f"{item.path} does not match its sha256")
 
 
+def _holds(into: Path, committed: Committed) -> bool:
+    """Whether ``into`` already holds ``committed``, put there by another resolver."""
+    try:
+        named = (into / MARKER).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if named != committed.manifest.publication.name:
+        return False
+    try:
+        _verify(into, committed.manifest, full=False)
+    except CorruptPublication:
+        return False
+    return True
+
+
 def _download(
     store: Store, committed: Committed, into: Path, stream: TextIO | None
 ) -> None:
@@ -64,9 +87,18 @@ def _download(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    if into.exists():
-        into.rmdir()
-    staging.rename(into)
+    (staging / MARKER).write_text(manifest.publication.name + "\n", encoding="utf-8")
+    try:
+        if into.exists():
+            into.rmdir()  # the empty folder the caller named; another resolver may fill it
+        staging.rename(into)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if _holds(into, committed):
+            return  # another resolver sharing this folder put the same publication there
+        raise InvalidInput(
+            f"--into {into} was filled by someone else while downloading ({exc.strerror})"
+        ) from None
 
 
 def resolve(
@@ -77,13 +109,20 @@ def resolve(
     On a filesystem store without `into`, the location is the committed folder itself (sizes
     are checked, not hashes). NothingToResume when no publication qualifies.
     """
-    if into is not None and into.exists() and (not into.is_dir() or any(into.iterdir())):
+    if into is not None and into.exists() and (
+        not into.is_dir() or (any(into.iterdir()) and not (into / MARKER).is_file())
+    ):
         raise InvalidInput(f"--into {into} must be an empty folder or not exist yet")
     for committed in complete(store, ceiling):
         try:
             if into is not None:
                 into.parent.mkdir(parents=True, exist_ok=True)
-                _download(store, committed, into, stream)
+                if not _holds(into, committed):
+                    if (into / MARKER).is_file():
+                        raise InvalidInput(
+                            f"--into {into} holds another publication; give an empty folder"
+                        )
+                    _download(store, committed, into, stream)
                 return Resolved(committed, str(into))
             local = store.local_path(committed.entry.data_prefix)
             if local is not None:

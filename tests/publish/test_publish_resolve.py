@@ -132,3 +132,55 @@ def test_posix_resolve_without_into_names_the_committed_folder(
     save(posix, make_save({"m": b"x"}), 1, Epoch.of(1, 0))
     found = resolve(posix, Epoch.of(1, 0))
     assert (Path(found.location) / "m").read_bytes() == b"x"
+
+
+def test_resolving_again_into_a_folder_holding_that_publication_uses_it(
+    store: Store, make_save: SaveMaker, tmp_path: Path
+) -> None:
+    save(store, make_save({"model.bin": b"w" * 1000}), 3, Epoch.of(1, 0))
+    into = tmp_path / "resume"
+    first = resolve(store, Epoch.of(1, 0), into=into)
+    again = resolve(store, Epoch.of(1, 0), into=into)
+    assert first == again
+    assert (into / "model.bin").read_bytes() == b"w" * 1000
+    assert (into / ".publication").read_text() == f"{first.manifest.publication.name}\n"
+
+
+def test_a_folder_holding_another_publication_is_refused_and_kept(
+    store: Store, make_save: SaveMaker, tmp_path: Path
+) -> None:
+    save(store, make_save(), 3, Epoch.of(1, 0))
+    into = tmp_path / "resume"
+    resolve(store, Epoch.of(1, 0), into=into)
+    save(store, make_save(), 4, Epoch.of(1, 0))
+    with pytest.raises(InvalidInput, match="holds another publication"):
+        resolve(store, Epoch.of(1, 0), into=into)
+    assert (into / "model.bin").read_bytes() == b"weights"
+
+
+def test_resolvers_sharing_one_folder_all_succeed_and_leave_no_staging(
+    tmp_path: Path, make_save: SaveMaker
+) -> None:
+    """Real processes, as the nodes of one job run `publish resolve --into` on a shared disk."""
+    import subprocess
+    import sys
+
+    from publish.posix_store import PosixStore
+
+    root = tmp_path / "root"
+    save(PosixStore(root), make_save({f"shard-{i}": bytes(200_000) for i in range(8)}), 7,
+         Epoch.of(1, 0))  # fmt: skip
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "PUBLISH_STORE": str(root),
+           "DISPATCH_EPOCH": "1000000", "HOME": str(tmp_path)}  # fmt: skip
+    for round_ in range(5):
+        into = tmp_path / f"node-shared-{round_}" / "resume"
+        runs = [
+            subprocess.Popen(["publish", "resolve", "--json", "--into", str(into)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(4)
+        ]  # fmt: skip
+        done = [(p.wait(60), *p.communicate()) for p in runs]
+        assert [code for code, _, _ in done] == [0, 0, 0, 0], [err for _, _, err in done]
+        assert all(json.loads(out)["step"] == 7 for _, out, _ in done)
+        assert sorted(p.name for p in into.parent.iterdir()) == ["resume"]
+        assert len(list(into.iterdir())) == 9
