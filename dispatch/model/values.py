@@ -41,6 +41,43 @@ RESERVED_ENV = frozenset(
 # A name a POSIX shell can assign: anything else would be shell text, not a name.
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+# The signal names Slurm's ``--signal`` knows (its sig_name2num table); a number names a signal
+# too. The warning time is at most 65535 s (Slurm stores it in 16 bits).
+SIGNAL_NAMES = frozenset(
+    {
+        "HUP", "INT", "QUIT", "ABRT", "KILL", "ALRM", "TERM", "USR1",
+        "USR2", "URG", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "XCPU",
+    }
+)  # fmt: skip
+MAX_SIGNAL_NUMBER = 64  # Linux's SIGRTMAX
+MAX_SIGNAL_SECONDS = 65_535
+_SIGNAL = re.compile(r"(?:B:)?(?:SIG)?([A-Z0-9]+)(?:@(\d+))?")
+
+
+def parse_signal(text: str) -> tuple[str, int | None]:
+    """``USR1@120``, ``SIGUSR1@120`` or ``B:USR1@120`` as (``USR1``, 120); the seconds are None
+    when not given. ``ValueError`` says what is allowed when ``text`` is not one of these."""
+    allowed = (
+        "allowed: [B:][SIG]NAME[@SECONDS] with NAME one of "
+        f"{', '.join(sorted(SIGNAL_NAMES))} or a number 1-{MAX_SIGNAL_NUMBER}, "
+        f"and SECONDS 0-{MAX_SIGNAL_SECONDS}"
+    )
+    m = _SIGNAL.fullmatch(text.strip().upper())
+    if m is None:
+        raise ValueError(f"pre_termination_signal {text!r} is not a signal; {allowed}")
+    name, secs = m.group(1), m.group(2)
+    if name.isdigit():
+        if not 1 <= int(name) <= MAX_SIGNAL_NUMBER:
+            raise ValueError(f"pre_termination_signal {text!r}: no signal {name}; {allowed}")
+        name = str(int(name))
+    elif name not in SIGNAL_NAMES:
+        raise ValueError(f"pre_termination_signal {text!r}: Slurm knows no {name}; {allowed}")
+    seconds = None if secs is None else int(secs)
+    if seconds is not None and seconds > MAX_SIGNAL_SECONDS:
+        raise ValueError(f"pre_termination_signal {text!r}: {seconds} s is too long; {allowed}")
+    return name, seconds
+
+
 # How long the hold lasts that every recovery rule becomes under a shared checkpoint: long
 # enough for a person to look, short enough that a forgotten job escalates within a day.
 SHARED_HOLD_FOR = timedelta(hours=24)
@@ -217,6 +254,13 @@ class JobSpec(Value):
             if key in RESERVED_ENV:
                 raise ValueError(f"variable {key} is set by dispatch itself")
         return env
+
+    @field_validator("pre_termination_signal")
+    @classmethod
+    def _signal(cls, text: str) -> str:
+        if text:
+            parse_signal(text)
+        return text
 
     @model_validator(mode="after")
     def _extensions(self) -> JobSpec:

@@ -8,7 +8,6 @@ reads the numbers back. The job's command runs under ``WRAPPER``, the one place 
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Sequence
 from datetime import timedelta
@@ -18,6 +17,7 @@ from dispatch.adapters.slurm.parse import SACCT_FIELDS, SEPARATOR, SQUEUE_FIELDS
 from dispatch.adapters.slurm.row import comment_text
 from dispatch.model.errors import InvalidError, UnsupportedError
 from dispatch.model.objects import EPOCH_BASE, StartRequest
+from dispatch.model.values import parse_signal
 
 # Runs as the batch script (sbatch --wrap gives it /bin/sh). SLURM_RESTART_COUNT is unset on
 # the first run and counts requeues after it; the epoch is N * EPOCH_BASE + R (DESIGN §8).
@@ -27,9 +27,6 @@ DISPATCH_EPOCH=$(( DISPATCH_SUBMISSION * {base} + DISPATCH_RESTARTS ))
 export DISPATCH_RESTARTS DISPATCH_EPOCH
 {exports}exec {command}
 """
-
-_SIGNAL = re.compile(r"^(?:B:)?(?:SIG)?([A-Z0-9]+)(?:@(\d+))?$")
-
 
 def wrapper_script(command: Sequence[str], env: dict[str, str]) -> str:
     """The batch script: epoch from submission and restart count, the spec's env, the command."""
@@ -51,11 +48,11 @@ def slurm_time(limit: timedelta) -> str:
 def signal_option(text: str) -> str:
     """``--signal`` from ``USR1@120``, ``SIGUSR1@120`` or ``B:USR1@120``; sent to the batch
     shell, which is the job's command after the wrapper's exec."""
-    m = _SIGNAL.match(text.strip().upper())
-    if m is None:
-        raise InvalidError(f"pre_termination_signal {text!r} is not SIGNAL[@SECONDS]")
-    name, secs = m.groups()
-    return f"--signal=B:{name}@{secs}" if secs else f"--signal=B:{name}"
+    try:
+        name, secs = parse_signal(text)
+    except ValueError as err:
+        raise InvalidError(str(err)) from None
+    return f"--signal=B:{name}" if secs is None else f"--signal=B:{name}@{secs}"
 
 
 def sbatch_argv(req: StartRequest, *, container_images: bool) -> list[str]:

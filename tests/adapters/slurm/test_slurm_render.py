@@ -161,3 +161,28 @@ def test_wrapper_passes_arguments_through_unchanged() -> None:
         check=True,
     )
     assert out.stdout == "a b|it's|$HOME|"
+
+
+@pytest.mark.parametrize(
+    ("given", "wrong"),
+    [
+        ("USR1 at 2 minutes", "is not a signal"),
+        ("FOO@120", "Slurm knows no FOO"),
+        ("PIPE@10", "Slurm knows no PIPE"),
+        ("0@10", "no signal 0"),
+        ("USR1@65536", "65536 s is too long"),
+    ],
+)
+def test_bad_pre_termination_signal_is_refused_at_spec_validation(given: str, wrong: str) -> None:
+    """Issue 12, finding 3: refused when the spec is built, naming the field, the value and
+    what is allowed, instead of three unknown launches at start."""
+    with pytest.raises(InvalidError) as err:
+        JobSpec(command=("true",), pre_termination_signal=given)
+    text = err.value.message
+    assert "pre_termination_signal" in text and repr(given) in text and wrong in text
+    assert "USR1" in text and "SECONDS 0-65535" in text
+
+
+@pytest.mark.parametrize("given", ["USR1@120", "SIGTERM@60", "B:USR2@30", "usr1", "10@5", "XCPU"])
+def test_pre_termination_signal_slurm_takes_is_accepted_at_spec_validation(given: str) -> None:
+    assert JobSpec(command=("true",), pre_termination_signal=given).pre_termination_signal == given
