@@ -2,7 +2,7 @@
 job would see are set by hand), with the tiny training script, publishing to the S3 server.
 
 It checks the whole chain a preempted job goes through: the pre-termination signal reaches
-training through jobenv.sh, the final save is published, the restarted execution (a higher
+training through the template, the final save is published, the restarted execution (a higher
 epoch) resumes from it, and the old epoch is fenced afterwards.
 """
 
@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "job_templates" / "single_node.sbatch"
 
 
-def _env(bucket: Bucket, tmp_path: Path, restart: int, step_seconds: float = 0.0) -> dict[str, str]:
+def _env(bucket: Bucket, tmp_path: Path, restart: int) -> dict[str, str]:
+    """What dispatch's wrapper gives the script: the epoch of submission 1 after ``restart``
+    Slurm requeues, beside the user's own settings."""
     creds = bucket.server.credentials
     return {
         **os.environ,
@@ -33,14 +35,17 @@ def _env(bucket: Bucket, tmp_path: Path, restart: int, step_seconds: float = 0.0
         "AWS_ACCESS_KEY_ID": creds.access_key_id,
         "AWS_SECRET_ACCESS_KEY": creds.secret_access_key,
         "DISPATCH_SUBMISSION": "1",
-        "SLURM_RESTART_COUNT": str(restart),
+        "DISPATCH_EPOCH": str(1_000_000 + restart),
         "SLURM_JOB_ID": "4242",
         "SLURM_SUBMIT_DIR": str(REPO),
-        "DISPATCH_HELPERS": str(REPO / "slurm_helpers"),
         "DISPATCH_WORKDIR": str(tmp_path / f"work-{restart}"),
-        "TRAIN_CMD": f"{sys.executable} {REPO / 'job_templates' / 'tiny_train.py'} "
-                     f"--steps 400 --save-every 100 --step-seconds {step_seconds}",
     }
+
+
+def _train(step_seconds: float = 0.0) -> list[str]:
+    """The training command given after the template's name."""
+    return [sys.executable, str(REPO / "job_templates" / "tiny_train.py"), "--steps", "400",
+            "--save-every", "100", "--step-seconds", str(step_seconds)]
 
 
 def _resolve(env: dict[str, str], epoch: str) -> dict[str, object]:
@@ -54,8 +59,8 @@ def _resolve(env: dict[str, str], epoch: str) -> dict[str, object]:
 def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     bucket: Bucket, tmp_path: Path
 ) -> None:
-    first_env = _env(bucket, tmp_path, restart=0, step_seconds=0.05)
-    first = subprocess.Popen(["bash", str(TEMPLATE)], env=first_env, text=True,
+    first_env = _env(bucket, tmp_path, restart=0)
+    first = subprocess.Popen(["bash", str(TEMPLATE), *_train(0.05)], env=first_env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # Preempt once the first periodic save exists: USR1 to the batch shell, as Slurm does.
     saves = tmp_path / "work-0" / "saves"
@@ -71,7 +76,7 @@ def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     assert _resolve(first_env, "1000000")["step"] == stopped
 
     second_env = _env(bucket, tmp_path, restart=1)
-    second = subprocess.run(["bash", str(TEMPLATE)], env=second_env, text=True,
+    second = subprocess.run(["bash", str(TEMPLATE), *_train()], env=second_env, text=True,
                             capture_output=True, timeout=120)
     assert second.returncode == 0, second.stderr
     assert f"resumed from step {stopped}" in second.stdout
@@ -137,10 +142,29 @@ def test_every_template_resolves_watches_and_asks_for_the_pre_termination_signal
 ) -> None:
     text = (REPO / "job_templates" / name).read_text()
     assert subprocess.run(["bash", "-n", str(REPO / "job_templates" / name)]).returncode == 0
-    for needed in ("#SBATCH --signal=B:USR1@", "#SBATCH --requeue", "jobenv.sh",
-                   "publish resolve --into", "publish watch \"$SAVES\" &", "dispatch_run ",
-                   "publish watch --once"):
+    for needed in ("#SBATCH --signal=B:USR1@", "#DISPATCH --rule=", "publish resolve --into",
+                   "publish watch \"$SAVES\" &", "publish watch --once"):
         assert needed in text, f"{name} lacks {needed!r}"
+
+
+@pytest.mark.parametrize("name", ["single_node.sbatch", "torchrun_multinode.sbatch",
+                                  "container.sbatch"])
+def test_no_template_asks_slurm_to_requeue_since_recovery_is_dispatchs(name: str) -> None:
+    directives = [line for line in (REPO / "job_templates" / name).read_text().splitlines()
+                  if line.startswith("#SBATCH")]
+    assert not [d for d in directives if "requeue" in d], directives
+
+
+@pytest.mark.parametrize("name", ["single_node.sbatch", "torchrun_multinode.sbatch",
+                                  "container.sbatch"])
+def test_a_template_submitted_without_dispatch_says_how_to_submit_it(
+    name: str, tmp_path: Path
+) -> None:
+    env = {"PATH": os.environ["PATH"], "PUBLISH_STORE": str(tmp_path)}
+    done = subprocess.run(["bash", str(REPO / "job_templates" / name), "train.py"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "submit this script with dispatch sbatch" in done.stderr
 
 
 @pytest.mark.slow
@@ -160,7 +184,8 @@ def test_container_template_runs_training_through_the_runtime_and_publishes(
     shim.chmod(0o755)
     env = _env(bucket, tmp_path, restart=0)
     env.update(CONTAINER_RUNTIME=str(shim), CONTAINER_IMAGE="train.sif")
-    done = subprocess.run(["bash", str(REPO / "job_templates" / "container.sbatch")], env=env,
+    done = subprocess.run(["bash", str(REPO / "job_templates" / "container.sbatch"), *_train()],
+                          env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert _resolve(env, "1000000")["step"] == 400
