@@ -67,6 +67,8 @@ class FileRecords:
         # The bytes of each revision read or written, so a snapshot is a join, not a dump.
         self._raw: dict[JobID, dict[int, bytes]] = {}
         self._problems: dict[Path, str] = {}
+        # Job folders checked (this user's, private, not a link): once each per store.
+        self._trusted: set[JobID] = set()
 
     # --- the Records contract -------------------------------------------------------------
 
@@ -80,21 +82,33 @@ class FileRecords:
             )
         folder = self._jobs / job
         fmt.ensure_folder(folder)
+        self._trusted.add(job)
         first = folder / fmt.revision_name(1)
-        if first.exists():
+        if os.path.lexists(first):
             raise ConflictError(f"job {job} already has a record")
         key = header.options.idempotency_key
         claimed = self._claim_key(key, job) if key else False
-        # The marker is durable before the header: a job never exists unseen by a sweep.
-        marker = self._unsettled / job
-        os.close(os.open(marker, os.O_WRONLY | os.O_CREAT, 0o600))
-        fmt.fsync_dir(self._unsettled)
-        fmt.fsync_dir(self._jobs)
-        if not fmt.create_exclusive(first, header.model_dump_json().encode()):
+        data = header.model_dump_json().encode()
+        try:
+            # The marker is durable before the header: a job never exists unseen by a sweep.
+            marker = self._unsettled / job
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(marker, flags, 0o600))
+            fmt.fsync_dir(self._unsettled)
+            fmt.fsync_dir(self._jobs)
+            created = fmt.create_exclusive(first, data)
+        except BaseException:
+            # Not recorded (a full disk, an I/O error): the key must not stay taken by a job
+            # that does not exist. The marker stays: a create of this job may be racing.
+            if claimed and not os.path.lexists(first):
+                self._free_key(key)
+            raise
+        if not created:
             if claimed and self._header(job).options.idempotency_key != key:
-                with contextlib.suppress(FileNotFoundError):
-                    (self._keys / fmt.key_name(key)).unlink()
+                self._free_key(key)
             raise ConflictError(f"job {job} already has a record")
+        with self._mu:
+            self._raw.setdefault(job, {})[1] = data
         view = View(header=header)
         self._remember(job, view, settled=False)
         return view
@@ -107,6 +121,8 @@ class FileRecords:
             cached = self._cache.get(job)
         folder = self._jobs / job
         if cached is None:
+            if not self._check_folder(job):
+                raise NotFoundError(f"no record for job {job}")
             view, settled = self._read_cold(job, folder)
         else:
             view, settled = self._read_after(job, folder, cached)
@@ -140,11 +156,15 @@ class FileRecords:
             if not include_settled and name in settled:
                 self._drop_marker(name)
                 continue
-            # A job whose header is not there yet is being created (or its create crashed).
             try:
-                os.stat(self._jobs / name / fmt.revision_name(1))
+                os.lstat(self._jobs / name / fmt.revision_name(1))
+            except FileNotFoundError:
+                # Being created, or its create crashed: the folder is there, not yet the header.
+                # An unsettled job without its folder is listed, for the sweep to report.
+                if include_settled or os.path.lexists(self._jobs / name):
+                    continue
             except OSError:
-                continue
+                pass  # unreadable: listed, so that reading it says why
             found.append(name)
         return sorted(found)
 
@@ -190,9 +210,17 @@ class FileRecords:
         if not fmt.is_job_id(job):
             raise NotFoundError(f"no record for job {job}")
         folder = self._jobs / job
+        if not self._check_folder(job):
+            marker = self._unsettled / job
+            if os.path.lexists(marker):
+                raise InvalidError(
+                    f"job {job}: its folder {folder} is missing although {marker} says the job "
+                    f"has not settled: restore the folder, or remove {marker} if the job is gone"
+                )
+            raise NotFoundError(f"no record for job {job}")
         try:
-            os.stat(folder / fmt.revision_name(1))
-        except (FileNotFoundError, NotADirectoryError):
+            os.lstat(folder / fmt.revision_name(1))
+        except FileNotFoundError:
             raise NotFoundError(f"no record for job {job}") from None
         if not OwnerLocks.take(folder / fmt.OWNER_LOCK, token):
             return False
@@ -280,6 +308,8 @@ class FileRecords:
         data = fmt.read_bytes(path)
         if data is None:
             raise NotFoundError(f"no record for job {job}")
+        with self._mu:
+            self._raw.setdefault(job, {})[1] = data
         try:
             header: Header = Header.load(data)
         except InvalidError as err:
@@ -306,7 +336,12 @@ class FileRecords:
         return commit
 
     def _load_snapshot(self, job: JobID, folder: Path, header: Header, last: int) -> View | None:
-        """The snapshot if it agrees with the revision files; a bad one is reported and skipped."""
+        """The snapshot if it is exactly the revision files it stands for, byte for byte; a
+        snapshot that is not is reported and skipped (it is a cache: the files are the record).
+
+        The check reads every revision file it covers but parses none of them: a snapshot is
+        the join of their bytes, so one parse of it replaces one parse per revision.
+        """
         path = folder / fmt.SNAPSHOT
         try:
             data = fmt.read_bytes(path)
@@ -317,18 +352,33 @@ class FileRecords:
             return None
         try:
             view: View = View.load(data)
-            if view.header != header:
-                raise InvalidError("its header differs from revision 1")
             if view.revision > last:
                 raise InvalidError(f"it is at revision {view.revision}, past the last file")
-            if view.commits and view.commits[-1] != self._load_commit(
-                job, folder / fmt.revision_name(view.revision), view.revision
-            ):
-                raise InvalidError(f"its revision {view.revision} differs from the file")
+            if any(c.revision != i for i, c in enumerate(view.commits, start=2)):
+                raise InvalidError("its revisions are not numbered 2, 3, ... in order")
+            with self._mu:
+                first = self._raw.get(job, {}).get(1)  # just read by _load_header
+            raw = {1: first if first is not None else self._raw_of(job, folder, 1)}
+            for revision in range(2, view.revision + 1):
+                raw[revision] = self._raw_of(job, folder, revision)
+            if data != _snapshot_bytes(raw[1], [raw[r] for r in range(2, view.revision + 1)]):
+                raise InvalidError("it differs from the revision files it stands for")
+            if view.header != header:
+                raise InvalidError("its header differs from revision 1")
         except InvalidError as err:
             self._problem(path, f"snapshot ignored: {err.message}")
             return None
+        with self._mu:
+            self._raw.setdefault(job, {}).update(raw)
         return view
+
+    def _raw_of(self, job: JobID, folder: Path, revision: int) -> bytes:
+        """The bytes of a revision file, which must exist."""
+        path = os.path.join(os.fspath(folder), fmt.revision_name(revision))
+        data = fmt.read_bytes(path)
+        if data is None:
+            raise self._problem(path, "revision vanished while it was read")
+        return data
 
     # --- writing ------------------------------------------------------------------------------
 
@@ -362,16 +412,10 @@ class FileRecords:
         with self._mu:
             raw = dict(self._raw.get(job, {}))
         # The View's JSON, joined from the revisions' own bytes (dumping it whole costs more
-        # than the commit itself on a long record).
-        commits = b",".join(
-            raw.get(c.revision) or c.model_dump_json().encode() for c in view.commits
-        )
-        data = (
-            b'{"header":'
-            + view.header.model_dump_json().encode()
-            + b',"commits":['
-            + commits
-            + b"]}"
+        # than the commit itself on a long record), so a reader can check it byte for byte.
+        data = _snapshot_bytes(
+            raw.get(1) or view.header.model_dump_json().encode(),
+            [raw.get(c.revision) or c.model_dump_json().encode() for c in view.commits],
         )
         path = folder / fmt.SNAPSHOT
         try:
@@ -397,6 +441,20 @@ class FileRecords:
             f"or remove {path} if no create is running"
         )
 
+    def _check_folder(self, job: JobID) -> bool:
+        """Check the job's folder once per store; False when it does not exist."""
+        if job in self._trusted:
+            return True
+        if not fmt.check_folder(self._jobs / job):
+            return False
+        self._trusted.add(job)
+        return True
+
+    def _free_key(self, key: str) -> None:
+        with contextlib.suppress(OSError):
+            (self._keys / fmt.key_name(key)).unlink()
+            fmt.fsync_dir(self._keys)
+
     def _remember(self, job: JobID, view: View, settled: bool) -> None:
         with self._mu:
             cached = self._cache.get(job)
@@ -419,3 +477,8 @@ class FileRecords:
         if self._on_problem is not None:
             self._on_problem(Problem(path, detail))
         return InvalidError(f"{path}: {detail}")
+
+
+def _snapshot_bytes(header: bytes, commits: Sequence[bytes]) -> bytes:
+    """A snapshot's content: the View's JSON, joined from the revision files' bytes."""
+    return b'{"header":' + header + b',"commits":[' + b",".join(commits) + b"]}"

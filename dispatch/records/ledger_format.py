@@ -4,13 +4,19 @@ Every file a reader may see is complete: it is written under a hidden temporary 
 same folder, flushed to disk, and only then given its final name, either exclusively with
 ``link`` (a revision, a key, the header: the name existing is the conflict) or by ``rename``
 over the old one (a snapshot, which is never needed for correctness). See ``docs/ledger.md``.
+
+Nothing of the ledger is trusted that another user could have made or changed: every folder and
+file must be its user's and not writable by group or others, no symbolic link is followed, and
+the root's parents must be folders only its user and root can change (``docs/security.md``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import pwd
 import re
 import secrets
 import socket
@@ -74,7 +80,7 @@ def _temp_path(folder: Path) -> Path:
 
 def fsync_dir(folder: Path) -> None:
     """Make the names created or removed in ``folder`` durable."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
         os.fsync(fd)
     finally:
@@ -83,7 +89,7 @@ def fsync_dir(folder: Path) -> None:
 
 def _write_temp(folder: Path, data: bytes) -> Path:
     temp = _temp_path(folder)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
         while view:
@@ -121,7 +127,7 @@ def create_exclusive(path: Path, data: bytes, *, sync: bool = True) -> bool:
 
 def _same_file(a: Path, b: Path) -> bool:
     try:
-        return os.path.samestat(os.stat(a), os.stat(b))
+        return os.path.samestat(os.lstat(a), os.lstat(b))
     except FileNotFoundError:
         return False
 
@@ -139,12 +145,143 @@ def replace(path: Path, data: bytes) -> None:
 
 
 def read_bytes(path: str | Path) -> bytes | None:
-    """The content of ``path``, or None when it does not exist."""
+    """The content of ``path``, or None when it does not exist.
+
+    ``RejectedError`` when it is a symbolic link, another user's, or writable by others: the
+    checks cost one ``fstat`` of the descriptor the read opens anyway.
+    """
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RejectedError(symlink_refused(path)) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        check_file(path, st)
+        # Ledger files never change once named: one read of the size is the whole file, and
+        # only a short read (or a file that grew) needs more until the end.
+        data = os.read(fd, st.st_size + 1)
+        if len(data) == st.st_size:
+            return data
+        chunks = [data]
+        while chunk := os.read(fd, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def symlink_refused(path: str | Path) -> str:
+    """The refusal of a symbolic link where the ledger keeps a file or folder."""
+    return (
+        f"{path} is a symbolic link; the ledger follows none (another user may have planted "
+        "it): remove it or move it out"
+    )
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def check_file(path: str | Path, st: os.stat_result) -> None:
+    """Refuse a ledger file that is not a regular file of this user, private from writes."""
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidError(f"{path} should be a file of the ledger but is not a regular file")
+    _check_owner_and_mode(path, st, "file", "600")
+
+
+def _check_owner_and_mode(path: str | Path, st: os.stat_result, what: str, fix: str) -> None:
+    me = os.geteuid()
+    if st.st_uid != me:
+        raise RejectedError(
+            f"ledger {what} {path} belongs to {_owner(st.st_uid)}, not to you ({_owner(me)}): "
+            "another user could have planted records in it; remove it if you know it, or "
+            "choose another ledger path"
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RejectedError(
+            f"ledger {what} {path} has mode {mode:o}: group or others can write to it, so "
+            f"another user could forge records; run `chmod {fix} {path}`"
+        )
+
+
+def check_folder(path: str | Path) -> bool:
+    """Check a folder of the ledger with one ``lstat``; False when it does not exist.
+
+    ``RejectedError`` for a symbolic link, another user's folder or one others can write to;
+    ``InvalidError`` for a file where a folder should be.
+    """
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise RejectedError(symlink_refused(path))
+    if not stat.S_ISDIR(st.st_mode):
+        raise InvalidError(f"{path} should be a folder of the ledger but is not one")
+    _check_owner_and_mode(path, st, "folder", "700")
+    return True
+
+
+def check_parents(root: Path) -> None:
+    """Refuse a root that a user other than you and root could swap for a folder of theirs.
+
+    Every folder on the way to ``root`` (and to the targets of symbolic links met on the way)
+    must belong to you or root, and one that group or others can write to must have the sticky
+    bit, as ``/tmp`` has, so that nobody else may rename what is in it.
+    """
+    _walk_parents(os.path.dirname(os.path.abspath(root)), 0)
+
+
+# Symbolic links followed on the way to the root before it is refused as a loop (as Linux's 40).
+_MAX_LINKS = 40
+
+
+def _walk_parents(path: str, links: int) -> str:
+    """Check every folder of the absolute ``path`` from ``/``; returns its real path."""
+    real = "/"
+    _check_parent(real, os.lstat(real))
+    for name in path.split("/"):
+        if name in ("", "."):
+            continue
+        if name == "..":
+            real = os.path.dirname(real)
+            continue
+        step = os.path.join(real, name)
+        st = os.lstat(step)
+        if stat.S_ISLNK(st.st_mode):
+            if links >= _MAX_LINKS:
+                raise InvalidError(f"{step}: too many symbolic links on the way to the ledger")
+            # The link's own folder is checked already; now the folders it leads through.
+            real = _walk_parents(os.path.join(real, os.readlink(step)), links + 1)
+            continue
+        _check_parent(step, st)
+        real = step
+    return real
+
+
+def _check_parent(path: str, st: os.stat_result) -> None:
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        raise RejectedError(
+            f"{path}, a parent of the ledger, belongs to {_owner(st.st_uid)}, who could swap the "
+            "ledger for a folder of their own; choose a ledger path whose parents belong to you "
+            "or root"
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+        raise RejectedError(
+            f"{path}, a parent of the ledger, has mode {mode:o}: group or others can rename the "
+            f"ledger and put a folder of theirs in its place; run `chmod go-w {path}` (or "
+            "`chmod +t`), or choose another ledger path"
+        )
 
 
 def remove_old_temps(folder: Path, now: float | None = None) -> int:
@@ -192,12 +329,11 @@ def check_format(root: Path) -> None:
 
 
 def ensure_folder(path: Path) -> None:
-    """Create a private folder if it is missing."""
+    """Create a private folder if it is missing; refuse one that is not to be trusted."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
-        if not path.is_dir():
-            raise InvalidError(f"{path} should be a folder of the ledger but is a file") from None
+        check_folder(path)
 
 
 def key_name(key: str) -> str:
@@ -206,20 +342,20 @@ def key_name(key: str) -> str:
 
 
 def prepare_root(root: Path) -> None:
-    """Create the root private to its user, or refuse one that others can write to."""
+    """Create the root private to its user, or refuse one that is not to be trusted: another
+    user's, one others can write to, a symbolic link, or one whose parents others can change."""
     try:
         root.parent.mkdir(parents=True, exist_ok=True)
         os.mkdir(root, 0o700)
         os.chmod(root, 0o700)
     except FileExistsError:
         pass
-    st = os.stat(root)
-    if not stat.S_ISDIR(st.st_mode):
-        raise InvalidError(f"ledger root {root} is not a folder")
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+    check_parents(root)
+    if os.path.islink(root):
         raise RejectedError(
-            f"ledger root {root} has mode {mode:o}: other users could write records into it; "
-            f"run `chmod 700 {root}`"
+            f"ledger root {root} is a symbolic link; the ledger follows none: name the folder "
+            f"it leads to ({os.path.realpath(root)}) in the config instead"
         )
+    if not check_folder(root):
+        raise InvalidError(f"ledger root {root} vanished while it was being checked")
     check_format(root)

@@ -18,13 +18,14 @@ import sys
 import threading
 from pathlib import Path
 
-from dispatch.model.errors import UnavailableError
+from dispatch.model.errors import RejectedError, UnavailableError
+from dispatch.records.ledger_format import symlink_refused
 
 # Run in a separate process: exit 0 when the lock is refused (locks work), 1 when it is granted
 # although the parent holds it (locks do not work here), 2 when locking itself fails.
 _CHILD = """
 import errno, fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOFOLLOW)
 try:
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 except OSError as err:
@@ -53,7 +54,12 @@ def check_locking(path: Path) -> None:
     with _checked_mu:
         if key in _checked:
             return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RejectedError(symlink_refused(path)) from None
+        raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -114,8 +120,10 @@ class OwnerLocks:
             if key in cls._held:
                 return False
             try:
-                fd = os.open(key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = os.open(key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
             except OSError as err:
+                if err.errno == errno.ELOOP:
+                    raise RejectedError(symlink_refused(path)) from None
                 raise UnavailableError(f"cannot take the owner lock {path}: {err}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

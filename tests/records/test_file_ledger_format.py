@@ -352,7 +352,7 @@ def test_a_missing_snapshot_changes_nothing(tmp_path: Path) -> None:
     assert fresh.problems() == []
 
 
-def test_a_cold_read_of_a_long_record_starts_from_its_snapshot(
+def test_a_cold_read_of_a_long_record_parses_its_snapshot_checked_against_every_revision(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = tmp_path / "ledger"
@@ -361,17 +361,23 @@ def test_a_cold_read_of_a_long_record_starts_from_its_snapshot(
     grow(store, "j1", 130)
     fresh = FileRecords(root)
     opened = count_reads(monkeypatch)
+    parsed: list[int] = []
+    real_parse = FileRecords._parse_commit
+
+    def parse(self: FileRecords, job: str, path: str, data: bytes, revision: int) -> object:
+        parsed.append(revision)
+        return real_parse(self, job, path, data, revision)
+
+    monkeypatch.setattr(FileRecords, "_parse_commit", parse)
     view = fresh.read("j1")
-    # The header, the snapshot (at 128) and its last revision to check it, then 129 and 130,
-    # and the probe for 131.
+    # The header, the snapshot (at 128), each revision it holds to check it byte for byte,
+    # then 129 and 130, and the probe for 131; each file read once, and only 129 and 130 parsed.
     assert [Path(p).name for p in opened] == [
         "r0000000001.json",
         "snapshot.json",
-        "r0000000128.json",
-        "r0000000129.json",
-        "r0000000130.json",
-        "r0000000131.json",
+        *(fmt.revision_name(r) for r in range(2, 132)),
     ]
+    assert parsed == [129, 130]
     assert view == store.read("j1")
 
 
