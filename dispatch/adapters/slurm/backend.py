@@ -69,6 +69,14 @@ class SlurmBackend:
         return parse.parse_version(reply.stdout)
 
     @cached_property
+    def identity(self) -> tuple[int, str]:
+        """The uid and user name the Slurm commands run as (``id`` where they run): only that
+        user's jobs are ever selected, matched or stopped; another user's job named like ours
+        is not dispatch's and is never seen (docs/slurm-mapping.md, "Jobs of other users")."""
+        reply = self._check(self.runner.run(render.identity_argv()), "id")
+        return parse.parse_identity(reply.stdout)
+
+    @cached_property
     def use_json(self) -> bool:
         """JSON replies from 24.05 on: 22.05's ignore --name and misreport sacct exit codes."""
         if self.settings.json != "auto":
@@ -183,7 +191,7 @@ class SlurmBackend:
         """``scancel --name`` every object of the job, then look again with squeue."""
         name = object_name(job)
         before = [o for o in self._observe_live([name]) if o.state.live]
-        reply = self.runner.run(render.cancel_name_argv(name), effect=True)
+        reply = self.runner.run(render.cancel_name_argv(name, uid=self.identity[0]), effect=True)
         if not reply.ok and not _gone(reply):
             self._check(reply, f"stop every object named {name}", effect=True)
         alive = [o.ref for o in self._observe_live([name]) if o.state.live]
@@ -271,29 +279,42 @@ class SlurmBackend:
     def _observe_live(self, names: Sequence[str]) -> list[ObjectObs]:
         return [o for o in observe(self._live_rows(names)) if o.ref.name in set(names)]
 
+    def _ours(self, rows: list[Row]) -> list[Row]:
+        """The rows of this user's jobs: the commands select by uid, and where a reply names
+        the owner anyway (JSON, pyslurm; 22.05's squeue --json ignores every filter) another
+        user's row is dropped here."""
+        uid, user = self.identity
+        return [r for r in rows if not r.owned_by_other(uid, user)]
+
     def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         if self.reader is not None:
             wanted = set(ids)
             rows = [row_from_job(j) for j in self.reader.live(names)]
-            return [r for r in rows if not wanted or r.job_id in wanted]
-        argv = render.squeue_argv(names, ids=ids, json=self.use_json)
+            return self._ours([r for r in rows if not wanted or r.job_id in wanted])
+        argv = render.squeue_argv(names, uid=self.identity[0], ids=ids, json=self.use_json)
         reply = self.runner.run(argv)
         if not reply.ok and ids and _gone(reply):
             return []
         self._check(reply, "squeue")
         if self.use_json:
-            return parse.parse_squeue_json(reply.stdout)
-        return parse.parse_squeue_text(reply.stdout)
+            return self._ours(parse.parse_squeue_json(reply.stdout))
+        return self._ours(parse.parse_squeue_text(reply.stdout))
 
     def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         if self.reader is not None:
-            return [row_from_db_job(j) for j in self.reader.history(names, ids)]
-        since = self.settings.history_since
-        reply = self.runner.run(render.sacct_argv(names, since=since, ids=ids, json=self.use_json))
+            return self._ours([row_from_db_job(j) for j in self.reader.history(names, ids)])
+        argv = render.sacct_argv(
+            names,
+            uid=self.identity[0],
+            since=self.settings.history_since,
+            ids=ids,
+            json=self.use_json,
+        )
+        reply = self.runner.run(argv)
         self._check(reply, "sacct")
         if self.use_json:
-            return parse.parse_sacct_json(reply.stdout)
-        return parse.parse_sacct_text(reply.stdout)
+            return self._ours(parse.parse_sacct_json(reply.stdout))
+        return self._ours(parse.parse_sacct_text(reply.stdout))
 
     # -- the one place Slurm's error text becomes a dispatch error ------------------------
 

@@ -134,6 +134,8 @@ def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
                 requeue=_opt_bool(job.get("requeue")),
                 cancelled_by=by,
                 origin=Origin.LIVE,
+                user_id=_number(job.get("user_id")),
+                user=str(job.get("user_name") or ""),
             )
         )
     return rows
@@ -168,6 +170,8 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
                 eligible_time=_number(times.get("eligible")),
                 cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
                 origin=Origin.HISTORY,
+                # Accounting names the owner, never its uid (22.05 leaves even the name null).
+                user=str(job.get("user") or ""),
             )
         )
     return rows
@@ -190,6 +194,14 @@ def parse_job_id(text: str) -> str:
     if not re.fullmatch(r"\d+(_\d+)?", job_id):
         raise InvalidError(f"sbatch printed {text.strip()[:80]!r}, not a job id")
     return job_id
+
+
+def parse_identity(text: str) -> tuple[int, str]:
+    """(uid, user name) from ``id`` (``uid=1000(ada) gid=1000(ada) ...``)."""
+    m = re.search(r"\buid=(\d+)(?:\(([^)]*)\))?", text)
+    if m is None:
+        raise InvalidError(f"cannot read a user id from {text.strip()[:80]!r}")
+    return int(m.group(1)), m.group(2) or ""
 
 
 def parse_version(text: str) -> tuple[int, int]:

@@ -3,10 +3,12 @@ pyslurm (only ``run.py`` imports it).
 
 Attribute names follow pyslurm 25.11: ``pyslurm.Job`` (controller) has ``id``, ``name``,
 ``state``, ``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``,
-``requeue_count``, ``is_requeueable``, ``priority``, ``submit_time``, ``eligible_time`` and
-``allocated_nodes``; ``pyslurm.db.Job`` (accounting) has ``id``, ``name``, ``state``,
-``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``, ``nodelist``,
-``priority``, ``submit_time``, ``eligible_time`` and ``cancelled_by``. The mapping accepts the
+``requeue_count``, ``is_requeueable``, ``priority``, ``submit_time``, ``eligible_time``,
+``allocated_nodes``, ``user_id`` and ``user_name``; ``pyslurm.db.Job`` (accounting) has ``id``,
+``name``, ``state``, ``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``,
+``nodelist``, ``priority``, ``submit_time``, ``eligible_time``, ``cancelled_by``, ``user_id``
+and ``user_name``. pyslurm loads every user's jobs; the owner travels in the row so the backend
+keeps only its own (see ``Row.owned_by_other``). The mapping accepts the
 objects or plain dicts with those keys, which is how it is tested: pyslurm needs the Slurm
 25.11 headers and has not been run against a live cluster here.
 """
@@ -58,6 +60,8 @@ def row_from_job(job: Any) -> Row:
         requeue=requeueable if isinstance(requeueable, bool) else None,
         cancelled_by=by,
         origin=Origin.LIVE,
+        user_id=_int(_get(job, "user_id")),
+        user=_text(_get(job, "user_name")),
     )
 
 
@@ -78,4 +82,6 @@ def row_from_db_job(job: Any) -> Row:
         eligible_time=_int(_get(job, "eligible_time")),
         cancelled_by=by or _text(_get(job, "cancelled_by")) if state == "CANCELLED" else "",
         origin=Origin.HISTORY,
+        user_id=_int(_get(job, "user_id")),
+        user=_text(_get(job, "user_name")),
     )

@@ -17,7 +17,7 @@ from dispatch.adapters.slurm.parse import SACCT_FIELDS, SEPARATOR, SQUEUE_FIELDS
 from dispatch.adapters.slurm.row import comment_text
 from dispatch.model.errors import InvalidError, UnsupportedError
 from dispatch.model.objects import EPOCH_BASE, StartRequest
-from dispatch.model.values import parse_signal
+from dispatch.model.values import RESERVED_ENV, SHELL_NAME, parse_signal
 
 # Runs as the batch script (sbatch --wrap gives it /bin/sh). SLURM_RESTART_COUNT is unset on
 # the first run and counts requeues after it; the epoch is N * EPOCH_BASE + R (DESIGN §8).
@@ -28,8 +28,20 @@ export DISPATCH_RESTARTS DISPATCH_EPOCH
 {exports}exec {command}
 """
 
+
 def wrapper_script(command: Sequence[str], env: dict[str, str]) -> str:
-    """The batch script: epoch from submission and restart count, the spec's env, the command."""
+    """The batch script: epoch from submission and restart count, the spec's env, the command.
+
+    Every name must be a shell name and none of dispatch's own (``InvalidError`` otherwise):
+    the spec checks this too, but this is where a name becomes shell text, so a spec that
+    skipped validation (an old record, ``model_construct``) cannot run shell or override
+    ``DISPATCH_EPOCH`` here. Every value is quoted, so it arrives verbatim.
+    """
+    for name in env:
+        if not SHELL_NAME.fullmatch(name):
+            raise InvalidError(f"env: variable name {name!r} is not a shell name; not rendered")
+        if name in RESERVED_ENV:
+            raise InvalidError(f"env: variable {name} is set by dispatch itself; not rendered")
     exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in sorted(env.items()))
     return WRAPPER.format(base=EPOCH_BASE, exports=exports, command=shlex.join(command))
 
@@ -105,10 +117,11 @@ def _select(names: Sequence[str], ids: Sequence[str]) -> str:
 
 
 def squeue_argv(
-    names: Sequence[str] = (), *, ids: Sequence[str] = (), json: bool = False
+    names: Sequence[str] = (), *, uid: int, ids: Sequence[str] = (), json: bool = False
 ) -> list[str]:
-    """One squeue for every object bearing any of ``names`` (or with one of ``ids``)."""
-    selection = ["--all", "--states=all", _select(names, ids)]
+    """One squeue for every object of user ``uid`` bearing any of ``names`` (or with one of
+    ``ids``). ``--all`` means every partition, hidden ones included, not every user."""
+    selection = ["--all", f"--user={uid}", "--states=all", _select(names, ids)]
     if json:
         return ["squeue", "--json", *selection]
     fields = ",".join(f"{f}:{SEPARATOR}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
@@ -116,11 +129,17 @@ def squeue_argv(
 
 
 def sacct_argv(
-    names: Sequence[str] = (), *, since: str, ids: Sequence[str] = (), json: bool = False
+    names: Sequence[str] = (),
+    *,
+    uid: int,
+    since: str,
+    ids: Sequence[str] = (),
+    json: bool = False,
 ) -> list[str]:
-    """One sacct for the history of every object bearing any of ``names``, every run."""
+    """One sacct for the history of every object of user ``uid`` bearing any of ``names``,
+    every run."""
     selection = [
-        "--allusers",
+        f"--uid={uid}",
         "--allocations",
         "--duplicates",
         f"--starttime={since}",
@@ -167,9 +186,16 @@ def cancel_argv(job_id: str) -> list[str]:
     return ["scancel", job_id]
 
 
-def cancel_name_argv(name: str) -> list[str]:
-    """Stop every object bearing ``name``."""
-    return ["scancel", f"--name={name}"]
+def cancel_name_argv(name: str, *, uid: int) -> list[str]:
+    """Stop every object of user ``uid`` bearing ``name`` (run by root, ``--name`` alone would
+    stop other users' jobs of that name too)."""
+    return ["scancel", f"--user={uid}", f"--name={name}"]
+
+
+def identity_argv() -> list[str]:
+    """Who the Slurm commands run as: ``id``, where they run (locally, under the prefix, over
+    ssh), read once per backend."""
+    return ["id"]
 
 
 def version_argv() -> list[str]:

@@ -41,6 +41,18 @@ class Row:
     requeue: bool | None = None
     cancelled_by: str = ""
     origin: Origin = Origin.LIVE
+    # Who owns the job, where the reply says (JSON, pyslurm); None / "" when it does not.
+    user_id: int | None = None
+    user: str = ""
+
+    def owned_by_other(self, uid: int, user: str) -> bool:
+        """Whether the row says the job belongs to a user other than ``uid`` (named ``user``).
+
+        A row that names no owner is not judged here: the text replies come from commands that
+        already selected only that user's jobs."""
+        if self.user_id is not None:
+            return self.user_id != uid
+        return bool(self.user) and bool(user) and self.user != user
 
 
 def comment_text(submission: int, attempt: int) -> str:

@@ -91,7 +91,7 @@ def wrapper(req: StartRequest, script: BatchScript) -> str:
         "#!/bin/sh\n"
         + "".join(f"{line}\n" for line in block)
         + _RUN.format(
-            job=req.job,
+            job=shlex.quote(req.job),
             submission=req.lineage_submission,
             attempt=req.attempt,
             base=EPOCH_BASE,

@@ -7,6 +7,8 @@ tests) and counts the commands it was asked to run."""
 
 from __future__ import annotations
 
+import copy
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -50,6 +52,8 @@ class ScriptedRunner(CommandRunner):
 def backend(**answers: Any) -> SlurmBackend:
     base: dict[str, Answer | str] = {
         "sinfo": "slurm 25.11.0\n",
+        # The user the recordings' jobs belong to (data/recordings/25.11).
+        "id": "uid=10003(vhartman) gid=10003(vhartman) groups=10003(vhartman)\n",
         "scontrol show": CONFIG,
         "sbatch --help": "Usage: sbatch [OPTIONS...] executable [args...]\n",
     }
@@ -190,3 +194,43 @@ def test_no_accounting_storage_means_no_sacct_at_all(storage: str) -> None:
     assert b.capabilities()[Capability.ACCOUNTING_HISTORY].state is Tristate.NO
     assert b.find("ab12").complete
     assert b.runner.counts["sacct"] == 0
+
+
+def _as_ours_and_theirs(path: Path, *, theirs: dict[str, Any]) -> str:
+    """The recorded job twice under the name dj-ab12 with comment dispatch:1/1: as recorded
+    (its user is the backend's, see ``backend``) and as another user's job of its own id."""
+    doc = json.loads(path.read_text())
+    (job,) = doc["jobs"]
+    job.update(name="dj-ab12", comment="dispatch:1/1")
+    other = {**copy.deepcopy(job), **theirs, "job_id": 9999}
+    doc["jobs"] = [other, job]
+    return json.dumps(doc)
+
+
+def test_another_users_job_named_like_ours_is_never_taken_as_our_execution() -> None:
+    """Issue 12, finding 1: 22.05's squeue --json ignores every filter, so a reply may hold
+    another user's job with our name and a dispatch comment; it is not ours, in the one squeue
+    and the one sacct of a find, and the commands select our uid."""
+    squeue = _as_ours_and_theirs(
+        RECORDED / "slurm-job-running.json", theirs={"user_id": 2000, "user_name": "mallory"}
+    )
+    sacct = _as_ours_and_theirs(RECORDED / "slurmdb-job-running.json", theirs={"user": "mallory"})
+    b = backend(squeue=squeue, sacct=sacct)
+    (obs,) = b.find_many(["ab12"])["ab12"].objects
+    assert obs.ref.id == "5748" and (obs.submission, obs.attempt) == (1, 1)
+    assert (b.runner.counts["squeue"], b.runner.counts["sacct"]) == (1, 1)
+    runner = b.runner
+    assert isinstance(runner, ScriptedRunner)
+    squeue_argv = next(a for a in runner.seen if a[0] == "squeue")
+    sacct_argv = next(a for a in runner.seen if a[0] == "sacct")
+    assert "--user=10003" in squeue_argv
+    assert "--uid=10003" in sacct_argv and "--allusers" not in sacct_argv
+    b.stop_job("ab12", "test")
+    scancel = next(a for a in runner.seen if a[0] == "scancel")
+    assert "--user=10003" in scancel
+
+
+def test_a_backend_that_cannot_learn_its_user_finds_nothing_rather_than_everyones() -> None:
+    b = backend(id=failing("id: cannot find name for user ID 4242"))
+    with pytest.raises(RejectedError):
+        b.find("ab12")

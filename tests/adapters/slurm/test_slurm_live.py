@@ -126,10 +126,13 @@ def capture(backend: SlurmBackend, scenario: str, job: str) -> None:
         return
     name = f"dj-{job}"
     commands = []
-    argvs = [render.squeue_argv([name], json=backend.use_json)]
+    uid = backend.identity[0]
+    argvs = [render.squeue_argv([name], uid=uid, json=backend.use_json)]
     if has_history(backend):
         argvs.append(
-            render.sacct_argv([name], since=backend.settings.history_since, json=backend.use_json)
+            render.sacct_argv(
+                [name], uid=uid, since=backend.settings.history_since, json=backend.use_json
+            )
         )
     for argv in argvs:
         reply = backend.runner.run(argv)

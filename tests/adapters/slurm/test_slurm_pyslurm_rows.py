@@ -5,6 +5,7 @@ dicts stand in for its objects; the same jobs must read as the CLI parsers read 
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import cast
 
 from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
 from dispatch.adapters.slurm.observe import observe, observe_one
@@ -77,3 +78,44 @@ def test_cancelled_db_job_keeps_who_cancelled() -> None:
     row = row_from_db_job({"id": 7, "name": "dj-x", "state": "CANCELLED", "cancelled_by": "ada"})
     (obs,) = observe([row])
     assert obs.cause.kind is CauseKind.CANCELLED and obs.cause.detail == "by ada"
+
+
+class StandInReader:
+    """Stand-in for ``PyslurmReader`` (pyslurm is not installable here): serves attribute sets
+    as pyslurm 25.11 would, every user's jobs, as ``pyslurm.Jobs.load`` does."""
+
+    def __init__(self, live: list[dict[str, object]], history: list[dict[str, object]]) -> None:
+        self._live, self._history = live, history
+
+    def live(self, names: object) -> list[dict[str, object]]:
+        return self._live
+
+    def history(self, names: object, ids: object = ()) -> list[dict[str, object]]:
+        return self._history
+
+
+def test_another_users_pyslurm_job_named_like_ours_is_never_taken_as_our_execution() -> None:
+    """Issue 12, finding 1, through the pyslurm rows mapping: pyslurm loads every user's jobs;
+    only the backend's own user's are ours."""
+    from test_slurm_backend import ScriptedRunner
+
+    from dispatch.adapters.slurm.backend import SlurmBackend
+    from dispatch.adapters.slurm.run import PyslurmReader
+    from dispatch.adapters.slurm.settings import Settings
+
+    mine = {**GATED, "id": 41, "user_id": 1000, "user_name": "ada"}
+    theirs = {**GATED, "id": 42, "user_id": 2000, "user_name": "mallory"}
+    their_history = {**theirs, "state": "COMPLETED", "nodelist": "n1", "user_id": None}
+    runner = ScriptedRunner(
+        {
+            "id": "uid=1000(ada) gid=1000(ada) groups=1000(ada)\n",
+            "sinfo": "slurm 25.11.0\n",
+            "scontrol show": "AccountingStorageType = accounting_storage/slurmdbd\n",
+        }
+    )
+    reader = StandInReader([theirs, mine], [their_history])
+    b = SlurmBackend(runner, Settings(transport="pyslurm"), reader=cast(PyslurmReader, reader))
+    (obs,) = b.find("ab12").objects
+    assert obs.ref.id == "41" and obs.state is ObjectState.GATED
+    assert row_from_job(theirs).user_id == 2000
+    assert row_from_db_job(their_history).user == "mallory"

@@ -61,11 +61,11 @@ def test_query_command_lines_match_golden() -> None:
     text = "".join(
         " ".join(argv) + "\n"
         for argv in (
-            render.squeue_argv(names),
-            render.squeue_argv(names, json=True),
-            render.squeue_argv(ids=["12"]),
-            render.sacct_argv(names, since="now-60days"),
-            render.sacct_argv(names, since="now-60days", json=True),
+            render.squeue_argv(names, uid=1000),
+            render.squeue_argv(names, uid=1000, json=True),
+            render.squeue_argv(ids=["12"], uid=1000),
+            render.sacct_argv(names, uid=1000, since="now-60days"),
+            render.sacct_argv(names, uid=1000, since="now-60days", json=True),
             render.release_argv("12"),
             render.hold_argv("12"),
             render.unhold_argv("12"),
@@ -73,7 +73,7 @@ def test_query_command_lines_match_golden() -> None:
             render.requeue_argv("12"),
             render.requeue_bit_argv("12", False),
             render.cancel_argv("12"),
-            render.cancel_name_argv("dj-a"),
+            render.cancel_name_argv("dj-a", uid=1000),
         )
     )
     check_golden("queries.txt", text)
@@ -186,3 +186,50 @@ def test_bad_pre_termination_signal_is_refused_at_spec_validation(given: str, wr
 @pytest.mark.parametrize("given", ["USR1@120", "SIGTERM@60", "B:USR2@30", "usr1", "10@5", "XCPU"])
 def test_pre_termination_signal_slurm_takes_is_accepted_at_spec_validation(given: str) -> None:
     assert JobSpec(command=("true",), pre_termination_signal=given).pre_termination_signal == given
+
+
+HOSTILE_NAMES = [
+    "A;touch /tmp/dispatch-pwned;B",
+    "$(touch /tmp/dispatch-pwned)",
+    "A\ntouch /tmp/dispatch-pwned\nB",
+    " DISPATCH_EPOCH",
+    "DISPATCH_EPOCH",
+    "DISPATCH_SUBMISSION",
+    "1ABC",
+    "",
+]
+HOSTILE_VALUE = "$(echo run) `echo run` ; echo run\n'\"\\ $HOME ${X:-y} ,comma"
+
+
+def unchecked_request(env: dict[str, str]) -> StartRequest:
+    """A request whose spec skipped validation (as an old record or ``model_construct`` can)."""
+    spec = JobSpec.model_construct(**{**dict(JobSpec(command=("env",))), "env": env})
+    return StartRequest(job="ab12", submission=1, attempt=1, lineage_submission=7, spec=spec)
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_env_name_that_is_not_a_shell_name_or_is_dispatchs_own_is_refused_by_the_render(
+    name: str,
+) -> None:
+    """Issue 12, finding 2: a name never reaches the batch script as shell text, and never
+    overrides DISPATCH_EPOCH, even from a spec that skipped validation."""
+    with pytest.raises(InvalidError):
+        JobSpec(command=("true",), env={name: "x"})
+    with pytest.raises(InvalidError) as err:
+        render.sbatch_argv(unchecked_request({name: "x"}), container_images=False)
+    assert repr(name) in err.value.message or name in err.value.message
+
+
+def test_env_value_arrives_verbatim_through_the_rendered_batch_script() -> None:
+    """Issue 12, finding 2: every value is quoted; run the rendered script under /bin/sh."""
+    argv = render.sbatch_argv(unchecked_request({"HOSTILE": HOSTILE_VALUE}), container_images=False)
+    (wrap,) = [a.removeprefix("--wrap=") for a in argv if a.startswith("--wrap=")]
+    script = wrap.replace("exec env", 'exec printf %s "$HOSTILE"')
+    out = subprocess.run(
+        ["/bin/sh", "-c", script],
+        env={"DISPATCH_SUBMISSION": "7", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout == HOSTILE_VALUE
