@@ -59,6 +59,9 @@ class PassResult:
     settled: bool = False
     wake: datetime | None = None
     steps: list[str] = field(default_factory=list)
+    # Whether the pass took the last look (before its settle commit): the one attempt a
+    # settled job's undelivered escalations get, so nobody takes another.
+    looked: bool = False
 
 
 @dataclass
@@ -124,7 +127,8 @@ class Supervisor:
                 if result.wake is not None:
                     wake = min(wake, result.wake)
                 self.clock.sleep_until(wake)
-            self._last_look(job)
+            if not result.looked:
+                self._last_look(job)
         finally:
             self.store.release(job, token)
 
@@ -172,6 +176,7 @@ class Supervisor:
                 if isinstance(step, st.Settle) and not mutants.on("settle-before-last-look"):
                     self._last_look(job)  # before settling: a crash after it loses nothing
                     undelivered = []
+                    result.looked = True
                 ex.run(step)
                 result.progressed = True
                 result.steps.append(step.kind)
@@ -212,7 +217,8 @@ class Supervisor:
         )
 
     def _last_look(self, job: JobID) -> None:
-        """After settling: deliver every escalation still undelivered, one attempt each."""
+        """When settling: deliver every escalation still undelivered, one attempt each (taken
+        once per job: by the settling pass before its settle commit, else after it)."""
         j = fold(self.store.read(job), self.clock.now())
         self._deliver(job, [e for e in j.escalations.values() if e.delivered is None])
 
@@ -277,7 +283,7 @@ class Supervisor:
     ) -> None:
         try:
             result = self.pass_once(job, token, view, found)
-            if result.settled:
+            if result.settled and not result.looked:
                 self._last_look(job)
         except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
             report.failed[job] = _describe(err)

@@ -186,3 +186,28 @@ def test_unknown_launches_escalate_after_the_unresolved_age() -> None:
     w.settle_passes()
     w.settle_passes()
     assert w.delivered == ["all-unknown:1"]
+
+
+@pytest.mark.parametrize("how", ["run", "sweep"])
+def test_on_the_pass_that_settles_a_failing_delivery_gets_one_last_attempt(how: str) -> None:
+    """Issue 12, finding 4 (how-to): once the job has settled, a failing delivery is offered
+    one last time, not twice (the last look before the settle commit and another after it)."""
+    offered: list[str] = []
+
+    def deliver(job: str, e: Escalation) -> None:
+        offered.append(e.id)
+        raise RuntimeError("pager down")
+
+    w = World(budget=0, deliver=deliver)
+    w.store.release(w.job, w.token)
+    w.backend.env().no_capacity(3)
+    if how == "run":
+        w.sup.run(w.job)
+    else:
+        for _ in range(10):
+            if w.sup.sweep().settled:
+                break
+    assert w.status().settled
+    assert offered == ["refused:1"]
+    j = fold(w.store.read(w.job), w.clock.now())
+    assert j.escalations["refused:1"].delivered is None
