@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import IO, Any
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core.fold import fold
@@ -24,13 +24,14 @@ from dispatch.model.errors import (
     NotFoundError,
     ReadOnlyError,
     UnavailableError,
+    UnsupportedError,
 )
 from dispatch.model.objects import StopReport
 from dispatch.model.status import Status
 from dispatch.model.values import Actor, JobID, JobSpec
 from dispatch.operator import Operator
 from dispatch.records.contract import Records
-from dispatch.spi import Backend, find_all
+from dispatch.spi import Backend, OutputReader, find_all
 
 Factory = Callable[[dict[str, Any]], Backend]
 
@@ -104,6 +105,18 @@ class Observer:
         d = self._backend.find(job)
         now = self._clock.now()
         return project(fold(view, now), d, now)
+
+    def output(self, job: JobID, submission: int = 0, stream: str = "stdout") -> IO[bytes]:
+        """What submission ``submission`` (0: the latest) of ``job`` wrote on ``stream``, where
+        the cluster can read it; ``UnsupportedError`` where it cannot."""
+        if not isinstance(self._backend, OutputReader):
+            raise UnsupportedError("this cluster cannot read a job's output")
+        if submission == 0:
+            latest = fold(self._records().read(job), self._clock.now()).latest()
+            if latest is None:
+                raise NotFoundError(f"job {job} has no submission yet, so no output")
+            submission = latest.n
+        return self._backend.output(job, submission, stream)
 
     def list(self, states: tuple[State, ...] = (), settled: bool = False) -> list[Status]:
         """Every job's status (unsettled ones unless ``settled``), filtered by ``states``."""

@@ -131,14 +131,17 @@ class Operator:
         live = []
         for obs in found.objects:
             if obs.state.live and not obs.foreign:
-                self._backend.stop(obs.ref, f"cancelled by {by}: {reason}")
+                self._backend.stop(obs.ref, f"cancelled by {by}" + (f": {reason}" if reason else ""))
                 live.append(obs.ref)
         after = self._backend.find(job)
         still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)
         return CancelReceipt(committed=True, cleanup_complete=not still, live=still)
 
-    def hold(self, job: JobID, by: Actor, reason: str, until: datetime | None = None) -> None:
-        """Hold the job: nothing of it is started or opened until the hold is released."""
+    def hold(self, job: JobID, by: Actor, reason: str, until: datetime | None = None) -> int:
+        """Hold the job: nothing of it is started or opened until the hold is released.
+
+        Returns the hold's instance number, which its ``overdue:<instance>`` escalation names.
+        """
 
         def build(j: Job, now: datetime) -> Entry:
             _not_terminal(j, "hold")
@@ -146,7 +149,7 @@ class Operator:
                 raise InvalidError(f"hold until {until.isoformat()} is not in the future")
             return HoldEntry(at=now, by=by, instance=len(j.holds) + 1, reason=reason, until=until)
 
-        self._control(job, build)
+        return len(self._control(job, build).holds) + 1
 
     def release(self, job: JobID, by: Actor) -> None:
         """Release the hold in force; a recovery hold is refused (resubmit, cancel or give up)."""
@@ -158,7 +161,7 @@ class Operator:
             if hold.recovery:
                 raise RejectedError(
                     f"hold {hold.instance} of job {job} is a recovery hold; answer it with "
-                    "resubmit, cancel or give_up"
+                    "resubmit, cancel or give up"
                 )
             override = hold.hold.by != by
             return ReleaseEntry(at=now, by=by, instance=hold.instance, override=override)

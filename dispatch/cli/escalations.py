@@ -6,6 +6,8 @@ from datetime import UTC, datetime
 
 import click
 
+from dispatch.cli.answers import answer, waits
+from dispatch.cli.refs import complete_job, resolve
 from dispatch.cli.render import table, when
 from dispatch.cli.session import Session, config_option, echo_json, json_option, refusals
 from dispatch.core.fold import fold
@@ -14,16 +16,26 @@ from dispatch.core.fold import fold
 @click.command()
 @config_option
 @json_option
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job)
 def escalations(config: str | None, as_json: bool, job: str) -> None:
-    """List JOB's escalations: id, when, whether delivered, and why."""
+    """List JOB's escalations: id, when, whether delivered, why, and the command that
+    answers each one still waiting.
+
+    \b
+    Example:
+      $ dispatch escalations 7f3k
+    """
     with refusals():
-        view = Session(config).store.read(job)
-        found = sorted(fold(view, datetime.now(UTC)).escalations.values(), key=lambda e: e.at)
+        store = Session(config).ledger
+        j = fold(store.read(resolve(store, job)), datetime.now(UTC))
+        found = sorted(j.escalations.values(), key=lambda e: e.at)
     if as_json:
         echo_json([e.model_dump(mode="json") for e in found])
         return
     table(
-        ("ID", "AT", "DELIVERED", "DETAIL"),
-        [(e.id, when(e.at), when(e.delivered), e.detail) for e in found],
+        ("ID", "AT", "DELIVERED", "DETAIL", "ANSWER"),
+        [
+            (e.id, when(e.at), when(e.delivered), e.detail, answer(j, e) if waits(j, e) else "-")
+            for e in found
+        ],
     )

@@ -1,79 +1,250 @@
-"""``dispatch status JOB`` and ``dispatch list``: what jobs look like now, for people or scripts."""
+"""``dispatch status JOB`` and ``dispatch list``: what jobs look like now, for people or scripts.
+
+Both read the existing ledger (never creating one) and ask the scheduler once; when it cannot
+be reached they answer from the record and say so. ``list`` lists every record it can read
+and reports each damaged one on stderr with its path, then exits 1.
+"""
 
 from __future__ import annotations
 
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
 import click
 
-from dispatch.cli.render import fields, table
-from dispatch.cli.session import Session, config_option, echo_json, json_option, refusals
-from dispatch.model.status import Status
+from dispatch.cli.describe import Look, Story, damaged, document, look, summary
+from dispatch.cli.refs import complete_job, resolve
+from dispatch.cli.render import age, clean, table, when
+from dispatch.cli.session import (
+    EXIT_FAILED,
+    Session,
+    config_option,
+    echo_json,
+    json_option,
+    refusals,
+)
+from dispatch.model.enums import State
+from dispatch.model.errors import DispatchError
 
 
-def _submissions(st: Status) -> str:
-    if not st.submissions:
-        return "-"
-    last = st.submissions[-1]
-    obj = last.canonical.id if last.canonical else "no canonical object yet"
-    return f"{len(st.submissions)} (latest: {last.n}, object {obj})"
+def _time(text: str | None) -> str:
+    return when(datetime.fromisoformat(text)) if text else "-"
 
 
-def _escalations(st: Status) -> str:
-    waiting = sum(1 for e in st.escalations if e.delivered is None)
-    return f"{len(st.escalations)} ({waiting} undelivered)" if st.escalations else "-"
+def _cause(c: dict[str, Any]) -> str:
+    return str(c["kind"]) + (f" ({c['detail']})" if c["detail"] else "")
+
+
+def _execution(x: dict[str, Any]) -> str:
+    parts = [f"attempt {x['attempt']}", x["state"]]
+    if x["cause"]["kind"] != "none" or x["state"] == "ended":
+        parts.append(_cause(x["cause"]))
+    parts.append(f"started {_time(x['started'])}, ended {_time(x['ended'])}")
+    if x["nodes"]:
+        parts.append("nodes " + ",".join(x["nodes"]))
+    if x["restarts"]:
+        parts.append(f"{x['restarts']} restarts")
+    return f"{x['object']}: " + "; ".join(parts)
+
+
+def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
+    """The human form of a status document, as (label, value) rows; labels may be blank."""
+    out: list[tuple[str, str]] = [
+        ("job", doc["job"]),
+        ("name", doc["name"] or "-"),
+        ("state", doc["state"]),
+        ("cause", _cause(doc["cause"])),
+        ("created", f"{_time(doc['created_at'])} by {doc['created_by']}"),
+    ]
+    if doc["supersedes"]:
+        out.append(("supersedes", doc["supersedes"]))
+    if doc["superseded_by"]:
+        out.append(("superseded by", doc["superseded_by"]))
+    out.append(("settled", "yes" if doc["settled"] else "no"))
+    if doc["cleanup"] != "clear":
+        out.append(("clean-up", doc["cleanup"]))
+    out.append(("waiting on you", ", ".join(doc["waiting"]) or "nothing"))
+    for s in doc["submissions"]:
+        obj = f"{object_word} {s['object']}" if s["object"] else "no canonical object yet"
+        why = f"rule {s['rule']}" if s["rule"] is not None else "asked for"
+        if s["n"] == 1 and s["rule"] is None:
+            why = "first"
+        label = f"submission {s['n']}"
+        out.append(
+            (
+                label,
+                f"{obj} ({why}, authorized {_time(s['authorized_at'])})"
+                + (", abandoned" if s["abandoned"] else ""),
+            )
+        )
+        out += [("", "  " + _execution(x)) for x in s["executions"]]
+    for r in doc["rules"]:
+        out.append(
+            (
+                f"rule {r['index']}",
+                f"on {','.join(r['on'])}: {r['action']}, fired {r['firings']} of {r['budget']}, "
+                f"{r['left']} left (enforced by the {r['enforcer']})",
+            )
+        )
+    for h in doc["holds"]:
+        state = "in force" if h["active"] else f"released {_time(h['released_at'])}"
+        until = f", until {_time(h['until'])}" if h["until"] else ""
+        reason = f": {h['reason']}" if h["reason"] else ""
+        out.append((f"hold {h['instance']}", f"{h['kind']} by {h['by']}{until}, {state}{reason}"))
+    for e in doc["escalations"]:
+        delivered = f"delivered {_time(e['delivered'])}" if e["delivered"] else "not delivered"
+        answer = f" -> answer: {e['answer']}" if e["answer"] else ""
+        out.append(
+            (f"escalation {e['id']}", f"{_time(e['at'])}, {delivered}: {e['detail']}{answer}")
+        )
+    for ev in doc["history"]:
+        cause = f", {_cause(ev['cause'])}" if ev["cause"]["kind"] != "none" else ""
+        out.append(
+            (
+                "history",
+                f"{_time(ev['at'])} {ev['from']} -> {ev['to']} (submission {ev['submission']}"
+                f"{cause}) by {ev['by'] or 'unknown'}",
+            )
+        )
+    for a in doc["actions"]:
+        reason = f": {a['reason']}" if a["reason"] else ""
+        out.append(("action", f"{_time(a['at'])} {a['action']} by {a['by']}{reason}"))
+    sched = doc["scheduler"]
+    if not sched["reachable"]:
+        out.append(("scheduler now", f"unreachable ({sched['error']}); the record above answers"))
+    elif not sched["objects"]:
+        out.append(("scheduler now", "shows nothing of the job"))
+    for o in sched["objects"]:
+        where = f"submission {o['submission']}/{o['attempt']}" if o["submission"] else "foreign"
+        cause = f", {_cause(o['cause'])}" if o["cause"]["kind"] != "none" else ""
+        nodes = f", nodes {','.join(o['nodes'])}" if o["nodes"] else ""
+        out.append(
+            ("scheduler now", f"{object_word} {o['object']} ({where}): {o['state']}{cause}{nodes}")
+        )
+    return out
+
+
+def object_word(session: Session) -> str:
+    """What a scheduler object is called here: a Slurm job on Slurm."""
+    return "Slurm job" if session.settings.backend == "slurm" else "object"
 
 
 @click.command()
 @config_option
 @json_option
-@click.argument("job")
+@click.argument("job", shell_complete=complete_job)
 def status(config: str | None, as_json: bool, job: str) -> None:
-    """Show JOB's status: the record, then what the scheduler shows now."""
+    """Show JOB's whole story: state and cause, each submission and its execution (start,
+    end, cause, nodes), rules and budgets left, holds, escalations and their answers, the
+    history with actors, and what the scheduler says now.
+
+    JOB is an id, the start of one, or a job's name. The record answers even when the
+    scheduler cannot be reached; "scheduler now" then says so.
+
+    \b
+    Example:
+      $ dispatch status 7f3k
+      $ dispatch status finetune --json | jq .state
+    """
+    now = datetime.now(UTC)
     with refusals():
-        st = Session(config).observer.get(job)
+        session = Session(config)
+        store = session.ledger
+        job_id = resolve(store, job)
+        view = store.read(job_id)
+        try:
+            story = Story.of(view, look(session.backend, [job_id]), now)
+        except DispatchError as err:
+            raise type(err)(damaged(str(store.root), job_id, err)) from None
+        doc = document(story, now)
     if as_json:
-        echo_json(st.model_dump(mode="json"))
+        echo_json(doc)
         return
-    hold = "-"
-    if st.hold is not None:
-        hold = f"{st.hold.kind} by {st.hold.by}" + (f": {st.hold.reason}" if st.hold.reason else "")
-    fields(
-        [
-            ("job", st.job),
-            ("name", st.name or "-"),
-            ("state", str(st.state)),
-            ("cause", str(st.cause.kind) + (f" ({st.cause.detail})" if st.cause.detail else "")),
-            ("submissions", _submissions(st)),
-            ("hold", hold),
-            ("escalations", _escalations(st)),
-            ("unattended", "yes" if st.unattended else "no"),
-            ("settled", "yes" if st.settled else "no"),
-        ]
-    )
+    rows = _lines(doc, object_word(session))
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k.ljust(width)}  {clean(v)}".rstrip())
+
+
+STATES = click.Choice([s.value for s in State])
 
 
 @click.command(name="list")
 @config_option
 @json_option
 @click.option("--all", "everything", is_flag=True, help="Include settled jobs.")
-def list_jobs(config: str | None, as_json: bool, everything: bool) -> None:
-    """List unsettled jobs (every job with --all), asking the scheduler once for all."""
+@click.option("--state", "states", multiple=True, type=STATES, help="Only jobs in this state.")
+@click.option("--escalated", is_flag=True, help="Only jobs with something waiting on a person.")
+@click.option("--user", default="", help="Only jobs created by this user (human:USER).")
+def list_jobs(
+    config: str | None,
+    as_json: bool,
+    everything: bool,
+    states: tuple[str, ...],
+    escalated: bool,
+    user: str,
+) -> None:
+    """List unsettled jobs (every job with --all): id, name, state, cause, submissions, age,
+    and what waits on a person. The scheduler is asked once for all of them.
+
+    A damaged record does not hide the others: each is named on stderr with its path, and
+    the command exits 1 after listing the rest.
+
+    \b
+    Example:
+      $ dispatch list --all --state failed
+      $ dispatch list --escalated --json
+    """
+    now = datetime.now(UTC)
+    problems: list[str] = []
     with refusals():
-        statuses = Session(config).observer.list(settled=everything)
+        session = Session(config)
+        store = session.ledger
+        views = {}
+        for j in store.jobs(include_settled=everything):
+            try:
+                views[j] = store.read(j)
+            except DispatchError as err:
+                problems.append(damaged(str(store.root), j, err))
+        seen: Look = look(session.backend, list(views))
+        docs = []
+        for j, view in views.items():
+            try:
+                docs.append(summary(Story.of(view, seen, now), now))
+            except DispatchError as err:
+                problems.append(damaged(str(store.root), j, err))
+    docs = [
+        d
+        for d in docs
+        if (not states or d["state"] in states)
+        and (not escalated or d["waiting"])
+        and (not user or d["created_by"] == f"human:{user}")
+    ]
     if as_json:
-        echo_json([st.model_dump(mode="json") for st in statuses])
-        return
-    table(
-        ("JOB", "NAME", "STATE", "CAUSE", "SUBMISSIONS", "ESCALATIONS", "SETTLED"),
-        [
-            (
-                st.job,
-                st.name or "-",
-                str(st.state),
-                str(st.cause.kind),
-                str(len(st.submissions)),
-                _escalations(st),
-                "yes" if st.settled else "no",
-            )
-            for st in statuses
-        ],
-    )
+        echo_json(docs)
+    else:
+        table(
+            ("JOB", "NAME", "STATE", "CAUSE", "SUBMISSIONS", "AGE", "WAITING"),
+            [
+                (
+                    d["job"],
+                    d["name"] or "-",
+                    d["state"],
+                    d["cause"],
+                    str(d["submissions"]),
+                    age(timedelta(seconds=d["age_seconds"])),
+                    ", ".join(d["waiting"]) or "-",
+                )
+                for d in docs
+            ],
+        )
+    if not seen.reachable:
+        click.echo(
+            f"note: the scheduler is unreachable ({clean(seen.error)}); states are the record's",
+            err=True,
+        )
+    for p in problems:
+        click.echo(f"error: damaged record: {clean(p)}", err=True)
+    if problems:
+        sys.exit(EXIT_FAILED)

@@ -2,19 +2,23 @@
 
 Each noun's commands live in their own module; this one keeps the group. Exit codes: 0
 success, 1 the operation was refused or failed, 2 bad usage or bad input. Errors are one line
-saying what was refused and what to do next.
+saying what was refused and what to do next. docs/cli.md describes every verb.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
+from dispatch.cli.act import VERBS
 from dispatch.cli.demo import run_demo
 from dispatch.cli.escalations import escalations
 from dispatch.cli.jobs import list_jobs, status
+from dispatch.cli.logs import logs
+from dispatch.cli.render import clean
 from dispatch.cli.sbatch import sbatch
 from dispatch.cli.sim import sim
 from dispatch.cli.supervise import supervise
@@ -29,10 +33,45 @@ def _fail(err: DispatchError) -> None:
     sys.exit(2 if isinstance(err, InvalidError) else 1)
 
 
-@click.group()
+class _OneLineErrors(click.Group):
+    """The group, with click's own usage errors printed as one line, like every other error."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kw: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kw)
+        try:
+            code = super().main(*args, standalone_mode=False, **kw)
+        except click.UsageError as err:
+            where = err.ctx.command_path if err.ctx else "dispatch"
+            message = f"{err.format_message()} (see `{where} --help`)"
+            click.echo(f"error: {clean(message)}", err=True)
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            click.echo(f"error: {clean(err.format_message())}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_OneLineErrors)
 @click.version_option(package_name="dispatch")
 def main() -> None:
-    """Submit and supervise multi-node training jobs on Slurm, safely and visibly."""
+    """Submit and supervise multi-node training jobs on Slurm, safely and visibly.
+
+    \b
+    Submit:     sbatch
+    Read:       status, list, logs, escalations
+    Act:        hold, release, cancel, requeue, resubmit, supersede, give-up, abandon,
+                emergency-stop
+    Supervise:  supervise, sweep
+    Try:        demo, sim
+
+    JOB is a job's id, the start of it, or its name. Exit codes: 0 done, 1 refused or
+    failed, 2 bad input. Shell completion: eval "$(_DISPATCH_COMPLETE=bash_source dispatch)".
+    See docs/cli.md.
+    """
 
 
 @main.command()
@@ -59,7 +98,7 @@ def demo(ledger: Path | None) -> None:
         click.echo(f"record of job {job} kept in {ledger}", err=True)
 
 
-for _command in (sbatch, sweep, supervise, status, list_jobs, escalations):
+for _command in (sbatch, sweep, supervise, status, list_jobs, escalations, logs, *VERBS):
     main.add_command(_command)
 main.add_command(sim)
 

@@ -1,15 +1,29 @@
-"""Human output of the read commands: aligned columns and key-value blocks."""
+"""Human output of the read commands: aligned columns and key-value blocks.
+
+Everything printed for people passes through ``clean``: job names, reasons, details and actor
+ids are user-controlled text, and a terminal must never receive their control characters.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import click
+
+# C0 controls, DEL and C1 controls: what a terminal may act on (ESC starts its sequences).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``), never sent raw."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     """Print ``rows`` under ``headers`` in left-aligned columns."""
+    rows = [[clean(c) for c in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
@@ -21,9 +35,18 @@ def fields(pairs: Sequence[tuple[str, str]]) -> None:
     """Print one ``name  value`` line per pair, names aligned."""
     width = max(len(k) for k, _ in pairs)
     for k, v in pairs:
-        click.echo(f"{k.ljust(width)}  {v}")
+        click.echo(f"{k.ljust(width)}  {clean(v)}".rstrip())
 
 
 def when(t: datetime | None) -> str:
     """A moment in UTC to the second, or ``-``."""
     return "-" if t is None else t.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age(d: timedelta) -> str:
+    """A duration as people read an age: ``45s``, ``12m``, ``3h``, ``2d``."""
+    seconds = max(0, int(d.total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"

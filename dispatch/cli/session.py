@@ -1,13 +1,17 @@
 """What a command opens from its config file, and how a refusal ends a command.
 
 Every command that touches the ledger takes ``--config FILE`` (or ``$DISPATCH_CONFIG``). The
-store, the backend and the supervisor are opened only when a command first needs them.
-Exit codes: 0 success, 1 refused or failed, 2 bad usage or bad input (a wrong config included).
+store, the backend and the supervisor are opened only when a command first needs them; the
+commands that read or act on existing jobs open the ledger only if it is there, and never
+create one. Exit codes: 0 success, 1 refused or failed, 2 bad usage or bad input (a wrong
+config, a missing ledger, an ambiguous job reference, a bad ``--as`` included).
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,9 +21,13 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from dispatch.cli.render import clean
 from dispatch.cluster import Config, Observer, compose
 from dispatch.config import Settings, backend_of, parse_duration, settings_for
+from dispatch.model.enums import ActorKind
 from dispatch.model.errors import DispatchError, InvalidError
+from dispatch.model.values import Actor
+from dispatch.records import ledger_format
 from dispatch.records.file import FileRecords
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
@@ -70,9 +78,42 @@ class Duration(click.ParamType[timedelta, Any]):
 DURATION = Duration()
 
 
+class ActorParam(click.ParamType[Actor, Any]):
+    """Who acts, as ``KIND:ID``: ``human:ada``, ``supervisor:cron-1``, ``adapter:slurm``."""
+
+    name = "KIND:ID"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Actor:
+        if isinstance(value, Actor):
+            return value
+        kind, sep, ident = str(value).partition(":")
+        kinds = ", ".join(k.value for k in ActorKind)
+        if not sep or not ident.strip() or kind not in {k.value for k in ActorKind}:
+            self.fail(f"{value!r} is not KIND:ID with KIND one of {kinds}", param, ctx)
+        return Actor(kind=ActorKind(kind), id=ident)
+
+
+def me() -> Actor:
+    """The person running the command: ``human:$USER``."""
+    return Actor(kind=ActorKind.HUMAN, id=os.environ.get("USER") or getpass.getuser())
+
+
+def actor_option(f: F) -> F:
+    """The ``--as KIND:ID`` option: who the record names as the actor (default human:$USER)."""
+    return click.option(
+        "--as",
+        "actor",
+        type=ActorParam(),
+        default=None,
+        help="Record the action as this actor (default: human:$USER).",
+    )(f)
+
+
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
     """End the command with a one-line error."""
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {clean(message)}", err=True)
     sys.exit(code)
 
 
@@ -102,8 +143,20 @@ class Session:
 
     @cached_property
     def store(self) -> FileRecords:
-        """The file ledger the config names."""
+        """The file ledger the config names, created if it is not there yet."""
         return FileRecords(self.settings.ledger)
+
+    @cached_property
+    def ledger(self) -> FileRecords:
+        """The file ledger the config names, which must already exist: never created here."""
+        root = self.settings.ledger
+        if not (root / ledger_format.FORMAT_NAME).is_file():
+            what = "no such folder" if not root.exists() else "not a dispatch ledger"
+            raise InvalidError(
+                f"ledger {root} ({self.settings.source}): {what}; check the path "
+                "(a ledger is made by the first submission)"
+            )
+        return FileRecords(root)
 
     @cached_property
     def backend(self) -> Backend:
@@ -112,8 +165,8 @@ class Session:
 
     @property
     def observer(self) -> Observer:
-        """An observer over the backend and the ledger."""
-        return compose(self.backend, Config(store=self.store)).observer
+        """An observer over the backend and the existing ledger."""
+        return compose(self.backend, Config(store=self.ledger)).observer
 
     def supervisor(self) -> Supervisor:
         """A supervisor delivering escalations through the configured command, if any."""

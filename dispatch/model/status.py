@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import AliasChoices, ConfigDict, Field
+
 from dispatch.model.base import Value
 from dispatch.model.enums import CleanupState, Level, State
 from dispatch.model.objects import ObjectObs, ObjectRef
@@ -11,9 +13,14 @@ from dispatch.model.values import NO_CAUSE, Cause, Hold, JobID, Plan
 
 
 class Event(Value):
-    """One committed state transition of a job."""
+    """One committed state transition of a job.
 
-    from_: State
+    The field is ``from_`` in Python (``from`` is a keyword) and ``from`` in JSON, both ways.
+    """
+
+    model_config = ConfigDict(serialize_by_alias=True, validate_by_name=True)
+
+    from_: State = Field(serialization_alias="from", validation_alias=AliasChoices("from", "from_"))
     to: State
     cause: Cause = NO_CAUSE
     submission: int = 0

@@ -8,6 +8,7 @@ from the injected ``clock`` and is read inside calls (for time limits).
 
 from __future__ import annotations
 
+import io
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -26,10 +27,10 @@ from dispatch.model.enums import (
     Tristate,
 )
 from dispatch.model.errors import (
+    InvalidError,
     LaunchRefusedError,
     NotFoundError,
     OutcomeUnknownError,
-    UnsupportedError,
 )
 from dispatch.model.objects import (
     CallMeta,
@@ -345,5 +346,19 @@ class MemoryBackend:
             }
 
     def output(self, job: JobID, submission: int, stream: str = "stdout") -> IO[bytes]:
-        """The memory scheduler keeps no output."""
-        raise UnsupportedError("the memory adapter keeps no output")
+        """What submission ``submission``'s objects wrote on ``stream`` so far, in creation order
+        (only its canonical object ever runs, so that is its one execution's output)."""
+        if stream not in ("stdout", "stderr"):
+            raise InvalidError(f"stream {stream!r} is neither stdout nor stderr")
+        with self.mu:
+            name = object_name(job)
+            objs = [
+                o
+                for o in self.objects.values()
+                if o.ref.name == name and o.submission == submission and not o.purged
+            ]
+            if not objs:
+                raise NotFoundError(
+                    f"the scheduler shows no object of job {job} submission {submission}"
+                )
+            return io.BytesIO(b"".join(bytes(o.output.get(stream, b"")) for o in objs))

@@ -167,6 +167,13 @@ class Env:
             obj.gated = False
             return obj.ref
 
+    def write(self, ref: ObjectRef, text: str, stream: str = "stdout") -> None:
+        """Append ``text`` to what the object's execution wrote on ``stream``."""
+        if stream not in ("stdout", "stderr"):
+            raise InvalidError(f"stream {stream!r} is neither stdout nor stderr")
+        with self._b.mu:
+            self._obj(ref).output.setdefault(stream, bytearray()).extend(text.encode())
+
     def objects(self, job: JobID) -> list[ObjectRef]:
         """Every object (purged ones too) that carries the job's name, in creation order."""
         with self._b.mu:

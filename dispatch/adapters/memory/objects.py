@@ -42,6 +42,8 @@ class MemObject:
     native: tuple[Rule, ...] = ()
     stalled: bool = False
     native_use: dict[int, int] = field(default_factory=dict)
+    # What the object's executions wrote, by stream ("stdout", "stderr"); kept after it ends.
+    output: dict[str, bytearray] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:

@@ -1,0 +1,294 @@
+"""A job's story as one document: what the record says, and what the scheduler says now.
+
+The record alone answers everything but "is it running now": when the scheduler cannot be
+reached the document says so (``scheduler.reachable`` false) and is built from the record's
+last observations, never refused. The keys are stable; docs/cli.md lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from dispatch.cli.answers import answer, waiting, waits
+from dispatch.core.fold import fold
+from dispatch.core.job import Job
+from dispatch.core.project import project
+from dispatch.model.enums import ObjectState
+from dispatch.model.errors import DispatchError, UnreachableError
+from dispatch.model.objects import Discovery, ObjectObs
+from dispatch.model.record import (
+    AbandonEntry,
+    CancelEntry,
+    GiveUpEntry,
+    HoldEntry,
+    ObserveEntry,
+    ReleaseEntry,
+    RequeueEntry,
+    ResubmitEntry,
+    SupersededEntry,
+    View,
+)
+from dispatch.model.status import Status
+from dispatch.model.values import Actor, Cause, JobID
+from dispatch.spi import Backend, find_all
+
+_CONTROL = (
+    CancelEntry,
+    HoldEntry,
+    ReleaseEntry,
+    ResubmitEntry,
+    GiveUpEntry,
+    AbandonEntry,
+    RequeueEntry,
+    SupersededEntry,
+)
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the scheduler showed, or why it could not be asked."""
+
+    found: dict[JobID, Discovery]
+    error: str = ""
+
+    @property
+    def reachable(self) -> bool:
+        """Whether the scheduler answered."""
+        return not self.error
+
+
+def look(backend: Backend, jobs: Sequence[JobID]) -> Look:
+    """Ask the scheduler once for every job; an unreachable one is noted, not raised."""
+    try:
+        return Look(find_all(backend, list(jobs)))
+    except UnreachableError as err:
+        return Look({}, err.message)
+
+
+@dataclass(frozen=True)
+class Story:
+    """One job: its record, its folded job level, its status and what the scheduler showed."""
+
+    view: View
+    job: Job
+    status: Status
+    look: Look
+
+    @classmethod
+    def of(cls, view: View, seen: Look, now: datetime) -> Story:
+        """The story of ``view`` given what the scheduler showed (nothing when unreachable)."""
+        j = fold(view, now)
+        d = seen.found.get(view.header.job) or Discovery(complete=seen.reachable)
+        return cls(view, j, project(j, d, now), seen)
+
+
+def _cause(c: Cause) -> dict[str, Any]:
+    return {
+        "kind": str(c.kind),
+        "detail": c.detail,
+        "exit_code": c.exit_code,
+        "provenance": str(c.provenance),
+    }
+
+
+def _t(t: datetime | None) -> str | None:
+    return t.isoformat() if t else None
+
+
+def _seen(view: View) -> dict[str, tuple[datetime | None, datetime | None]]:
+    """For each object: when the record first saw it running, and first saw it ended."""
+    out: dict[str, tuple[datetime | None, datetime | None]] = {}
+    for c in view.commits:
+        for e in c.entries:
+            if isinstance(e, ObserveEntry):
+                start, end = out.get(e.obs.ref.id, (None, None))
+                if e.obs.state is ObjectState.RUNNING and start is None:
+                    start = e.at
+                if e.obs.state is ObjectState.ENDED and end is None:
+                    end = e.at
+                out[e.obs.ref.id] = (start, end)
+    return out
+
+
+def actors(view: View, job: Job) -> list[Actor | None]:
+    """The actor of each history event: who committed the entry that made the transition.
+
+    A transition is found by folding the record up to each commit holding an entry of the
+    event's time, until the history grows past it (transitions are in record order).
+    """
+    out: list[Actor | None] = []
+    start = 0
+    for k, ev in enumerate(job.history):
+        found = None
+        for i in range(start, len(view.commits)):
+            entries = [e for e in view.commits[i].entries if e.at == ev.at]
+            if not entries:
+                continue
+            prefix = View(header=view.header, commits=view.commits[: i + 1])
+            if len(fold(prefix, ev.at).history) > k:
+                found, start = entries[0].by, i
+                break
+        out.append(found)
+    return out
+
+
+def _execution(o: ObjectObs, seen: dict[str, tuple[datetime | None, datetime | None]]) -> Any:
+    start, end = seen.get(o.ref.id, (None, None))
+    return {
+        "object": o.ref.id,
+        "attempt": o.attempt,
+        "state": str(o.state),
+        "cause": _cause(o.cause),
+        "nodes": list(o.nodes),
+        "restarts": o.restarts,
+        "started": _t(start),
+        "ended": _t(end) if o.state is ObjectState.ENDED else None,
+    }
+
+
+def _control(e: Any) -> dict[str, Any]:
+    what = {"at": _t(e.at), "by": str(e.by), "action": e.kind, "reason": getattr(e, "reason", "")}
+    if isinstance(e, HoldEntry):
+        what["until"] = _t(e.until)
+        what["instance"] = e.instance
+    if isinstance(e, ReleaseEntry):
+        what["instance"], what["override"] = e.instance, e.override
+    if isinstance(e, AbandonEntry):
+        what["target"] = e.target.model_dump(mode="json")
+    if isinstance(e, SupersededEntry):
+        what["job"] = e.job
+    if isinstance(e, RequeueEntry) and e.revoke:
+        what["action"] = "revoke-requeue"
+    return what
+
+
+def document(s: Story, now: datetime) -> dict[str, Any]:
+    """The status document of ``s``: every key docs/cli.md documents, always present."""
+    st, j, h = s.status, s.job, s.view.header
+    seen = _seen(s.view)
+    by_rule = {ra.index: ra for ra in (st.plan.rules if st.plan else ())}
+    submissions = []
+    for sub_st in st.submissions:
+        rec = j.submission(sub_st.n)
+        assert rec is not None
+        submissions.append(
+            {
+                "n": sub_st.n,
+                "object": sub_st.canonical.id if sub_st.canonical else None,
+                "authorized_at": _t(rec.authorized_at),
+                "rule": rec.rule,
+                "attempts": len(rec.attempts),
+                "abandoned": sub_st.abandoned,
+                "executions": [_execution(o, seen) for o in sub_st.executions],
+            }
+        )
+    return {
+        "job": st.job,
+        "name": st.name,
+        "state": str(st.state),
+        "cause": _cause(st.cause),
+        "created_at": _t(h.created_at),
+        "created_by": str(h.creator),
+        "age_seconds": int((now - h.created_at).total_seconds()),
+        "supervised": h.options.supervised,
+        "supersedes": st.supersedes or None,
+        "superseded_by": st.superseded_by or None,
+        "settled": st.settled,
+        "cleanup": str(st.cleanup),
+        "submissions": submissions,
+        "rules": [
+            {
+                "index": ra.index,
+                "on": [str(c) for c in ra.effective.on],
+                "action": str(ra.effective.action),
+                "budget": ra.effective.budget,
+                "firings": ra.firings,
+                "left": max(0, ra.effective.budget - ra.firings),
+                "enforcer": str(ra.enforcer),
+            }
+            for ra in by_rule.values()
+        ],
+        "uncovered": [str(c) for c in (st.plan.uncovered if st.plan else ())],
+        "holds": [
+            {
+                "instance": hr.instance,
+                "kind": str(hr.hold.kind),
+                "by": str(hr.hold.by),
+                "reason": hr.hold.reason,
+                "until": _t(hr.hold.until),
+                "active": hr.active,
+                "released_at": _t(hr.released_at),
+                "override": hr.override,
+            }
+            for hr in j.holds
+        ],
+        "escalations": [
+            {
+                "id": e.id,
+                "at": _t(e.at),
+                "detail": e.detail,
+                "delivered": _t(e.delivered),
+                "waiting": waits(j, e),
+                "answer": answer(j, e) if waits(j, e) else "",
+            }
+            for e in sorted(j.escalations.values(), key=lambda e: e.at)
+        ],
+        "waiting": waiting(j),
+        "history": [
+            {
+                "at": _t(ev.at),
+                "from": str(ev.from_),
+                "to": str(ev.to),
+                "cause": _cause(ev.cause),
+                "submission": ev.submission,
+                "by": str(by) if by else None,
+            }
+            for ev, by in zip(j.history, actors(s.view, j), strict=True)
+        ],
+        "actions": [
+            _control(e) for c in s.view.commits for e in c.entries if isinstance(e, _CONTROL)
+        ],
+        "scheduler": {
+            "reachable": s.look.reachable,
+            "error": s.look.error,
+            "objects": [
+                {
+                    "object": o.ref.id,
+                    "submission": o.submission,
+                    "attempt": o.attempt,
+                    "state": str(o.state),
+                    "cause": _cause(o.cause),
+                    "nodes": list(o.nodes),
+                    "restarts": o.restarts,
+                    "held_by_other": o.held_by_other,
+                }
+                for o in (s.look.found.get(st.job) or Discovery()).objects
+            ],
+        },
+    }
+
+
+def summary(s: Story, now: datetime) -> dict[str, Any]:
+    """The row of ``s`` that ``dispatch list --json`` prints: the keys docs/cli.md lists."""
+    st, h = s.status, s.view.header
+    return {
+        "job": st.job,
+        "name": st.name,
+        "state": str(st.state),
+        "cause": str(st.cause.kind),
+        "submissions": len(st.submissions),
+        "created_at": _t(h.created_at),
+        "created_by": str(h.creator),
+        "age_seconds": int((now - h.created_at).total_seconds()),
+        "settled": st.settled,
+        "waiting": waiting(s.job),
+    }
+
+
+def damaged(ledger: str, job: JobID, err: DispatchError) -> str:
+    """One line for a record that cannot be read or folded, naming where it is."""
+    msg = err.message
+    return msg if ledger in msg else f"{ledger}/jobs/{job}: {msg}"
