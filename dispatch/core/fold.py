@@ -139,6 +139,16 @@ class _Folder:
             self.job.objects[ref.id] = rec
         return rec
 
+    def _fire(self, rule: int) -> None:
+        """Count one firing of ``rule``; a firing past its budget is a history the protocol
+        cannot write (every firing reserves budget left, in the commit that decides it)."""
+        j = self.job
+        used = j.rule_use.get(rule, 0) + 1
+        budget = j.header.plan.rules[rule].effective.budget
+        if used > budget:
+            raise InvalidError(f"rule {rule} fired {used} times, past its budget of {budget}")
+        j.rule_use[rule] = used
+
     def _sub(self, n: int) -> SubmissionRec:
         sub = self.job.submission(n)
         if sub is None:
@@ -251,7 +261,7 @@ class _Folder:
         if e.rule is not None:
             if e.op != "requeue" or not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"{e.op} call names rule {e.rule}, which cannot apply")
-            j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+            self._fire(e.rule)
         if e.op == "requeue":
             self._not_terminal("requeue call")
             j.requeue = None
@@ -282,7 +292,7 @@ class _Folder:
             if not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"authorize names rule {e.rule}, which the plan does not have")
             if not mutants.on("budget-after-start"):
-                j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+                self._fire(e.rule)
         if e.trigger == "resubmit":
             if j.resubmits <= 0:
                 raise InvalidError("authorize for a resubmit nobody asked for")
@@ -323,7 +333,7 @@ class _Folder:
         sub.canonical = e.ref
         self.canonical_ids.add(e.ref.id)
         if mutants.on("budget-after-start") and sub.rule is not None:
-            self.job.rule_use[sub.rule] = self.job.rule_use.get(sub.rule, 0) + 1
+            self._fire(sub.rule)
 
     def _open(self, e: OpenEntry) -> None:
         if e.ref.id not in self.canonical_ids:
@@ -350,7 +360,7 @@ class _Folder:
             raise InvalidError(f"hold instance {e.instance} is out of order")
         if not 0 <= e.rule < len(j.header.plan.rules):
             raise InvalidError(f"place-hold names rule {e.rule}, which the plan does not have")
-        j.rule_use[e.rule] = j.rule_use.get(e.rule, 0) + 1
+        self._fire(e.rule)
         hold = Hold(
             kind=HoldKind.RECOVERY,
             by=e.by,

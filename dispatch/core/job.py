@@ -15,6 +15,9 @@ from dispatch.model.record import CancelEntry, GiveUpEntry, Header, RequeueEntry
 from dispatch.model.status import Escalation, Event
 from dispatch.model.values import Cause, Hold, JobID
 
+# Causes a live object can carry that mean its execution will never run.
+CANNOT_RUN = frozenset({CauseKind.NO_CAPACITY, CauseKind.LAUNCH_FAILED})
+
 
 @dataclass(slots=True)
 class AttemptRec:
@@ -194,10 +197,28 @@ class Job:
         ]
 
     def last_end_cause(self) -> Cause:
-        """The cause that ended the latest canonical execution, or unknown."""
+        """What ended the latest execution, or kept it from ever running; unknown when the
+        record does not say."""
         for s in reversed(self.submissions):
-            if s.canonical is not None:
-                o = self.object(s.canonical)
-                if o is not None and o.end_cause is not None:
-                    return o.end_cause
+            cause = self.end_cause(s)
+            if cause is not None:
+                return cause
         return Cause(kind=CauseKind.UNKNOWN)
+
+    def end_cause(self, s: SubmissionRec) -> Cause | None:
+        """Why submission ``s``'s execution ended, or why it never ran: every launch attempt
+        refused, the open refused, or a cause that keeps its object from ever running (no
+        capacity, a failed launch); None when the record does not say."""
+        if s.canonical is None:
+            refused = [a.refused for a in s.attempts if a.refused is not None]
+            return refused[-1] if refused and len(refused) == len(s.attempts) else None
+        o = self.object(s.canonical)
+        if o is None:
+            return None
+        if o.end_cause is not None:
+            return o.end_cause
+        if o.refused is not None:
+            return o.refused
+        if o.last is not None and o.last.cause.kind in CANNOT_RUN:
+            return o.last.cause
+        return None

@@ -20,7 +20,7 @@ from dispatch.core.calls import (
 from dispatch.core.current import VANISHED, Current, blockers, unabandoned_foreign
 from dispatch.core.deadlines import deadlines, wake
 from dispatch.core.ending import ending
-from dispatch.core.job import Job, SubmissionRec
+from dispatch.core.job import CANNOT_RUN, Job, SubmissionRec
 from dispatch.core.steps import (
     Authorize,
     Canonical,
@@ -116,10 +116,6 @@ def _live(job: Job, cur: Current, now: datetime) -> list[Step]:
     if latest.canonical is None:
         return steps if hold is not None else [*steps, *_launch(job, latest, cur, now)]
     return [*steps, *_execution(job, latest, cur, now, held=hold is not None)]
-
-
-# Causes a live object can carry that mean its execution will never run.
-CANNOT_RUN = frozenset({CauseKind.NO_CAPACITY, CauseKind.LAUNCH_FAILED})
 
 
 def _finished(job: Job, sub: SubmissionRec, cur: Current) -> bool:

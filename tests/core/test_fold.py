@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
-from core_records import ADA, SUP, TOKEN, Rec, ended, obs
+from core_records import ADA, SUP, TOKEN, Rec, ended, header, obs, preempt_rule, ref
 
 from dispatch.core.transitions import RECORD_STATES, TRANSITIONS, Change, transition
 from dispatch.model import record as r
-from dispatch.model.enums import CauseKind, ObjectState, State
+from dispatch.model.enums import Action, CauseKind, ObjectState, Provenance, State
 from dispatch.model.errors import InvalidError
-from dispatch.model.values import Cause
+from dispatch.model.values import Cause, Rule
 
 
 def test_running_is_never_a_transition_in_history() -> None:
@@ -48,7 +50,10 @@ def test_a_decision_with_a_stale_token_is_refused() -> None:
         (lambda rec: rec.authorize(1).attempt(1, 2), "out of order"),
         (lambda rec: rec.authorize(1).open(1), "not a canonical object"),
         (lambda rec: rec.authorize(1).attempt(1).reply(1, 1, 1).reply(1, 1, 1), "awaits none"),
-        (lambda rec: rec.add(r.SettleEntry(at=rec.tick(), by=SUP, token=TOKEN)), "without an outcome"),
+        (
+            lambda rec: rec.add(r.SettleEntry(at=rec.tick(), by=SUP, token=TOKEN)),
+            "without an outcome",
+        ),
         (
             lambda rec: rec.add(
                 r.EscalateEntry(at=rec.tick(), by=SUP, token=TOKEN, id="x"),
@@ -58,13 +63,20 @@ def test_a_decision_with_a_stale_token_is_refused() -> None:
         ),
         (
             lambda rec: rec.add(
-                r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.FAILED, cause=Cause()),
-                r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.SUCCEEDED, cause=Cause()),
+                r.OutcomeEntry(
+                    at=rec.tick(), by=SUP, token=TOKEN, state=State.FAILED, cause=Cause()
+                ),
+                r.OutcomeEntry(
+                    at=rec.tick(), by=SUP, token=TOKEN, state=State.SUCCEEDED, cause=Cause()
+                ),
             ),
             "after the outcome",
         ),
         (lambda rec: rec.add(r.ReleaseEntry(at=rec.tick(), by=ADA, instance=1)), "not in force"),
-        (lambda rec: rec.add(r.DeliveredEntry(at=rec.tick(), by=SUP, id="nope")), "never committed"),
+        (
+            lambda rec: rec.add(r.DeliveredEntry(at=rec.tick(), by=SUP, id="nope")),
+            "never committed",
+        ),
         (lambda rec: rec.authorize(1, rule=5), "does not have"),
     ],
 )
@@ -77,8 +89,12 @@ def test_a_history_the_protocol_cannot_write_is_refused(build: object, why: str)
 
 def test_an_outcome_never_changes() -> None:
     rec = Rec().owner()
-    rec.add(r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.CANCELLED, cause=Cause()))
-    rec.add(r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.SUCCEEDED, cause=Cause()))
+    rec.add(
+        r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.CANCELLED, cause=Cause())
+    )
+    rec.add(
+        r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.SUCCEEDED, cause=Cause())
+    )
     with pytest.raises(InvalidError):
         rec.job()
 
@@ -113,3 +129,84 @@ def test_every_entry_kind_has_a_fold_handler(kind: type[r.Base]) -> None:
     from dispatch.core.fold import _Folder
 
     assert kind in _Folder(Rec().job()).handlers
+
+
+def _fired_twice_on_a_budget_of_one(rec: Rec, via: str) -> None:
+    if via == "authorize":
+        rec.authorize(2, rule=0, trigger="1:preempted").launched(2, 2)
+        rec.observe(ended(2, CauseKind.PREEMPTED, sub=2)).authorize(
+            3, rule=0, trigger="2:preempted"
+        )
+    elif via == "requeue":
+        for _ in range(2):
+            rec.add(
+                r.CallEntry(
+                    at=rec.tick(),
+                    by=SUP,
+                    token=TOKEN,
+                    op="requeue",
+                    ref=ref(1),
+                    rule=0,
+                    deadline=rec.t + timedelta(minutes=2),
+                )
+            )
+    else:
+        for instance in (1, 2):
+            rec.add(
+                r.PlaceHoldEntry(
+                    at=rec.tick(),
+                    by=SUP,
+                    token=TOKEN,
+                    instance=instance,
+                    submission=1,
+                    rule=0,
+                    cause=Cause(kind=CauseKind.PREEMPTED),
+                )
+            )
+
+
+@pytest.mark.parametrize("via", ["authorize", "requeue", "place-hold"])
+def test_a_history_where_a_rule_fired_past_its_budget_is_refused(via: str) -> None:
+    """Issue 12, finding 6 (reference): a rule firing more often than its budget is a history
+    the protocol cannot write; fold refuses it with InvalidError."""
+    rec = Rec(header(preempt_rule(budget=1))).owner().authorize(1).launched(1, 1)
+    rec.observe(ended(1, CauseKind.PREEMPTED))
+    _fired_twice_on_a_budget_of_one(rec, via)
+    with pytest.raises(InvalidError, match="past its budget of 1"):
+        rec.job()
+
+
+def test_a_rule_firing_up_to_its_budget_is_folded() -> None:
+    rec = Rec(header(preempt_rule(budget=1))).owner().authorize(1).launched(1, 1)
+    rec.observe(ended(1, CauseKind.PREEMPTED)).authorize(2, rule=0, trigger="1:preempted")
+    assert rec.job().rule_use == {0: 1}
+
+
+NEVER_RAN = {
+    "no-capacity": Cause(kind=CauseKind.NO_CAPACITY, provenance=Provenance.SCHEDULER),
+    "launch-failed": Cause(kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER),
+}
+
+
+@pytest.mark.parametrize("how", ["no-capacity", "launch-failed", "open-refused", "start-refused"])
+def test_a_rule_recovering_an_execution_that_never_ran_records_the_real_cause(how: str) -> None:
+    """Issue 12, finding 5 (reference): the history's event for the recovery carries what kept
+    the execution from running, not unknown."""
+    rule = Rule(
+        on=(CauseKind.NO_CAPACITY, CauseKind.LAUNCH_FAILED), action=Action.RESUBMIT, budget=1
+    )
+    rec = Rec(header(rule)).owner().authorize(1)
+    cause = NEVER_RAN.get(how, NEVER_RAN["no-capacity"])
+    if how == "start-refused":
+        rec.attempt(1).add(
+            r.ReplyEntry(at=rec.tick(), by=SUP, token=TOKEN, submission=1, attempt=1, refused=cause)
+        )
+    else:
+        rec.launched(1, 1)
+        if how == "open-refused":
+            rec.add(r.RefusedEntry(at=rec.tick(), by=SUP, ref=ref(1), cause=cause))
+        else:
+            rec.observe(obs(1, ObjectState.PENDING, cause=cause))
+    rec.authorize(2, rule=0, trigger=f"1:{cause.kind}")
+    (event,) = rec.job().history
+    assert event.to is State.RECOVERING and event.cause == cause
