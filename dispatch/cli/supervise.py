@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -18,14 +19,25 @@ from types import FrameType
 
 import click
 
-from dispatch.cli.session import DURATION, Session, config_option, fail, refusals
+from dispatch.cli.refs import resolve
+from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, fail, refusals
 from dispatch.cli.sweep import raise_open_file_limit, show
 from dispatch.config import config_path, embedded, load, write_home_config
 from dispatch.model.base import format_duration
+from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError
 from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge, schedule
 
 _JOB = "dispatch.supervise.job"
+
+# How ``supervise JOB`` exits for each way a job ends, so a script can branch on it.
+EXIT_JOB_FAILED = 3
+EXIT_JOB_CANCELLED = 4
+SETTLED_EXIT = {
+    State.SUCCEEDED: 0,
+    State.FAILED: EXIT_JOB_FAILED,
+    State.CANCELLED: EXIT_JOB_CANCELLED,
+}
 
 
 class _JobOrCommand(click.Group):
@@ -68,7 +80,9 @@ def supervise(
 ) -> None:
     """Supervise JOB until it settles, or every unsettled job with --follow.
 
-    Exits 0 when the job settled (or --follow was stopped by SIGINT or SIGTERM).
+    With JOB, the exit code says how it ended: 0 succeeded, 3 failed, 4 cancelled (1 when
+    supervising itself failed or was interrupted, 2 for bad input). --follow exits 0 when
+    stopped by SIGINT or SIGTERM.
     """
     job: str | None = ctx.meta.get(_JOB)
     if ctx.invoked_subcommand is not None:
@@ -95,12 +109,16 @@ def supervise(
 def _run(config: str | None, job: str) -> None:
     with refusals():
         session = Session(config)
+        job = resolve(session.ledger, job)
         try:
             session.supervisor().run(job)
         except KeyboardInterrupt:
             fail(f"interrupted; job {job} is unsettled and waits for the next supervisor")
         st = session.observer.get(job)
     click.echo(f"job {job} settled: {st.state} with cause {st.cause.kind}")
+    code = SETTLED_EXIT.get(st.state, EXIT_FAILED)
+    if code:
+        sys.exit(code)
 
 
 def _follow(config: str | None, every: timedelta | None) -> None:
