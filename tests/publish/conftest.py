@@ -125,3 +125,46 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
         return PosixStore(tmp_path / "root")
     factory: S3StoreFactory = request.getfixturevalue("s3_store")
     return factory()
+
+
+TinyFilesystem = Callable[[int], Path]
+
+
+@pytest.fixture
+def tiny_filesystem(tmp_path: Path) -> Iterator[TinyFilesystem]:
+    """Mount real tmpfs filesystems of a given size (bytes) under tmp_path, for ENOSPC.
+
+    Needs root (the test machine runs as root); skipped, saying so, where mounting is refused.
+    Every mount is lazily unmounted at the end, whatever the test left in it.
+    """
+    import subprocess
+
+    mounted: list[Path] = []
+
+    def mount(size: int) -> Path:
+        point = tmp_path / f"tiny-{len(mounted)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
+                               str(point)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", "-l", str(point)], check=False)
+
+
+def fill(folder: Path, leave: int = 0) -> None:
+    """Fill the filesystem holding `folder` until fewer than `leave` bytes are free."""
+    import os
+
+    stats = os.statvfs(folder)
+    free = stats.f_bavail * stats.f_frsize
+    with open(folder / "filler", "wb") as handle:
+        try:
+            handle.write(b"\0" * max(free - leave, 0))
+            handle.flush()
+        except OSError:
+            pass
