@@ -129,9 +129,10 @@ class Operator:
             return CancelReceipt(committed=False, already=done.state)
         found = self._backend.find(job)
         live = []
+        why = f"cancelled by {by}" + (f": {reason}" if reason else "")
         for obs in found.objects:
             if obs.state.live and not obs.foreign:
-                self._backend.stop(obs.ref, f"cancelled by {by}" + (f": {reason}" if reason else ""))
+                self._backend.stop(obs.ref, why)
                 live.append(obs.ref)
         after = self._backend.find(job)
         still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)

@@ -33,9 +33,12 @@ from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
 from dispatch.model.values import AbandonTarget, Actor, JobID
-from dispatch.records.ledger_format import is_job_id
 
 F = Callable[..., Any]
+
+# A whole job id as dispatch makes them (10 random bytes in lowercase base32): what the
+# emergency stop takes for a job the ledger does not know.
+WHOLE_ID = re.compile(r"[a-z2-7]{16}")
 
 
 def _verb(name: str, example: str) -> Callable[[F], click.Command]:
@@ -101,8 +104,9 @@ def hold(
         as_json,
         act,
         "hold",
-        f"hold {instance} placed on job {act.job}{deadline}; nothing of it starts until "
-        f"`dispatch release {act.job}`; a queued Slurm job is held at the next sweep",
+        f"hold {instance} placed on job {act.job}{deadline}; nothing of it starts or opens "
+        f"until `dispatch release {act.job}` (what runs keeps running; the next sweep holds "
+        "what is queued)",
         instance=instance,
         until=until.isoformat() if until else None,
     )
@@ -389,8 +393,11 @@ def _stop_target(session: Session, ref: str) -> JobID:
             return resolve(store, ref)
         except NotFoundError:
             pass
-    if not is_job_id(ref):
-        raise InvalidError(f"{ref!r} cannot be a job id: letters, digits, '.', '_' and '-' only")
+    if not WHOLE_ID.fullmatch(ref):
+        raise NotFoundError(
+            f"no job {ref!r} in the ledger; without a record, give the job's whole id "
+            "(16 characters, as in the Slurm job name dj-<id>)"
+        )
     return ref
 
 

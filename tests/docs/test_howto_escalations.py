@@ -87,8 +87,7 @@ def test_the_howto_runs_as_written_in_python_and_in_the_shell(tmp_path: Path) ->
             if "backend" in namespace and not (tmp_path / "dispatch.toml").exists():
                 # What a site's config does: name the ledger and the scheduler's adapter.
                 adapter = f"howto-{uuid.uuid4().hex[:12]}"
-                backend = namespace["backend"]
-                dispatch.register(adapter, lambda settings: backend)
+                dispatch.register(adapter, lambda settings, b=namespace["backend"]: b)
                 (tmp_path / "dispatch.toml").write_text(
                     f'ledger = "{namespace["store"].root}"\n[backend]\nname = "{adapter}"\n'
                 )
