@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dispatch.model.enums import CauseKind, HoldKind, State
+from dispatch.model.enums import CauseKind, HoldKind, State, UnmatchedPolicy
 from dispatch.model.objects import ObjectObs, ObjectRef
 from dispatch.model.record import CancelEntry, GiveUpEntry, Header, RequeueEntry
 from dispatch.model.status import Escalation, Event
-from dispatch.model.values import Cause, Hold, JobID
+from dispatch.model.values import AbandonTarget, Cause, Hold, JobID
 
 # Causes a live object can carry that mean its execution will never run.
 CANNOT_RUN = frozenset({CauseKind.NO_CAPACITY, CauseKind.LAUNCH_FAILED})
@@ -188,6 +188,16 @@ class Job:
             if not s.abandoned
             for a in s.attempts
             if a.unresolved
+        ]
+
+    def residuals(self) -> list[AbandonTarget]:
+        """The launch attempts nobody knows the outcome of, which the residual unmatched policy
+        lets the record settle with: sweeps keep looking for their objects after it settles,
+        until each is resolved (its object seen ended) or a person abandons it."""
+        if self.header.options.unmatched is not UnmatchedPolicy.RESIDUAL:
+            return []
+        return [
+            AbandonTarget(submission=n, attempt=a.number) for n, a in self.unresolved_attempts()
         ]
 
     def calls_on(self, ref: ObjectRef, op: str, instance: int = 0) -> list[CallRec]:

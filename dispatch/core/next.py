@@ -45,7 +45,7 @@ from dispatch.model.values import Cause
 def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     """The steps to carry out now, in order; a lone ``Wait`` when there is nothing to do."""
     if job.settled:
-        return []
+        return _residuals(job, d)
     cur = Current(job, d)
     steps: list[Step] = [Observe(obs=o) for o in d.objects if _changed(job, o.ref.id, o)]
     steps += _foreign(job, cur)
@@ -61,6 +61,20 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
         steps.sort(key=lambda s: isinstance(s, Settle))
     if not steps:
         return [Wait(wake=wake(job, now))]
+    return steps
+
+
+def _residuals(job: Job, d: Discovery) -> list[Step]:
+    """A settled record takes no decision, but a late object of one of its residual attempts
+    (a lost start call that landed after all) must never run: stop it while it lives (the
+    stop is unrecorded and idempotent, like an emergency stop), and once it has ended commit
+    the observation as evidence, which resolves the attempt and ends the sweeping."""
+    wanted = {(t.submission, t.attempt) for t in job.residuals()}
+    steps: list[Step] = []
+    for o in d.objects:
+        if (o.submission, o.attempt) not in wanted:
+            continue
+        steps.append(Stop(ref=o.ref, recorded=True) if o.state.live else Observe(obs=o))
     return steps
 
 

@@ -71,7 +71,8 @@ class SweepReport:
     ``passed`` jobs had their pass (``progressed`` ones committed or called something,
     ``settled`` ones settled in it); ``skipped`` ones are owned by another supervisor;
     ``failed`` maps a job to why its pass failed; ``not_reached`` ones were left for the next
-    tick when the time budget ran out.
+    tick when the time budget ran out; ``residual`` ones are settled jobs swept for the late
+    objects of their residual attempts.
     """
 
     started: datetime
@@ -82,6 +83,8 @@ class SweepReport:
     skipped: list[JobID] = field(default_factory=list)
     failed: dict[JobID, str] = field(default_factory=dict)
     not_reached: list[JobID] = field(default_factory=list)
+    # Settled jobs swept for the late objects of their residual attempts.
+    residual: list[JobID] = field(default_factory=list)
 
 
 class Supervisor:
@@ -159,10 +162,11 @@ class Supervisor:
         """One pass: ``view`` was read before ``found`` was looked up; decide, execute, deliver."""
         now = self.clock.now()
         j = fold(view, now)
-        undelivered = [e for e in j.escalations.values() if e.delivered is None]
+        # A settled record had its last look: its escalations are not offered again.
+        undelivered = [] if j.settled else [e for e in j.escalations.values() if not e.delivered]
         result = PassResult(job=job, settled=j.settled)
         store: Records = self.store
-        if j.owner != token:
+        if j.owner != token and not j.settled:  # a settled record takes evidence only
             # A sweep holds the lock alone: ownership goes in with the pass's first commit.
             store = OwnerFirst(store, token, self.actor, now)
         ex = Executor(self.backend, store, view.header, view.revision, token, self.actor, now)
@@ -222,7 +226,7 @@ class Supervisor:
         j = fold(self.store.read(job), self.clock.now())
         self._deliver(job, [e for e in j.escalations.values() if e.delivered is None])
 
-    def sweep(self, budget: timedelta | None = None) -> SweepReport:
+    def sweep(self, budget: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
 
         Each job's owner lock is taken without committing anything, or the job is skipped
@@ -231,12 +235,18 @@ class Supervisor:
         an owner entry, so a pass that waits writes nothing. A job whose pass fails is reported
         and the others go on; nothing is deleted. With ``budget``, no pass starts after it is
         spent: the jobs not reached are left, unlocked, for the next tick.
+
+        With ``residuals``, settled records are read too, and those with residual attempts
+        (``Job.residuals``) are looked up in the same one scheduler query, and their late
+        objects stopped, until every residual is resolved or abandoned. That reads every
+        settled record once per sweep.
         """
         report = SweepReport(started=self.clock.now())
         deadline = None if budget is None else report.started + budget
         token = self._token()
         locked: list[JobID] = []
         views: dict[JobID, View] = {}
+        settled: dict[JobID, View] = {}
         with _no_cyclic_gc():
             try:
                 for job in self.store.jobs():
@@ -244,10 +254,13 @@ class Supervisor:
                         report.not_reached.append(job)
                     elif self._lock_and_read(job, token, report, views):
                         locked.append(job)
+                if residuals:
+                    self._read_residuals(set(locked) | set(report.skipped), report, settled)
+                asked = [*views, *settled]
                 try:
-                    found = find_all(self.backend, list(views)) if views else {}
+                    found = find_all(self.backend, asked) if asked else {}
                 except DispatchError as err:
-                    for job in views:
+                    for job in asked:
                         report.failed[job] = f"the scheduler was not asked: {err}"
                     return report
                 for job, view in views.items():
@@ -255,11 +268,46 @@ class Supervisor:
                         report.not_reached.append(job)
                         continue
                     self._sweep_pass(job, token, view, found[job], report)
+                for job, view in settled.items():
+                    if deadline is not None and self.clock.now() >= deadline:
+                        break
+                    self._residual_pass(job, token, view, found[job], report)
             finally:
                 for job in locked:
                     self.store.release(job, token)
                 report.finished = self.clock.now()
         return report
+
+    def _read_residuals(
+        self, unsettled: set[JobID], report: SweepReport, settled: dict[JobID, View]
+    ) -> None:
+        """Read every settled record; keep those with residual attempts in ``settled``."""
+        now = self.clock.now()
+        for job in self.store.jobs(include_settled=True):
+            if job in unsettled or job in report.failed or job in report.not_reached:
+                continue
+            try:
+                view = self.store.read(job)
+                j = fold(view, now)
+            except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
+                report.failed[job] = _describe(err)
+                continue
+            if j.settled and j.residuals():
+                settled[job] = view
+
+    def _residual_pass(
+        self, job: JobID, token: str, view: View, found: Discovery, report: SweepReport
+    ) -> None:
+        """One pass over a settled job with residuals: no lock, since it commits evidence only
+        (and makes idempotent stops), which needs no owner."""
+        try:
+            self.pass_once(job, token, view, found)
+        except ConflictError:
+            pass  # another sweep committed the same evidence first
+        except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
+            report.failed[job] = _describe(err)
+            return
+        report.residual.append(job)
 
     def _lock_and_read(
         self, job: JobID, token: str, report: SweepReport, views: dict[JobID, View]

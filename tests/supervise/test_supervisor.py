@@ -118,6 +118,7 @@ def test_a_job_is_never_shown_failed_while_a_rule_with_budget_covers_its_cause()
 
 
 def test_a_failed_delivery_is_offered_again_after_the_next_pass() -> None:
+    """Of a job that has not settled (once it settles, the last look is the one attempt)."""
     attempts: list[str] = []
 
     def flaky(job: str, e: Escalation) -> None:
@@ -125,13 +126,16 @@ def test_a_failed_delivery_is_offered_again_after_the_next_pass() -> None:
         if len(attempts) == 1:
             raise RuntimeError("pager down")
 
-    w = World(budget=0, deliver=flaky)
+    w = World(deliver=flaky)
+    w.backend.env().lose_replies(3, created=False)
     w.settle_passes()
-    w.backend.env().preempt(w.canonical(1))
+    w.clock.advance(timedelta(minutes=11))
     w.settle_passes()
-    assert attempts == ["failed:preempted", "failed:preempted"]
+    w.settle_passes()
+    w.settle_passes()
+    assert attempts == ["all-unknown:1", "all-unknown:1"]
     j = fold(w.store.read(w.job), w.clock.now())
-    assert j.escalations["failed:preempted"].delivered is not None
+    assert not j.settled and j.escalations["all-unknown:1"].delivered is not None
 
 
 def test_run_settles_and_its_last_look_delivers_what_the_settling_pass_committed() -> None:

@@ -381,7 +381,8 @@ def test_find_many_is_one_squeue_and_one_sacct_for_all_jobs(
     refs = {job: start(backend, job, "true") for job in made}
     missing = "lt" + secrets.token_hex(4)
     backend.capabilities()
-    backend.use_json  # noqa: B018  (the release is read once, before counting)
+    backend.use_json  # noqa: B018  (the release and the user are read once, before counting)
+    backend.identity  # noqa: B018
     before = dict(backend.runner.counts)
     found = backend.find_many([*made, missing])
     spent = {k: v - before.get(k, 0) for k, v in backend.runner.counts.items()}
