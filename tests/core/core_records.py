@@ -59,14 +59,18 @@ def ref(n: int) -> ObjectRef:
     return ObjectRef(id=str(1000 + n), name=f"dj-{JOB}")
 
 
-def obs(n: int, state: ObjectState, sub: int | None = 1, att: int | None = 1, **kw: Any) -> ObjectObs:
+def obs(
+    n: int, state: ObjectState, sub: int | None = 1, att: int | None = 1, **kw: Any
+) -> ObjectObs:
     """An observation of object ``n``."""
     return ObjectObs(ref=ref(n), submission=sub, attempt=att, state=state, **kw)
 
 
 def ended(n: int, kind: CauseKind, sub: int = 1, att: int = 1) -> ObjectObs:
     """Object ``n`` ended with ``kind``."""
-    return obs(n, ObjectState.ENDED, sub, att, cause=Cause(kind=kind, provenance=Provenance.SCHEDULER))
+    return obs(
+        n, ObjectState.ENDED, sub, att, cause=Cause(kind=kind, provenance=Provenance.SCHEDULER)
+    )
 
 
 def found(*objects: ObjectObs) -> Discovery:
@@ -102,22 +106,33 @@ class Rec:
 
     def authorize(self, n: int, rule: int | None = None, trigger: str = "") -> Rec:
         return self.add(
-            r.AuthorizeEntry(at=self.tick(), by=SUP, token=TOKEN, submission=n, rule=rule, trigger=trigger)
+            r.AuthorizeEntry(
+                at=self.tick(), by=SUP, token=TOKEN, submission=n, rule=rule, trigger=trigger
+            )
         )
 
     def attempt(self, n: int, a: int = 1) -> Rec:
-        return self.add(r.AttemptEntry(at=self.tick(), by=SUP, token=TOKEN, submission=n, attempt=a))
+        return self.add(
+            r.AttemptEntry(at=self.tick(), by=SUP, token=TOKEN, submission=n, attempt=a)
+        )
 
     def reply(self, n: int, a: int, obj: int | None = None, unknown: bool = False) -> Rec:
         return self.add(
             r.ReplyEntry(
-                at=self.tick(), by=SUP, token=TOKEN, submission=n, attempt=a,
-                ref=ref(obj) if obj is not None else None, unknown=unknown,
+                at=self.tick(),
+                by=SUP,
+                token=TOKEN,
+                submission=n,
+                attempt=a,
+                ref=ref(obj) if obj is not None else None,
+                unknown=unknown,
             )
         )
 
     def canonical(self, n: int, obj: int) -> Rec:
-        return self.add(r.CanonicalEntry(at=self.tick(), by=SUP, token=TOKEN, submission=n, ref=ref(obj)))
+        return self.add(
+            r.CanonicalEntry(at=self.tick(), by=SUP, token=TOKEN, submission=n, ref=ref(obj))
+        )
 
     def open(self, obj: int) -> Rec:
         return self.add(r.OpenEntry(at=self.tick(), by=SUP, token=TOKEN, ref=ref(obj)))

@@ -8,9 +8,27 @@ from pathlib import Path
 import pytest
 
 PKG = Path(__file__).resolve().parents[2] / "dispatch"
-FORBIDDEN_STDLIB = {"time", "os", "subprocess", "pathlib", "socket", "threading", "random", "filelock", "boto3"}
-FORBIDDEN_DISPATCH = ("dispatch.adapters", "dispatch.records", "dispatch.supervise", "dispatch.cli",
-                      "dispatch.cluster", "dispatch.operator", "dispatch.clock", "dispatch.sim")
+FORBIDDEN_STDLIB = {
+    "time",
+    "os",
+    "subprocess",
+    "pathlib",
+    "socket",
+    "threading",
+    "random",
+    "filelock",
+    "boto3",
+}
+FORBIDDEN_DISPATCH = (
+    "dispatch.adapters",
+    "dispatch.records",
+    "dispatch.supervise",
+    "dispatch.cli",
+    "dispatch.cluster",
+    "dispatch.operator",
+    "dispatch.clock",
+    "dispatch.sim",
+)
 
 
 def imports(path: Path) -> set[str]:

@@ -35,14 +35,18 @@ def test_a_supervised_rule_is_enforced_by_the_supervisor_and_the_rest_are_uncove
 
 
 def test_native_support_goes_to_the_backend_before_the_supervisor() -> None:
-    plan = make_plan("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=YES, native=YES)])
+    plan = make_plan(
+        "j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=YES, native=YES)]
+    )
     assert plan.rules[0].enforcer is Enforcer.BACKEND
 
 
 def test_a_rule_nobody_enforces_is_refused_unless_accepted_as_unenforced() -> None:
     with pytest.raises(RejectedError, match="nobody would enforce rule 0"):
         make_plan("j", spec(RULE), SubmitOptions(), [RuleSupport(perform=YES)])
-    plan = make_plan("j", spec(RULE), SubmitOptions(accept_unenforced=frozenset({0})), [RuleSupport(perform=YES)])
+    plan = make_plan(
+        "j", spec(RULE), SubmitOptions(accept_unenforced=frozenset({0})), [RuleSupport(perform=YES)]
+    )
     assert plan.rules[0].enforcer is Enforcer.NOBODY
 
 
@@ -61,11 +65,21 @@ def test_a_rule_the_backend_cannot_perform_is_refused_naming_the_rule() -> None:
 
 def test_acceptances_must_name_existing_rules() -> None:
     with pytest.raises(InvalidError, match="accept_unenforced names rule 3"):
-        make_plan("j", spec(RULE), SubmitOptions(accept_unenforced=frozenset({3})), [RuleSupport(perform=YES)])
+        make_plan(
+            "j",
+            spec(RULE),
+            SubmitOptions(accept_unenforced=frozenset({3})),
+            [RuleSupport(perform=YES)],
+        )
 
 
 def test_a_shared_checkpoint_turns_every_rule_into_a_24h_hold() -> None:
-    plan = make_plan("j", spec(RULE, shared=True), SubmitOptions(supervised=True), [RuleSupport(perform=YES, native=YES)])
+    plan = make_plan(
+        "j",
+        spec(RULE, shared=True),
+        SubmitOptions(supervised=True),
+        [RuleSupport(perform=YES, native=YES)],
+    )
     a = plan.rules[0]
     assert plan.checkpoint is CheckpointMode.SHARED
     assert a.rule == RULE
@@ -83,7 +97,9 @@ def test_a_shared_checkpoint_turns_every_rule_into_a_24h_hold() -> None:
         ({"on": [], "action": "resubmit", "budget": 1}, "Rule.on = []"),
     ],
 )
-def test_a_bad_rule_is_refused_naming_the_field_and_value(data: dict[str, object], field: str) -> None:
+def test_a_bad_rule_is_refused_naming_the_field_and_value(
+    data: dict[str, object], field: str
+) -> None:
     with pytest.raises(InvalidError) as err:
         Rule(**data)  # type: ignore[arg-type]
     assert field in str(err.value)
@@ -102,7 +118,9 @@ def test_a_bad_rule_is_refused_naming_the_field_and_value(data: dict[str, object
         ({"command": ["x"], "color": "red"}, "JobSpec.color"),
     ],
 )
-def test_a_bad_spec_is_refused_naming_the_field_and_value(data: dict[str, object], field: str) -> None:
+def test_a_bad_spec_is_refused_naming_the_field_and_value(
+    data: dict[str, object], field: str
+) -> None:
     with pytest.raises(InvalidError) as err:
         JobSpec(**data)  # type: ignore[arg-type]
     assert field in str(err.value)

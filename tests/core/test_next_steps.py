@@ -51,11 +51,15 @@ def test_a_gated_object_of_the_submission_becomes_canonical_then_opens() -> None
 
 
 def test_the_lowest_attempt_is_canonical_and_the_duplicate_is_retired_and_stopped() -> None:
-    rec = Rec().owner().authorize(1).attempt(1).reply(1, 1, unknown=True).attempt(1, 2).reply(1, 2, 2)
+    rec = (
+        Rec().owner().authorize(1).attempt(1).reply(1, 1, unknown=True).attempt(1, 2).reply(1, 2, 2)
+    )
     d = found(obs(1, ObjectState.GATED, 1, 1), obs(2, ObjectState.GATED, 1, 2))
     canon = [s for s in next_steps(rec.job(), d, T0) if isinstance(s, st.Canonical)]
     assert canon == [st.Canonical(submission=1, ref=ref(1))]
-    rec.observe(obs(1, ObjectState.GATED, 1, 1)).observe(obs(2, ObjectState.GATED, 1, 2)).canonical(1, 1)
+    rec.observe(obs(1, ObjectState.GATED, 1, 1)).observe(obs(2, ObjectState.GATED, 1, 2)).canonical(
+        1, 1
+    )
     steps = next_steps(rec.job(), d, T0)
     assert st.Retire(ref=ref(2)) in steps
     assert st.Stop(ref=ref(2)) in steps
@@ -74,9 +78,15 @@ def test_preempted_with_budget_spent_fails_with_the_cause_and_escalates() -> Non
     rec = Rec(header(preempt_rule(budget=1))).owner().authorize(1).launched(1, 1)
     rec.observe(ended(1, CauseKind.PREEMPTED)).authorize(2, rule=0, trigger="1:preempted")
     rec.attempt(2).reply(2, 1, 2).canonical(2, 2).open(2)
-    steps = next_steps(rec.job(), found(ended(1, CauseKind.PREEMPTED), ended(2, CauseKind.PREEMPTED, 2)), T0)
+    steps = next_steps(
+        rec.job(), found(ended(1, CauseKind.PREEMPTED), ended(2, CauseKind.PREEMPTED, 2)), T0
+    )
     outcome = [s for s in steps if isinstance(s, st.Outcome)]
-    assert outcome and outcome[0].state is State.FAILED and outcome[0].cause.kind is CauseKind.PREEMPTED
+    assert (
+        outcome
+        and outcome[0].state is State.FAILED
+        and outcome[0].cause.kind is CauseKind.PREEMPTED
+    )
     esc = [s for s in steps if isinstance(s, st.Escalate)]
     assert esc[0].id == "failed:preempted"
     assert "budget of 1 is spent" in esc[0].detail
@@ -101,12 +111,22 @@ def test_success_commits_succeeded_then_settles_once_every_object_ended() -> Non
     steps = next_steps(rec.job(), found(ended(1, CauseKind.NONE)), T0)
     assert kinds(steps) == ["observe", "outcome"]
     rec.observe(ended(1, CauseKind.NONE))
-    rec.add(r.OutcomeEntry(at=rec.tick(), by=rec.header.creator, token="t1", state=State.SUCCEEDED, cause=ended(1, CauseKind.NONE).cause))
+    rec.add(
+        r.OutcomeEntry(
+            at=rec.tick(),
+            by=rec.header.creator,
+            token="t1",
+            state=State.SUCCEEDED,
+            cause=ended(1, CauseKind.NONE).cause,
+        )
+    )
     assert next_steps(rec.job(), found(ended(1, CauseKind.NONE)), T0) == [st.Settle()]
 
 
 def test_a_hold_rule_places_a_recovery_hold_until_its_deadline() -> None:
-    rule = Rule(on=(CauseKind.PREEMPTED,), action=Action.HOLD, budget=1, hold_for=timedelta(hours=1))
+    rule = Rule(
+        on=(CauseKind.PREEMPTED,), action=Action.HOLD, budget=1, hold_for=timedelta(hours=1)
+    )
     rec = Rec(header(rule)).owner().authorize(1).launched(1, 1)
     steps = next_steps(rec.job(), found(ended(1, CauseKind.PREEMPTED)), T0)
     hold = [s for s in steps if isinstance(s, st.PlaceHold)]
@@ -129,7 +149,13 @@ def test_unknown_starts_past_retries_and_age_escalate_all_unknown() -> None:
 
 
 def test_a_wait_names_the_next_deadline() -> None:
-    rec = Rec(header(preempt_rule(), submit_retries=0)).owner().authorize(1).attempt(1).reply(1, 1, unknown=True)
+    rec = (
+        Rec(header(preempt_rule(), submit_retries=0))
+        .owner()
+        .authorize(1)
+        .attempt(1)
+        .reply(1, 1, unknown=True)
+    )
     (wait,) = next_steps(rec.job(), found(), T0)
     assert isinstance(wait, st.Wait)
     assert wait.wake == rec.job().submissions[0].attempts[0].at + timedelta(minutes=10)
@@ -160,7 +186,15 @@ def test_cancel_commits_the_outcome_then_stops_what_runs() -> None:
 
 def test_a_settled_record_asks_for_nothing() -> None:
     rec = running_first().observe(ended(1, CauseKind.NONE))
-    rec.add(r.OutcomeEntry(at=rec.tick(), by=rec.header.creator, token="t1", state=State.SUCCEEDED, cause=ended(1, CauseKind.NONE).cause))
+    rec.add(
+        r.OutcomeEntry(
+            at=rec.tick(),
+            by=rec.header.creator,
+            token="t1",
+            state=State.SUCCEEDED,
+            cause=ended(1, CauseKind.NONE).cause,
+        )
+    )
     rec.add(r.SettleEntry(at=rec.tick(), by=rec.header.creator, token="t1"))
     assert next_steps(rec.job(), found(), T0) == []
 
@@ -168,10 +202,24 @@ def test_a_settled_record_asks_for_nothing() -> None:
 @pytest.mark.parametrize("state", [State.PENDING, State.RECOVERING, State.HELD])
 @pytest.mark.parametrize("cause", COVERABLE)
 def test_every_state_and_cause_has_an_answer(state: State, cause: CauseKind) -> None:
-    rec = Rec(header(Rule(on=(CauseKind.PREEMPTED,), action=Action.HOLD, budget=1))).owner().authorize(1).launched(1, 1)
+    rec = (
+        Rec(header(Rule(on=(CauseKind.PREEMPTED,), action=Action.HOLD, budget=1)))
+        .owner()
+        .authorize(1)
+        .launched(1, 1)
+    )
     if state is State.RECOVERING:
         rec.observe(ended(1, CauseKind.PREEMPTED))
-        rec.add(r.AuthorizeEntry(at=rec.tick(), by=rec.header.creator, token="t1", submission=2, rule=0, trigger="1:preempted"))
+        rec.add(
+            r.AuthorizeEntry(
+                at=rec.tick(),
+                by=rec.header.creator,
+                token="t1",
+                submission=2,
+                rule=0,
+                trigger="1:preempted",
+            )
+        )
         rec.launched(2, 2)
         last, sub = 2, 2
     else:
@@ -181,4 +229,10 @@ def test_every_state_and_cause_has_an_answer(state: State, cause: CauseKind) -> 
     assert rec.job().state is state
     steps = next_steps(rec.job(), found(ended(last, cause, sub)), T0)
     assert steps, "every pair must give steps"
-    assert not any(isinstance(s, st.Outcome) and s.state is State.FAILED and s.cause.kind is CauseKind.PREEMPTED and state is not State.RECOVERING for s in steps)
+    assert not any(
+        isinstance(s, st.Outcome)
+        and s.state is State.FAILED
+        and s.cause.kind is CauseKind.PREEMPTED
+        and state is not State.RECOVERING
+        for s in steps
+    )

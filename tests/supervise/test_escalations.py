@@ -28,7 +28,9 @@ def test_a_person_s_hold_past_its_deadline_escalates_overdue_and_stays(shape: Sh
     w.passes()
     assert w.delivered == ["overdue:1"]
     st = w.status()
-    assert st.state is State.HELD and st.hold is not None and st.hold.kind is dispatch.HoldKind.BACKEND
+    assert (
+        st.state is State.HELD and st.hold is not None and st.hold.kind is dispatch.HoldKind.BACKEND
+    )
     w.op.release(w.job, BOB)
     w.passes()
     assert w.backend.inspect(w.canonical(1)).state is dispatch.ObjectState.PENDING
@@ -58,7 +60,11 @@ def test_a_recovery_hold_refuses_release_and_is_answered_by_resubmit(shape: Shap
     w.env.preempt(w.canonical(1))
     w.passes()
     st = w.status()
-    assert st.state is State.HELD and st.hold is not None and st.hold.kind is dispatch.HoldKind.RECOVERY
+    assert (
+        st.state is State.HELD
+        and st.hold is not None
+        and st.hold.kind is dispatch.HoldKind.RECOVERY
+    )
     with pytest.raises(dispatch.RejectedError, match="recovery hold"):
         w.op.release(w.job, ADA)
     w.clock.advance(timedelta(hours=2))
@@ -134,7 +140,9 @@ def test_a_foreign_object_escalates_blocks_settling_and_is_never_stopped(shape: 
     st = w.status()
     assert st.state is State.SUCCEEDED and not st.settled
     assert w.backend.inspect(foreign).state is not dispatch.ObjectState.ENDED
-    w.op.abandon(w.job, dispatch.AbandonTarget(foreign=foreign.id), ADA, "site plugin, stopped by hand")
+    w.op.abandon(
+        w.job, dispatch.AbandonTarget(foreign=foreign.id), ADA, "site plugin, stopped by hand"
+    )
     w.passes()
     assert w.status().settled
     assert w.backend.inspect(foreign).state is not dispatch.ObjectState.ENDED
@@ -155,7 +163,9 @@ def test_a_gate_held_by_an_administrator_escalates_and_is_never_opened(shape: Sh
 
 
 @SHAPES
-def test_every_launch_refused_escalates_refused_and_supersede_outranks_the_old_job(shape: Shape) -> None:
+def test_every_launch_refused_escalates_refused_and_supersede_outranks_the_old_job(
+    shape: Shape,
+) -> None:
     w = World(shape)
     w.env.no_capacity(3)
     w.passes()
@@ -222,7 +232,9 @@ def test_a_requeue_runs_the_same_object_again_at_a_higher_epoch(shape: Shape) ->
 
 
 @SHAPES
-def test_a_crash_between_requeue_steps_leaves_the_bit_which_the_supervisor_restores(shape: Shape) -> None:
+def test_a_crash_between_requeue_steps_leaves_the_bit_which_the_supervisor_restores(
+    shape: Shape,
+) -> None:
     w = World(shape)
     w.passes()
     ref = w.canonical(1)
@@ -242,7 +254,9 @@ def test_a_requeue_rule_runs_the_same_object_again_within_its_budget(shape: Shap
     w.passes()
     ref = w.canonical(1)
     native = shape is Shape.SLURM
-    assert w.plan.rules[0].enforcer is (dispatch.Enforcer.BACKEND if native else dispatch.Enforcer.SUPERVISOR)
+    assert w.plan.rules[0].enforcer is (
+        dispatch.Enforcer.BACKEND if native else dispatch.Enforcer.SUPERVISOR
+    )
     w.env.preempt(ref)
     w.passes()
     st = w.status()

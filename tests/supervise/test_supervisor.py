@@ -31,11 +31,15 @@ class World:
         self.backend = MemoryBackend(shape=shape, auto_run=True, clock=self.clock.now)
         self.store = MemoryRecords()
         self.cluster = dispatch.compose(
-            self.backend, dispatch.Config(store=self.store, clock=self.clock, rand=counter_rand())  # type: ignore[arg-type]
+            self.backend,
+            dispatch.Config(store=self.store, clock=self.clock, rand=counter_rand()),  # type: ignore[arg-type]
         )
         self.delivered: list[str] = []
         self.sup = Supervisor(
-            self.backend, self.store, clock=self.clock, deliver=deliver or self._deliver,  # type: ignore[arg-type]
+            self.backend,
+            self.store,
+            clock=self.clock,
+            deliver=deliver or self._deliver,  # type: ignore[arg-type]
             rand=counter_rand(),  # type: ignore[arg-type]
         )
         spec = dispatch.JobSpec(
@@ -55,7 +59,9 @@ class World:
     def settle_passes(self, limit: int = 20) -> None:
         """Pass until nothing progresses."""
         for _ in range(limit):
-            res = self.sup.pass_once(self.job, self.token, self.store.read(self.job), self.backend.find(self.job))
+            res = self.sup.pass_once(
+                self.job, self.token, self.store.read(self.job), self.backend.find(self.job)
+            )
             if not res.progressed:
                 return
         raise AssertionError("the supervisor kept progressing")

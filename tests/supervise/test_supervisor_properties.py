@@ -30,7 +30,12 @@ def rand() -> object:
 @given(
     shape=hs.sampled_from(list(Shape)),
     budget=hs.integers(0, 3),
-    covers=hs.lists(hs.sampled_from(["preempted", "node-lost", "out-of-memory", "non-zero-exit"]), min_size=1, max_size=3, unique=True),
+    covers=hs.lists(
+        hs.sampled_from(["preempted", "node-lost", "out-of-memory", "non-zero-exit"]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ),
     events=hs.lists(EVENTS, max_size=25),
 )
 def test_invariants_hold_whatever_the_scheduler_does(
@@ -42,7 +47,9 @@ def test_invariants_hold_whatever_the_scheduler_does(
     cluster = dispatch.compose(backend, dispatch.Config(store=store, clock=clock, rand=rand()))  # type: ignore[arg-type]
     spec = dispatch.JobSpec(
         command=["train"],
-        recovery=dispatch.RecoveryPolicy(rules=[dispatch.Rule(on=covers, action="resubmit", budget=budget)]),
+        recovery=dispatch.RecoveryPolicy(
+            rules=[dispatch.Rule(on=covers, action="resubmit", budget=budget)]
+        ),
     )
     job = cluster.operator.submit(spec, dispatch.Actor(kind="human", id="ada"), supervised=True).job
     sup = Supervisor(backend, store, clock=clock, rand=rand())  # type: ignore[arg-type]
@@ -55,7 +62,9 @@ def test_invariants_hold_whatever_the_scheduler_does(
         j = fold(view, clock.now())
         assert j == fold(view, clock.now()), "fold is deterministic"
         for ra in j.header.plan.rules:
-            assert j.rule_use.get(ra.index, 0) <= ra.effective.budget, "a rule fired past its budget"
+            assert j.rule_use.get(ra.index, 0) <= ra.effective.budget, (
+                "a rule fired past its budget"
+            )
         if j.outcome is not None:
             now = (j.outcome.state, j.outcome.cause.kind)
             assert outcome in (None, now), "an outcome changed"
@@ -86,7 +95,11 @@ def test_invariants_hold_whatever_the_scheduler_does(
     passes()
     for event in events:
         env = backend.env()
-        running = [o for o in backend.objects.values() if o.ref.name == dispatch.object_name(job) and o.state() is ObjectState.RUNNING]
+        running = [
+            o
+            for o in backend.objects.values()
+            if o.ref.name == dispatch.object_name(job) and o.state() is ObjectState.RUNNING
+        ]
         if event in ENDINGS and running:
             target = running[0].ref
             if event == "fail":

@@ -58,7 +58,9 @@ class World:
         self.spec = dispatch.JobSpec(
             name="t",
             command=["train"],
-            recovery=dispatch.RecoveryPolicy(rules=rules if rules is not None else [preempt_rule()]),
+            recovery=dispatch.RecoveryPolicy(
+                rules=rules if rules is not None else [preempt_rule()]
+            ),
             **(spec or {}),
         )
         options.setdefault("supervised", True)
