@@ -6,10 +6,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from cli_setup import ADA, Site
+
+import dispatch
 
 PATIENCE_SECONDS = 60
 
@@ -19,7 +23,7 @@ def test_supervise_job_runs_it_until_its_record_settles(tmp_path: Path) -> None:
     (job,) = site.submit()
     site.cluster.operator.cancel(job, ADA, "wrong data")
     result = site.run(["supervise", job, "--config", str(site.config)])
-    assert result.exit_code == 0, result.stderr
+    assert result.exit_code == 4, result.stderr
     assert result.stdout == f"job {job} settled: cancelled with cause cancelled\n"
     assert site.store.jobs() == []
 
@@ -28,15 +32,49 @@ def test_options_may_come_before_the_job(tmp_path: Path) -> None:
     site = Site(tmp_path)
     (job,) = site.submit()
     site.cluster.operator.cancel(job, ADA, "wrong data")
-    result = site.run(["supervise", "--config", str(site.config), job])
-    assert result.exit_code == 0, result.stderr
+    result = site.run(["supervise", "--config", str(site.config), job[:6]])
+    assert result.exit_code == 4, result.stderr
+
+
+def supervise_until_it_ends(site: Site, end: str) -> tuple[str, int]:
+    """Supervise a job in a thread of this process while the scheduler ends it as ``end``."""
+    (job,) = site.submit()
+    results: list[int] = []
+    worker = threading.Thread(
+        target=lambda: results.append(
+            site.run(["supervise", job, "--config", str(site.config)]).exit_code
+        )
+    )
+    worker.start()
+    deadline = time.monotonic() + PATIENCE_SECONDS
+    while time.monotonic() < deadline:
+        st = site.cluster.observer.get(job)
+        if st.state is dispatch.State.RUNNING:
+            ref = st.submissions[0].canonical
+            assert ref is not None
+            env = site.backend.env()
+            env.complete(ref) if end == "complete" else env.fail(ref, 7)
+            break
+        time.sleep(0.01)
+    worker.join(PATIENCE_SECONDS)
+    return job, results[0]
+
+
+@pytest.mark.parametrize(("end", "code"), [("complete", 0), ("fail", 3)])
+def test_supervise_job_exits_with_a_code_saying_how_the_job_ended(
+    tmp_path: Path, end: str, code: int
+) -> None:
+    site = Site(tmp_path)
+    _, got = supervise_until_it_ends(site, end)
+    assert got == code
 
 
 def test_supervising_a_job_without_a_record_exits_1(tmp_path: Path) -> None:
     site = Site(tmp_path)
+    site.submit()
     result = site.run(["supervise", "nosuchjob", "--config", str(site.config)])
     assert result.exit_code == 1
-    assert result.stderr == "error: dispatch: not found: no record for job nosuchjob\n"
+    assert result.stderr.startswith("error: dispatch: not found: no job 'nosuchjob'")
 
 
 @pytest.mark.parametrize(
