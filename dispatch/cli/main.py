@@ -8,6 +8,7 @@ saying what was refused and what to do next. docs/cli.md describes every verb.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,18 @@ def _fail(err: DispatchError) -> None:
 class _OneLineErrors(click.Group):
     """The group, with click's own usage errors printed as one line, like every other error."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kw: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kw)
+            return super().main(args, prog_name, complete_var, False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kw)
+            code = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx else "dispatch"
             message = f"{err.format_message()} (see `{where} --help`)"
