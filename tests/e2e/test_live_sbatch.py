@@ -1,0 +1,256 @@
+"""Live, the way a user runs it: a job template submitted with ``dispatch sbatch`` from a shell,
+supervised by the sweep that ``dispatch supervise install --cron`` installs, run from cron's bare
+environment, preempted by a ``high`` job, resumed from its last publication at a higher epoch,
+trained to the end and settled ``succeeded``.
+
+Nothing is stood in: the real local Slurm cluster, Debian's real ``crontab``, a real S3 server
+process (``moto_server``) over HTTP, and for the multi-node case a real two-node ``torchrun``
+data-parallel PyTorch job (CPU, gloo). The test plays cron only in choosing when to run the
+installed line (every second rather than every minute); the line itself runs as cron would run
+it, under ``sh -c`` with ``HOME``, ``LOGNAME``, ``SHELL`` and ``PATH=/usr/bin:/bin`` and nothing
+else. The "user" writes no Python but the training script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import boto3
+import pytest
+from live_cluster import REPO, WAIT, cluster_env, wait_for
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+BIN = Path(sys.executable).parent
+TEMPLATES = REPO / "job_templates"
+BUCKET = "runs"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One template, the training script the user copies beside it, and the command line."""
+
+    template: str
+    trainer: str
+    args: str
+    resumed: str  # what the training script prints when it resumes, before the step
+
+
+CASES = {
+    "single-node": Case(
+        "single_node.sbatch",
+        "tiny_train.py",
+        "python3 train.py --steps 400 --save-every 50 --step-seconds 0.05",
+        "resumed from step ",
+    ),
+    "torchrun-two-nodes": Case(
+        "torchrun_multinode.sbatch",
+        "ddp_train.py",
+        # Rank 1 saves: it runs on the second node, not beside the batch shell.
+        "train.py --steps 240 --save-every 40 --step-seconds 0.1 --save-rank 1",
+        "rank 0 resumed from step ",
+    ),
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_url() -> Iterator[str]:
+    """A ``moto_server`` process on 127.0.0.1 holding one bucket."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    s3 = boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1",
+        aws_access_key_id="trainer", aws_secret_access_key="trainer-secret",
+    )
+
+    def created() -> bool:
+        try:
+            s3.create_bucket(Bucket=BUCKET)
+        except Exception:  # the server is not listening yet
+            return False
+        return True
+
+    try:
+        wait_for("moto_server to take a bucket", created, bool, patience=60)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+@pytest.fixture
+def crontab() -> Iterator[None]:
+    """Root's crontab, put back exactly as it was after the test."""
+    before = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    yield
+    if before.returncode == 0:
+        subprocess.run(["crontab", "-"], input=before.stdout, text=True, check=True)
+    else:
+        subprocess.run(["crontab", "-r"], capture_output=True)
+
+
+class User:
+    """A person at a login node's shell: their folder, their environment, their commands."""
+
+    def __init__(self, home: Path, folder: Path, env: dict[str, str]) -> None:
+        self.home = home
+        self.folder = folder
+        self.env = env
+
+    def sh(self, script: str) -> str:
+        done = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=self.folder, env=self.env,
+            capture_output=True, text=True, timeout=120,
+        )
+        assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
+        return done.stdout
+
+    def status(self, job: str) -> dict[str, object]:
+        body: dict[str, object] = json.loads(self.sh(f"dispatch status --json {job}"))
+        return body
+
+    def published(self, epoch: int) -> dict[str, object] | None:
+        """What ``publish resolve`` gives an execution at ``epoch``: None when nothing yet."""
+        done = subprocess.run(
+            ["publish", "resolve", "--json", "--epoch", str(epoch)], cwd=self.folder,
+            env=self.env, capture_output=True, text=True, timeout=60,
+        )
+        if done.returncode == 3:
+            return None
+        assert done.returncode == 0, done.stderr
+        body: dict[str, object] = json.loads(done.stdout)
+        return body
+
+
+class Cron:
+    """Runs the installed crontab line every second, as cron would run it, until stopped."""
+
+    def __init__(self, line: str, home: Path) -> None:
+        self.command = line.split(None, 5)[5]
+        self.env = {"HOME": str(home), "LOGNAME": "root", "SHELL": "/bin/sh",
+                    "PATH": "/usr/bin:/bin"}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        while not self.stopped.is_set():
+            subprocess.run(["/bin/sh", "-c", self.command], env=self.env, timeout=120)
+            self.stopped.wait(1.0)
+
+    def __enter__(self) -> Cron:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(WAIT)
+
+
+def _cause(status: dict[str, object]) -> object:
+    cause = status["cause"]
+    return cause.get("kind") if isinstance(cause, dict) else cause
+
+
+def _installed_line(table: str, config: Path) -> str:
+    lines = [ln for ln in table.splitlines() if ln and not ln.startswith("#")]
+    ours = [ln for ln in lines if f"--config {config}" in ln]
+    assert len(ours) == 1, table
+    return ours[0]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
+    name: str, s3_url: str, crontab: None, own_home: Path, tmp_path: Path
+) -> None:
+    case = CASES[name]
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(TEMPLATES / case.trainer, folder / "train.py")
+    slurm = cluster_env()
+    user = User(own_home, folder, {
+        "HOME": str(own_home),
+        "USER": "root",
+        "LOGNAME": "root",
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+        "SLURM_CONF": slurm["SLURM_CONF"],
+        "PUBLISH_STORE": f"s3://{BUCKET}/{name}",
+        "PUBLISH_ENDPOINT_URL": s3_url,
+        "AWS_ACCESS_KEY_ID": "trainer",
+        "AWS_SECRET_ACCESS_KEY": "trainer-secret",
+        "TMPDIR": str(tmp_path),
+    })
+
+    # What the user types: copy the template, submit it, install the sweep.
+    job = user.sh(
+        f"cp {TEMPLATES / case.template} train.sbatch\n"
+        f"dispatch sbatch --parsable --partition=low train.sbatch {case.args}"
+    ).strip()
+    config = own_home / ".dispatch" / "config.toml"
+    user.sh("dispatch supervise install --cron --every 1m")
+    line = _installed_line(user.sh("crontab -l"), config)
+
+    jobs_of_the_test: list[str] = []
+    try:
+        with Cron(line, own_home):
+            first = wait_for(
+                "submission 1 to publish a checkpoint",
+                lambda: user.published(1_999_999), lambda p: p is not None,
+            )
+            nodes = user.sh(f"squeue -h --name=dj-{job} -t RUNNING -o %N").strip()
+            node = user.sh(f"scontrol show hostnames {nodes} | head -n 1").strip()
+            preemptor = user.sh(
+                f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+                "--output=/dev/null --job-name=preemptor --wrap='sleep 8'"
+            ).strip()
+            jobs_of_the_test.append(preemptor)
+            settled = wait_for(
+                "the job to settle after the preemption",
+                lambda: user.status(job), lambda s: bool(s["settled"]), patience=2 * WAIT,
+            )
+    finally:
+        for other in jobs_of_the_test:
+            subprocess.run(["scancel", other], env=user.env, capture_output=True)
+        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+
+    log = (own_home / ".dispatch" / "dispatch-sweep.log").read_text()
+    assert (settled["state"], _cause(settled)) == ("succeeded", "none"), (settled, log)
+    assert first is not None and first["epoch"] == 1_000_000
+
+    # Exactly one execution per submission in Slurm's accounting, each named by its numbers.
+    # (Two, unless another preemption on the shared cluster added one: the rule allows three.)
+    rows = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID,Comment").split()
+    slurm_jobs = {comment: slurm_job for slurm_job, comment in (r.split("|") for r in rows)}
+    last = len(rows)
+    assert last >= 2 and sorted(slurm_jobs) == [f"dispatch:{n}/1" for n in range(1, last + 1)]
+
+    # The last submission resumed from the newest checkpoint published before it, at its own
+    # epoch, and trained to the end.
+    out = (folder / f"slurm-{slurm_jobs[f'dispatch:{last}/1']}.out").read_text()
+    before = user.published(last * 1_000_000 - 1)
+    assert before is not None and before["epoch"] < last * 1_000_000
+    assert f"{case.resumed}{before['step']}" in out, out
+    final = user.published(last * 1_000_000 + 999_999)
+    steps = int(re.search(r"--steps (\d+)", case.args).group(1))  # type: ignore[union-attr]
+    assert final is not None and (final["epoch"], final["step"]) == (last * 1_000_000, steps), out
