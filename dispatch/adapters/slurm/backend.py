@@ -7,6 +7,7 @@ dispatch errors in ``_check``, the one place that reads it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -161,7 +162,9 @@ class SlurmBackend:
             if cause is not None:
                 raise LaunchRefusedError(f"Slurm would not run it: {_err(reply)}", cause.kind.value)
             self._check(reply, "sbatch --test-only")
-        return (reply.stderr or reply.stdout).strip()
+        said = (reply.stderr or reply.stdout).strip()
+        # "sbatch: Job 12 to start at ...": the number is a guess at an id nothing will get.
+        return re.sub(r"^sbatch: (Job \d+ )?", "", said)
 
     def open(self, ref: ObjectRef) -> None:
         """Lift the gate (``scontrol release``); an already released object is success. A hold
