@@ -13,26 +13,21 @@ else. The "user" writes no Python but the training script.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
 import socket
 import subprocess
-import sys
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import boto3
 import pytest
-from live_cluster import REPO, WAIT, cluster_env, wait_for
+from live_cluster import REPO, WAIT, wait_for
+from live_user import BIN, Cron, User, installed_line, kept_crontab
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
-BIN = Path(sys.executable).parent
 TEMPLATES = REPO / "job_templates"
 BUCKET = "runs"
 
@@ -102,82 +97,13 @@ def s3_url() -> Iterator[str]:
 
 @pytest.fixture
 def crontab() -> Iterator[None]:
-    """Root's crontab, put back exactly as it was after the test."""
-    before = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
-    yield
-    if before.returncode == 0:
-        subprocess.run(["crontab", "-"], input=before.stdout, text=True, check=True)
-    else:
-        subprocess.run(["crontab", "-r"], capture_output=True)
-
-
-class User:
-    """A person at a login node's shell: their folder, their environment, their commands."""
-
-    def __init__(self, home: Path, folder: Path, env: dict[str, str]) -> None:
-        self.home = home
-        self.folder = folder
-        self.env = env
-
-    def sh(self, script: str) -> str:
-        done = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script], cwd=self.folder, env=self.env,
-            capture_output=True, text=True, timeout=120,
-        )
-        assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
-        return done.stdout
-
-    def status(self, job: str) -> dict[str, object]:
-        body: dict[str, object] = json.loads(self.sh(f"dispatch status --json {job}"))
-        return body
-
-    def published(self, epoch: int) -> dict[str, object] | None:
-        """What ``publish resolve`` gives an execution at ``epoch``: None when nothing yet."""
-        done = subprocess.run(
-            ["publish", "resolve", "--json", "--epoch", str(epoch)], cwd=self.folder,
-            env=self.env, capture_output=True, text=True, timeout=60,
-        )
-        if done.returncode == 3:
-            return None
-        assert done.returncode == 0, done.stderr
-        body: dict[str, object] = json.loads(done.stdout)
-        return body
-
-
-class Cron:
-    """Runs the installed crontab line every second, as cron would run it, until stopped."""
-
-    def __init__(self, line: str, home: Path) -> None:
-        self.command = line.split(None, 5)[5]
-        self.env = {"HOME": str(home), "LOGNAME": "root", "SHELL": "/bin/sh",
-                    "PATH": "/usr/bin:/bin"}
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._tick, daemon=True)
-
-    def _tick(self) -> None:
-        while not self.stopped.is_set():
-            subprocess.run(["/bin/sh", "-c", self.command], env=self.env, timeout=120)
-            self.stopped.wait(1.0)
-
-    def __enter__(self) -> Cron:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopped.set()
-        self.thread.join(WAIT)
+    with kept_crontab():
+        yield
 
 
 def _cause(status: dict[str, object]) -> object:
     cause = status["cause"]
     return cause.get("kind") if isinstance(cause, dict) else cause
-
-
-def _installed_line(table: str, config: Path) -> str:
-    lines = [ln for ln in table.splitlines() if ln and not ln.startswith("#")]
-    ours = [ln for ln in lines if f"--config {config}" in ln]
-    assert len(ours) == 1, table
-    return ours[0]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -188,13 +114,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     folder = tmp_path / "project"
     folder.mkdir()
     shutil.copy(TEMPLATES / case.trainer, folder / "train.py")
-    slurm = cluster_env()
     user = User(own_home, folder, {
-        "HOME": str(own_home),
-        "USER": "root",
-        "LOGNAME": "root",
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-        "SLURM_CONF": slurm["SLURM_CONF"],
         "PUBLISH_STORE": f"s3://{BUCKET}/{name}",
         "PUBLISH_ENDPOINT_URL": s3_url,
         "AWS_ACCESS_KEY_ID": "trainer",
@@ -209,7 +129,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     ).strip()
     config = own_home / ".dispatch" / "config.toml"
     user.sh("dispatch supervise install --cron --every 1m")
-    line = _installed_line(user.sh("crontab -l"), config)
+    line = installed_line(user.sh("crontab -l"), config)
 
     jobs_of_the_test: list[str] = []
     try:

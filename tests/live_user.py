@@ -1,0 +1,111 @@
+"""A person at a login node's shell, and cron, for the live tests that use dispatch as a user does.
+
+Importable from any test folder, like ``live_cluster``. Commands run through ``bash`` in the
+user's folder with the user's environment; cron's line runs as cron runs it, under ``sh -c``
+with ``HOME``, ``LOGNAME``, ``SHELL`` and ``PATH=/usr/bin:/bin`` and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from live_cluster import WAIT, cluster_env
+
+BIN = Path(sys.executable).parent  # where dispatch, publish, torchrun are installed
+
+
+class User:
+    """Their folder, their environment, their commands."""
+
+    def __init__(self, home: Path, folder: Path, extra: dict[str, str] | None = None) -> None:
+        self.home = home
+        self.folder = folder
+        slurm = cluster_env()
+        self.env = {
+            "HOME": str(home),
+            "USER": "root",
+            "LOGNAME": "root",
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            "SLURM_CONF": slurm["SLURM_CONF"],
+            **(extra or {}),
+        }
+
+    def run(self, script: str) -> subprocess.CompletedProcess[str]:
+        """Run ``script`` in bash as the user would type it; what it did."""
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script], cwd=self.folder, env=self.env,
+            capture_output=True, text=True, timeout=120,
+        )
+
+    def sh(self, script: str) -> str:
+        """Run ``script``; its output, or the test fails naming its exit code and stderr."""
+        done = self.run(script)
+        assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
+        return done.stdout
+
+    def status(self, job: str) -> dict[str, object]:
+        """``dispatch status --json JOB``."""
+        body: dict[str, object] = json.loads(self.sh(f"dispatch status --json {job}"))
+        return body
+
+    def published(self, epoch: int) -> dict[str, object] | None:
+        """What ``publish resolve`` gives an execution at ``epoch``: None when nothing yet."""
+        done = self.run(f"publish resolve --json --epoch {epoch}")
+        if done.returncode == 3:
+            return None
+        assert done.returncode == 0, done.stderr
+        body: dict[str, object] = json.loads(done.stdout)
+        return body
+
+
+@contextmanager
+def kept_crontab() -> Iterator[None]:
+    """Root's crontab, put back exactly as it was afterwards."""
+    before = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    try:
+        yield
+    finally:
+        if before.returncode == 0:
+            subprocess.run(["crontab", "-"], input=before.stdout, text=True, check=True)
+        else:
+            subprocess.run(["crontab", "-r"], capture_output=True)
+
+
+def installed_line(table: str, config: Path) -> str:
+    """The one crontab line that sweeps with ``config``."""
+    lines = [ln for ln in table.splitlines() if ln and not ln.startswith("#")]
+    ours = [ln for ln in lines if f"--config {config}" in ln]
+    assert len(ours) == 1, table
+    return ours[0]
+
+
+class Cron:
+    """Runs a crontab line every second, as cron would run it, until the block ends (the test
+    chooses only when: cron itself would wait a minute)."""
+
+    def __init__(self, line: str, home: Path) -> None:
+        self.command = line.split(None, 5)[5]
+        self.env = {"HOME": str(home), "LOGNAME": "root", "SHELL": "/bin/sh",
+                    "PATH": "/usr/bin:/bin"}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._tick, daemon=True)
+
+    def _tick(self) -> None:
+        while not self.stopped.is_set():
+            subprocess.run(["/bin/sh", "-c", self.command], env=self.env, timeout=120)
+            self.stopped.wait(1.0)
+
+    def __enter__(self) -> Cron:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopped.set()
+        self.thread.join(WAIT)
