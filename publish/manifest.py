@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from publish.errors import CorruptPublication, InvalidInput
 from publish.layout import PublicationId
+
+if TYPE_CHECKING:
+    from publish.savefolder import SaveFile
 
 FORMAT = 1
 # Written beside the training files by the job template and by `publish watch`; never published.
@@ -99,7 +102,7 @@ def check_relative_path(path: str) -> None:
 
 
 def sha256_of(path: Path) -> str:
-    """The sha256 (hex) of a file's content."""
+    """The sha256 (hex) of a file's content (a downloaded file; saves are read by savefolder)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
@@ -107,44 +110,10 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def scan_save(folder: Path) -> list[tuple[str, Path]]:
-    """The files of a finished save as (relative path, absolute path), sorted.
-
-    A symlink is followed only when its target stays inside the save folder; anything that
-    is neither a regular file nor a folder is refused.
-    """
-    if not folder.is_dir():
-        raise InvalidInput(f"save folder {folder} does not exist or is not a folder")
-    root = folder.resolve()
-    found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        here = Path(dirpath)
-        for name in sorted(dirnames):
-            if (here / name).is_symlink():
-                raise InvalidInput(f"{here / name} is a symlinked folder; save real folders")
-        for name in sorted(filenames):
-            path = here / name
-            relative = path.relative_to(root).as_posix()
-            if relative in CONTROL_FILES:
-                continue
-            target = path.resolve()
-            if not target.is_relative_to(root):
-                raise InvalidInput(f"{relative} is a symlink that leaves the save folder")
-            if not target.is_file():
-                raise InvalidInput(f"{relative} is not a regular file")
-            check_relative_path(relative)
-            found.append((relative, target))
-    if not found:
-        raise InvalidInput(f"save folder {folder} holds no files")
-    return sorted(found)
-
-
 def build_manifest(
-    publication: PublicationId, files: list[tuple[str, Path]], slurm_job: str | None
+    publication: PublicationId, files: Sequence[SaveFile], slurm_job: str | None
 ) -> Manifest:
-    """The manifest of a save whose files were listed by `scan_save`."""
-    entries = tuple(
-        FileEntry(relative, path.stat().st_size, sha256_of(path)) for relative, path in files
-    )
+    """The manifest of a save opened by `publish.savefolder.open_save` (hashes its files)."""
+    entries = tuple(FileEntry(item.relative, item.size, item.sha256()) for item in files)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return Manifest(publication, entries, now, socket.gethostname(), slurm_job)

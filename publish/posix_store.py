@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from publish.errors import StoreUnavailable
+from publish.savefolder import SaveFile
 from publish.store import MissingObject, ProgressCallback
 
 _STAGING = ".staging-"
@@ -55,13 +56,15 @@ class PosixStore:
             os.fsync(handle.fileno())
         return staged
 
-    def put_files(self, pairs: Sequence[tuple[str, Path]], progress: ProgressCallback) -> None:
-        """Copy each file through a staging name, fsync, rename."""
+    def put_files(
+        self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
+    ) -> None:
+        """Copy each open file through a staging name, fsync, rename."""
         try:
             for key, source in pairs:
                 final = self._path(key)
                 staged = self._stage(final)
-                with source.open("rb") as src, staged.open("xb") as dst:
+                with source.reader() as src, staged.open("xb") as dst:
                     while chunk := src.read(_CHUNK):
                         dst.write(chunk)
                         progress(len(chunk))

@@ -24,6 +24,7 @@ from botocore.config import Config as BotoConfig
 from publish.credentials import Credentials
 from publish.errors import InvalidInput, StoreUnavailable
 from publish.proxy import ProxyRule
+from publish.savefolder import SaveFile
 from publish.store import MissingObject, ProgressCallback
 
 if TYPE_CHECKING:
@@ -31,8 +32,11 @@ if TYPE_CHECKING:
 
 MIB = 1024 * 1024
 # Parts of 16 MiB above 64 MiB keep a 2 GiB shard at 128 parts, well under S3's 10,000 limit.
+# A save is uploaded from its open descriptors, which s3transfer reads part by part into
+# memory: at most as many parts as are in flight (8 x 16 MiB per file, 4 files at once).
 TRANSFER = TransferConfig(
-    multipart_threshold=64 * MIB, multipart_chunksize=16 * MIB, max_concurrency=8
+    multipart_threshold=64 * MIB, multipart_chunksize=16 * MIB, max_concurrency=8,
+    max_in_memory_upload_chunks=8,
 )
 FILES_AT_ONCE = 4
 CONFLICT_RETRIES = 5
@@ -119,16 +123,22 @@ class S3Store:
     def _missing(self, exc: botocore.exceptions.ClientError) -> bool:
         return _status(exc) == 404 or _code(exc) in ("NoSuchKey", "404")
 
-    def put_files(self, pairs: Sequence[tuple[str, Path]], progress: ProgressCallback) -> None:
-        """Upload files, several at once, each as a concurrent multipart transfer if large."""
+    def put_files(
+        self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
+    ) -> None:
+        """Upload open files, several at once, each as a concurrent multipart transfer if large.
 
-        def one(pair: tuple[str, Path]) -> None:
-            key, path = pair
+        Each is read through its descriptor, never reopened by path.
+        """
+
+        def one(pair: tuple[str, SaveFile]) -> None:
+            key, source = pair
             try:
-                self.client.upload_file(
-                    str(path), self.location.bucket, self._key(key),
-                    Callback=progress, Config=self.transfer,
-                )
+                with source.reader() as reader:
+                    self.client.upload_fileobj(
+                        reader, self.location.bucket, self._key(key),
+                        Callback=progress, Config=self.transfer,
+                    )
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise self._fail("upload to", key, exc) from exc
             except boto3.exceptions.S3UploadFailedError as exc:

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import TextIO
 
 from publish.epoch import Epoch
-from publish.errors import CommitConflict, CorruptPublication
+from publish.errors import CommitConflict, CorruptPublication, InvalidInput
 from publish.layout import PublicationId
 from publish.log import Committed, LogEntry, check_not_fenced, read_committed
-from publish.manifest import Manifest, build_manifest, scan_save
+from publish.manifest import Manifest, build_manifest
 from publish.progress import Progress
+from publish.savefolder import SaveFolder, open_save
 from publish.store import MissingObject, Store
 
 log = logging.getLogger("publish.save")
@@ -50,9 +51,20 @@ def save(
     Saving the same files again for the same (epoch, step) succeeds without a second commit.
     """
     publication = PublicationId(epoch, step)
-    files = scan_save(folder)
+    with open_save(folder) as opened:
+        return _publish(store, opened, publication, slurm_job, stream)
+
+
+def _publish(
+    store: Store,
+    opened: SaveFolder,
+    publication: PublicationId,
+    slurm_job: str | None,
+    stream: TextIO | None,
+) -> Manifest:
+    epoch = publication.epoch
     check_not_fenced(store, epoch)
-    manifest = build_manifest(publication, files, slurm_job)
+    manifest = build_manifest(publication, opened.files, slurm_job)
     existing = _already_committed(store, publication, manifest)
     if existing is not None:
         return existing.manifest
@@ -61,13 +73,19 @@ def save(
     manifest_bytes = manifest.to_json()
     entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
     progress = Progress(f"upload {publication.name}", sum(f.size for f in manifest.files), stream)
-    store.put_files([(entry.data_prefix + rel, path) for rel, path in files], progress)
+    store.put_files([(entry.data_prefix + item.relative, item) for item in opened.files],
+                    progress)
     progress.finish()
+    try:
+        opened.check_unchanged()  # the uploaded bytes are the hashed bytes
+    except InvalidInput:
+        _discard(store, entry, manifest)
+        raise
     store.put_bytes(entry.manifest_key, manifest_bytes)
 
     check_not_fenced(store, epoch)
     if store.create_exclusive(publication.log_key, entry.to_json()):
-        log.info("published %s from %s", publication.name, folder)
+        log.info("published %s from %s", publication.name, opened.folder)
         return manifest
     # The key exists: our own put may have landed before a lost reply, or another writer won.
     try:

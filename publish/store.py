@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Protocol
 
 from publish.errors import PublishError
+from publish.savefolder import SaveFile
 
 #: Called with a number of bytes each time a transfer moves them.
 ProgressCallback = Callable[[int], None]
@@ -27,8 +28,13 @@ class Store(Protocol):
         """Where the store is, for messages (never holds a secret)."""
         ...
 
-    def put_files(self, pairs: Sequence[tuple[str, Path]], progress: ProgressCallback) -> None:
-        """Upload local files to keys, overwriting; durable when this returns."""
+    def put_files(
+        self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
+    ) -> None:
+        """Upload open save files to keys, overwriting; durable when this returns.
+
+        Each file is read through its own descriptor (`SaveFile.reader`), never by path.
+        """
         ...
 
     def get_files(self, pairs: Sequence[tuple[str, Path]], progress: ProgressCallback) -> None:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 from publish.epoch import Epoch
 from publish.errors import CorruptPublication, InvalidInput
 from publish.layout import PublicationId
-from publish.manifest import FileEntry, Manifest, check_relative_path, scan_save
+from publish.manifest import FileEntry, Manifest, check_relative_path
 
 ID = PublicationId(Epoch.of(1, 0), 3)
 
@@ -37,19 +34,3 @@ def test_manifest_round_trips_through_json() -> None:
     manifest = Manifest(ID, (FileEntry("a/b", 5, "f" * 64),), "2026-01-01T00:00:00+00:00",
                         "node1", "77")
     assert Manifest.from_json(manifest.to_json(), ID) == manifest
-
-
-def test_symlinked_folder_inside_a_save_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "save").mkdir()
-    (tmp_path / "save" / "m").write_text("x")
-    (tmp_path / "elsewhere").mkdir()
-    os.symlink(tmp_path / "elsewhere", tmp_path / "save" / "linked")
-    with pytest.raises(InvalidInput, match="symlinked folder"):
-        scan_save(tmp_path / "save")
-
-
-def test_dangling_symlink_in_a_save_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "save").mkdir()
-    os.symlink("missing", tmp_path / "save" / "gone")
-    with pytest.raises(InvalidInput, match="not a regular file"):
-        scan_save(tmp_path / "save")

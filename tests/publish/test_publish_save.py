@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +13,10 @@ from publish.epoch import Epoch
 from publish.errors import CommitConflict, Fenced, InvalidInput, NothingToResume
 from publish.layout import LOG_PREFIX, PublicationId
 from publish.log import LogEntry
-from publish.manifest import build_manifest, scan_save
+from publish.manifest import build_manifest
 from publish.resolve import resolve
 from publish.save import save
+from publish.savefolder import open_save
 from publish.store import Store
 
 SaveMaker = Callable[..., Path]
@@ -75,10 +77,11 @@ def test_upload_interrupted_before_commit_is_invisible_to_resolve(
     folder = make_save()
     save(store, make_save({"m": b"old"}), 1, Epoch.of(1, 0))
     publication = PublicationId(Epoch.of(1, 0), 2)
-    manifest = build_manifest(publication, scan_save(folder), None)
-    # Data and manifest of step 2 are uploaded, then the writer dies before its log entry.
-    store.put_files([(publication.data_prefix("0" * 16) + r, p) for r, p in scan_save(folder)],
-                    lambda n: None)
+    with open_save(folder) as opened:
+        manifest = build_manifest(publication, opened.files, None)
+        # Data and manifest of step 2 are uploaded, then the writer dies before its log entry.
+        store.put_files([(publication.data_prefix("0" * 16) + f.relative, f)
+                         for f in opened.files], lambda n: None)
     store.put_bytes(publication.manifest_key("0" * 16), manifest.to_json())
     assert resolve(store, Epoch.of(1, 0)).manifest.publication.step == 1
 
@@ -156,3 +159,73 @@ def _sha(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+# Issue 12, finding 2: what is hashed and uploaded is read through one descriptor per file.
+
+
+class _SwapsBeforeUpload:
+    """Wraps a store: just before the upload, the attacker swaps a file of the save folder."""
+
+    def __init__(self, inner: Store, swap: Callable[[], None]) -> None:
+        self.inner = inner
+        self.swap = swap
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def put_files(self, pairs: object, progress: object) -> None:
+        self.swap()
+        self.inner.put_files(pairs, progress)  # type: ignore[arg-type]
+
+
+def _stored_bytes(store: Store) -> bytes:
+    return b"".join(store.get_bytes(key) for key in store.list_keys("data/"))
+
+
+@pytest.mark.parametrize("swapped", ["file", "folder"])
+def test_symlink_swapped_into_a_save_folder_after_the_check_uploads_nothing_from_outside(
+    store: Store, make_save: SaveMaker, tmp_path: Path, swapped: str
+) -> None:
+    folder = make_save({"model.bin": b"real-weights", "opt/state.bin": b"real-state"})
+    outside = tmp_path / "outside"
+    (outside / "opt").mkdir(parents=True)
+    (outside / "model.bin").write_bytes(b"SECRET-file!")  # the same sizes as the real files
+    (outside / "opt" / "state.bin").write_bytes(b"SECRET-stt")
+
+    def swap() -> None:
+        if swapped == "file":
+            os.symlink(outside / "model.bin", folder / "link")
+            os.replace(folder / "link", folder / "model.bin")
+        else:
+            os.rename(folder / "opt", folder / "opt-old")
+            os.symlink(outside / "opt", folder / "opt")
+
+    with contextlib.suppress(InvalidInput):
+        save(_SwapsBeforeUpload(store, swap), folder, 1, Epoch.of(1, 0))  # type: ignore[arg-type]
+    assert b"SECRET" not in _stored_bytes(store)
+    try:
+        found = resolve(store, Epoch.of(1, 0))
+    except NothingToResume:
+        return
+    assert {f.sha256 for f in found.manifest.files} == {_sha(b"real-weights"),
+                                                         _sha(b"real-state")}
+
+
+def test_save_folder_that_is_a_symlink_is_refused(
+    store: Store, make_save: SaveMaker, tmp_path: Path
+) -> None:
+    folder = make_save()
+    os.symlink(folder, tmp_path / "latest")
+    with pytest.raises(InvalidInput, match="symlink"):
+        save(store, tmp_path / "latest", 1, Epoch.of(1, 0))
+    assert list(store.list_keys("")) == []
+
+
+def test_a_fifo_in_a_save_folder_is_refused_without_blocking(
+    store: Store, make_save: SaveMaker
+) -> None:
+    folder = make_save()
+    os.mkfifo(folder / "pipe")
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        save(store, folder, 1, Epoch.of(1, 0))
