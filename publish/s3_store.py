@@ -35,9 +35,9 @@ MIB = 1024 * 1024
 # A save is uploaded from its open descriptors, which s3transfer reads part by part into
 # memory: at most as many parts as are in flight (8 x 16 MiB per file, 4 files at once).
 TRANSFER = TransferConfig(
-    multipart_threshold=64 * MIB, multipart_chunksize=16 * MIB, max_concurrency=8,
-    max_in_memory_upload_chunks=8,
+    multipart_threshold=64 * MIB, multipart_chunksize=16 * MIB, max_concurrency=8
 )
+TRANSFER.max_in_memory_upload_chunks = TRANSFER.max_request_concurrency  # boto3 has no argument
 FILES_AT_ONCE = 4
 CONFLICT_RETRIES = 5
 
