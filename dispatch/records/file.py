@@ -25,9 +25,10 @@ from dispatch.records.contract import check_commit, owner_token, settles
 from dispatch.records.locks import OwnerLocks, check_locking
 
 # Revisions between snapshots: a cold read parses one snapshot and fewer than this many files.
-# Eight keeps a sweep's cold read of a typical record to a few files (benchmarks/sweep.py)
-# for one extra fsync'd write every eight commits (benchmarks/ledger_commit.py).
-SNAPSHOT_EVERY = 8
+# A snapshot saves parsing, not reading (a reader checks it against every revision file it
+# stands for), which outweighs reading one more file from about 32 revisions on
+# (benchmarks/ledger_commit.py); shorter records, most of a sweep's, have none.
+SNAPSHOT_EVERY = 32
 
 # Evidence and control commits may race an acquire; it retries while it holds the lock.
 ACQUIRE_TRIES = 100

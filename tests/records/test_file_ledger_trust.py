@@ -105,7 +105,7 @@ def test_a_job_folder_of_another_user_or_writable_by_others_is_refused_naming_it
 def test_a_ledger_file_of_another_user_or_writable_by_others_is_refused_naming_it(
     tmp_path: Path, name: str
 ) -> None:
-    root, _ = ledger_with_job(tmp_path, revisions=8)
+    root, _ = ledger_with_job(tmp_path, revisions=32)
     path = root / "jobs" / "j1" / name
     give_away(path)
     with pytest.raises(RejectedError) as err:
@@ -163,7 +163,7 @@ def test_a_ledger_whose_parent_belongs_to_another_user_is_refused(tmp_path: Path
 def test_a_symlink_inside_the_ledger_is_refused_naming_its_path(
     tmp_path: Path, inside: str
 ) -> None:
-    root, _ = ledger_with_job(tmp_path, revisions=8)
+    root, _ = ledger_with_job(tmp_path, revisions=32)
     link = root / inside
     elsewhere = tmp_path / "elsewhere"
     os.rename(link, elsewhere)
@@ -202,12 +202,12 @@ def test_a_snapshot_whose_middle_differs_from_the_revisions_is_ignored_and_repor
 ) -> None:
     """The snapshot was checked only at its ends: header and last revision. Every revision it
     holds must be the file's, or it is not used."""
-    root, store = ledger_with_job(tmp_path, revisions=8)
+    root, store = ledger_with_job(tmp_path, revisions=32)
     truth = store.read("j1")
     path = root / "jobs" / "j1" / "snapshot.json"
     snapshot = json.loads(path.read_bytes())
-    assert snapshot["commits"][2]["entries"][0]["reason"] == "4"
-    snapshot["commits"][2]["entries"][0]["reason"] = "forged"
+    assert snapshot["commits"][12]["entries"][0]["reason"] == "14"
+    snapshot["commits"][12]["entries"][0]["reason"] = "forged"
     path.write_text(json.dumps(snapshot))
     seen: list[Problem] = []
     view = FileRecords(root, on_problem=seen.append).read("j1")
@@ -216,7 +216,7 @@ def test_a_snapshot_whose_middle_differs_from_the_revisions_is_ignored_and_repor
 
 
 def test_a_snapshot_equal_to_its_revisions_is_used(tmp_path: Path) -> None:
-    root, store = ledger_with_job(tmp_path, revisions=9)
+    root, store = ledger_with_job(tmp_path, revisions=33)
     seen: list[Problem] = []
     assert FileRecords(root, on_problem=seen.append).read("j1") == store.read("j1")
     assert seen == []
