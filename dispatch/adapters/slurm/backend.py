@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import cached_property
+from typing import IO
 
-from dispatch.adapters.slurm import parse, render, script
+from dispatch.adapters.slurm import output, parse, render, script
 from dispatch.adapters.slurm.capabilities import probe_capabilities, rule_support
 from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import observe
@@ -274,6 +275,10 @@ class SlurmBackend:
         if not found:
             raise NotFoundError(f"Slurm shows no job {ref.id}")
         return found[0]
+
+    def output(self, job: JobID, submission: int, stream: str = "stdout") -> IO[bytes]:
+        """The output file of the submission's Slurm job (see ``output``)."""
+        return output.open_output(self, job, submission, stream)
 
     @property
     def _has_history(self) -> bool:

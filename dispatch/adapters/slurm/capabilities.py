@@ -51,8 +51,14 @@ def probe_capabilities(
         Capability.WORKING_DIRECTORY: _declared(_YES, "sbatch --chdir"),
         Capability.PROCS_PER_NODE: _declared(_YES, "sbatch --ntasks-per-node"),
         Capability.OUTPUT_PATH: _declared(_YES, "sbatch --output"),
-        Capability.OUTPUT_READ: _declared(_NO, "the adapter does not read output files"),
-        Capability.OUTPUT_FOLLOW: _declared(_NO, "the adapter does not follow output"),
+        Capability.OUTPUT_READ: _declared(
+            _YES,
+            "the StdOut/StdErr file scontrol names, while Slurm remembers the job, "
+            "from a host that shares its filesystem",
+        ),
+        Capability.OUTPUT_FOLLOW: _declared(
+            _NO, "the file is read as it is; `dispatch logs --follow` reads it again"
+        ),
         Capability.OUTPUT_RETAINED: _declared(_UNKNOWN, "depends on the output path's filesystem"),
     }
 
