@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from cli_setup import Site
@@ -106,3 +107,29 @@ def test_a_budget_flag_overrides_the_config(tmp_path: Path) -> None:
     assert result.exit_code == 0
     report = json.loads(result.stdout)
     assert len(report["passed"]) + len(report["not_reached"]) == 2
+
+
+def test_a_job_whose_folder_is_missing_or_unreadable_is_reported_by_the_sweep_which_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Finding 3: such a job was skipped by every sweep without a word."""
+    site = Site(tmp_path)
+    missing, unreadable, good = site.submit(3)
+    site.sweep()
+    shutil.rmtree(site.ledger / "jobs" / missing)
+    folder = site.ledger / "jobs" / unreadable
+    shutil.rmtree(folder)
+    folder.write_text("not a folder")
+    result = site.sweep()
+    assert result.exit_code == 1
+    assert "swept 3 unsettled jobs" in result.stdout
+    assert "1 passed (1 progressed, 0 settled), 0 skipped" in result.stdout
+    assert "2 failed, 0 left for the next tick" in result.stdout
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"failed: job {missing}: ")
+    assert str(site.ledger / "jobs" / missing) in lines[0] and "missing" in lines[0]
+    assert lines[1].startswith(f"failed: job {unreadable}: ") and str(folder) in lines[1]
+    assert sorted(json.loads(site.sweep("--json").stdout)["failed"]) == sorted(
+        [missing, unreadable]
+    )
