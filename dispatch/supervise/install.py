@@ -73,6 +73,13 @@ class Entry:
     log: Path
     command: tuple[str, ...]
 
+    def __post_init__(self) -> None:
+        # A newline in a path would end the line and start one of the path's choosing.
+        line_safe("config path", self.config)
+        line_safe("log path", self.log)
+        for word in self.command:
+            line_safe("dispatch command", word)
+
     def sweep_command(self) -> str:
         """The shell command the entry runs."""
         words = [*self.command, "sweep", "--config", str(self.config)]
@@ -102,6 +109,17 @@ class Entry:
         return "\n".join(self.lines()) + "\n"
 
 
+def line_safe(what: str, value: Path | str) -> None:
+    """Refuse a value holding a character that would break a line of the table."""
+    text = str(value)
+    for c in text:
+        if ord(c) < 32 or ord(c) == 127:
+            raise InvalidError(
+                f"{what} {text!r} holds the control character {c!r}, which would break the "
+                "line of the table (and could add lines of its own): rename it"
+            )
+
+
 def slurm_time(d: timedelta) -> str:
     """``d`` as a Slurm time limit: ``HH:MM:SS``, or ``D-HH:MM:SS`` from a day on."""
     total = int(d.total_seconds())
@@ -121,7 +139,11 @@ def merge(table: str, entry: Entry) -> str:
 
 
 def remove(table: str, config: Path) -> str:
-    """``table`` without dispatch's entry for ``config``; every other line stays as it was."""
+    """``table`` without dispatch's entry for ``config``; every other line stays as it was.
+
+    ``InvalidError`` when the entry's begin marker has no end marker after it (removed by
+    hand): where the entry ends is then unknown, and no line is removed on a guess.
+    """
     begin = _BEGIN.format(config=config)
     end = _END.format(config=config)
     out: list[str] = []
@@ -136,6 +158,12 @@ def remove(table: str, config: Path) -> str:
                 inside = False
             continue
         out.append(line)
+    if inside:
+        raise InvalidError(
+            f"the table has the begin marker of dispatch's entry for {str(config)!r} but no end "
+            f"marker ({end!r}) after it: fix or remove the begin marker by hand (crontab -e, "
+            "scrontab -e), then install again; nothing was changed"
+        )
     return "".join(out)
 
 

@@ -13,11 +13,13 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from cli_setup import Site
 
+from dispatch.model.errors import InvalidError
 from dispatch.supervise.install import Entry, Kind, merge, remove, schedule
 
 CRON_FIELDS = re.compile(r"^(\S+ \S+ \S+ \S+ \S+) (.+)$")
@@ -202,3 +204,51 @@ def test_a_missing_scrontab_exits_1_saying_what_to_do(
     code, _, err = install(Site(tmp_path), "--scrontab")
     assert code == 1
     assert "scrontab is not installed here; print the entry with --dry-run" in err
+
+
+# --- what install refuses ------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_install_refuses_a_table_whose_end_marker_was_removed_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """Finding 5: every line after the begin marker was deleted when the end marker was gone."""
+    site = Site(tmp_path)
+    code, printed, _ = install(site, "--cron", "--dry-run")
+    begin = printed.splitlines()[0]
+    before = f"{begin}\n* * * * * /old/sweep\n17 4 * * * /bin/true\nMAILTO=ops\n"
+    subprocess.run(["crontab", "-"], input=before, text=True, check=True)
+    code, out, err = install(site, "--cron")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "fix or remove the begin marker" in err and str(site.config) in err
+    assert crontab() == before
+
+
+def test_merging_refuses_a_begin_marker_without_its_end(tmp_path: Path) -> None:
+    entry = Entry(Kind.CRON, tmp_path / "c.toml", timedelta(minutes=1), tmp_path / "l", ("d",))
+    begin = entry.lines()[0]
+    with pytest.raises(InvalidError):
+        merge(f"{begin}\n0 * * * * /bin/true\n", entry)
+
+
+@pytest.mark.usefixtures("root_crontab")
+@pytest.mark.parametrize("which", ["config", "log"])
+def test_a_path_with_a_newline_is_refused_and_injects_no_cron_line(
+    tmp_path: Path, which: str
+) -> None:
+    """Finding 5: a config (or log) path holding a newline wrote a cron line of its choosing."""
+    subprocess.run(["crontab", "-"], input="17 4 * * * /bin/true\n", text=True, check=True)
+    site = Site(tmp_path)
+    crafted = tmp_path / "x\n* * * * * touch injected #.toml"
+    if which == "config":
+        crafted.write_text(site.config.read_text())
+        args = ["--config", str(crafted)]
+    else:
+        args = ["--config", str(site.config), "--log", str(crafted)]
+    result = site.run(["supervise", "install", "--cron", *args])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "would break the line" in result.stderr
+    assert crontab() == "17 4 * * * /bin/true\n"
