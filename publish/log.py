@@ -102,20 +102,11 @@ def read_committed(store: Store, publication: PublicationId) -> Committed:
     return Committed(entry, Manifest.from_json(raw, publication))
 
 
-def complete(store: Store, ceiling: Epoch) -> Iterator[Committed]:
-    """Committed publications at or below `ceiling`, newest first, skipping corrupt ones."""
-    for publication in entries(store, ceiling):
-        try:
-            yield read_committed(store, publication)
-        except CorruptPublication as exc:
-            log.warning("skipping %s: %s", publication.name, exc)
-
-
-def check_not_fenced(store: Store, epoch: Epoch) -> None:
+def check_not_fenced(store: Store, epoch: Epoch, action: str = "publish") -> None:
     """Raise Fenced when any publication of a newer epoch is in the log."""
     newest = next(entries(store), None)
     if newest is not None and newest.epoch > epoch:
         raise Fenced(
             f"epoch {newest.epoch} has already published (step {newest.step}); "
-            f"this execution (epoch {epoch}) is outranked and must not publish"
+            f"this execution (epoch {epoch}) is outranked and must not {action}"
         )

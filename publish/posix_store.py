@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -129,6 +130,20 @@ class PosixStore:
         for key in keys:
             if start_after is None or key > start_after:
                 yield key
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """Sizes of the regular files below prefix (symlinks are not followed or counted)."""
+        base = self._path(prefix)
+        found: dict[str, int] = {}
+        if not base.is_dir() or base.is_symlink():
+            return found
+        for folder, _, names in os.walk(base):
+            for name in names:
+                info = os.lstat(os.path.join(folder, name))
+                if stat.S_ISREG(info.st_mode) and not name.startswith(_STAGING):
+                    key = Path(folder, name).relative_to(self.root).as_posix()
+                    found[key] = info.st_size
+        return found
 
     def delete(self, key: str) -> None:
         """Remove a file and any folders it leaves empty below the root."""

@@ -207,24 +207,34 @@ class S3Store:
         except botocore.exceptions.BotoCoreError as exc:
             raise self._fail("get of", key, exc) from exc
 
-    def list_keys(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
-        """ListObjectsV2, one request per page of up to 1,000 keys, fetched as iterated."""
+    def _pages(self, prefix: str, start_after: str | None) -> Iterator[list[Any]]:
         request: dict[str, Any] = {"Bucket": self.location.bucket, "Prefix": self._key(prefix)}
         if start_after is not None:
             request["StartAfter"] = self._key(start_after)
-        cut = len(self.location.prefix)
         while True:
             try:
                 reply = self.client.list_objects_v2(**request)
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise self._fail("listing of", prefix, exc) from exc
-            for item in reply.get("Contents", []):
-                yield item["Key"][cut:]
+            yield list(reply.get("Contents", []))
             token = reply.get("NextContinuationToken")
             if not reply.get("IsTruncated") or not token:
                 return
             request["ContinuationToken"] = token
             request.pop("StartAfter", None)
+
+    def list_keys(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
+        """ListObjectsV2, one request per page of up to 1,000 keys, fetched as iterated."""
+        cut = len(self.location.prefix)
+        for page in self._pages(prefix, start_after):
+            for item in page:
+                yield item["Key"][cut:]
+
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """ListObjectsV2 of the prefix: each key's Size."""
+        cut = len(self.location.prefix)
+        return {item["Key"][cut:]: int(item["Size"])
+                for page in self._pages(prefix, None) for item in page}
 
     def delete(self, key: str) -> None:
         """DeleteObject (absent keys succeed, as S3 does)."""

@@ -57,6 +57,10 @@ class Store(Protocol):
         """Keys under prefix in ascending order, after start_after; one request per page."""
         ...
 
+    def sizes(self, prefix: str) -> dict[str, int]:
+        """Size in bytes of every object under prefix, by key; one listing (a page per 1,000)."""
+        ...
+
     def delete(self, key: str) -> None:
         """Delete a key; deleting an absent key succeeds."""
         ...

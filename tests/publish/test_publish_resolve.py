@@ -184,3 +184,22 @@ def test_resolvers_sharing_one_folder_all_succeed_and_leave_no_staging(
         assert all(json.loads(out)["step"] == 7 for _, out, _ in done)
         assert sorted(p.name for p in into.parent.iterdir()) == ["resume"]
         assert len(list(into.iterdir())) == 9
+
+
+# Issue 12, finding 7: resolve without --into checks that the data it names is there.
+
+
+@pytest.mark.parametrize("damage", ["missing", "wrong size"])
+def test_resolve_without_into_refuses_a_publication_whose_data_is_missing(
+    store: Store, make_save: SaveMaker, damage: str
+) -> None:
+    save(store, make_save({"m": b"old"}), 1, Epoch.of(1, 0))
+    save(store, make_save({"m": b"new", "n": b"x"}), 2, Epoch.of(1, 0))
+    entry = _entry(store, Epoch.of(1, 0), 2)
+    if damage == "missing":
+        store.delete(entry.data_prefix + "n")
+    else:
+        store.put_bytes(entry.data_prefix + "n", b"longer")
+    found = resolve(store, Epoch.of(1, 0))
+    assert found.manifest.publication.step == 1
+    assert found.location.rstrip("/").endswith(_entry(store, Epoch.of(1, 0), 1).data_prefix[:-1])
