@@ -16,9 +16,11 @@ from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, Enforcer, Provenance
 from dispatch.model.errors import (
     DispatchError,
+    InvalidError,
     LaunchRefusedError,
     OutcomeUnknownError,
     RejectedError,
+    UnsupportedError,
 )
 from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
 from dispatch.model.record import (
@@ -150,8 +152,9 @@ class Executor:
                 kind=CauseKind(err.cause), provenance=Provenance.SCHEDULER, detail=err.message
             )
             reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, refused=cause)
-        except RejectedError as err:
-            # A definite refusal the adapter could not put a cause to: the launch failed.
+        except (RejectedError, InvalidError, UnsupportedError) as err:
+            # A definite refusal the adapter could not put a cause to (the scheduler refused,
+            # or the adapter refused the request before any call): the launch failed.
             cause = Cause(
                 kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=err.message
             )

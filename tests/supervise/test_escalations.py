@@ -347,3 +347,25 @@ def test_a_requeue_is_revocable_until_the_supervisor_carries_it_out(shape: Shape
     assert w.backend.calls["requeue"] == 1
     with pytest.raises(dispatch.RejectedError, match="carried out"):
         w.op.revoke_requeue(w.job, ADA, "too late")
+
+
+def refuse_the_request(req: dispatch.StartRequest) -> dispatch.ObjectRef:
+    """Stand-in for an adapter's start that refuses the request itself, before any scheduler
+    call (as the slurm adapter does for what it cannot render)."""
+    raise dispatch.InvalidError("pre_termination_signal 'FOO' is not a signal Slurm knows")
+
+
+def test_a_request_the_adapter_refuses_is_a_refused_launch_not_an_unknown_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 12, finding 3: what the adapter refuses before calling the scheduler created
+    nothing, so it is a refusal that says why (refused:1), not three unknown launches."""
+    w = World()
+    monkeypatch.setattr(w.backend, "start", refuse_the_request)
+    w.passes()
+    j = w.folded()
+    (sub,) = j.submissions
+    assert all(a.refused is not None and not a.unknown for a in sub.attempts)
+    assert w.status().state is State.FAILED
+    assert "pre_termination_signal 'FOO'" in w.escalation("refused:1").detail
+    assert not any(e.startswith("all-unknown") for e in j.escalations)
