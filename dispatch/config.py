@@ -12,6 +12,7 @@ naming the file, the key and what is allowed. The format, with a full example, i
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -46,6 +47,9 @@ DEFAULT_DELIVER_TIMEOUT = timedelta(seconds=20)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+# The longest duration anything of dispatch waits (a sweep's budget, an interval, a timeout, a
+# hold); far longer ones are typing mistakes, and the time now plus them must stay a date.
+MAX_DURATION = timedelta(days=365)
 
 # The keys of each table, and what each holds (shown when a key is refused).
 _KEYS: dict[str, dict[str, str]] = {
@@ -89,9 +93,19 @@ def parse_duration(text: str) -> timedelta:
     parts = _DURATION_PART.findall(text)
     if not text or "".join(n + u for n, u in parts) != text:
         raise InvalidError(
-            f"duration {text!r} is not a number with a unit (ms, s, m, h, d), e.g. 30s or 1m30s"
+            f"duration {_shown(text)} is not a number with a unit (ms, s, m, h, d), e.g. 30s "
+            "or 1m30s"
         )
-    return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
+    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if not math.isfinite(seconds) or seconds > MAX_DURATION.total_seconds():
+        raise InvalidError(f"duration {_shown(text)} is longer than the most allowed, 365d")
+    return timedelta(seconds=seconds)
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a one-line message: its repr, shortened when it is long."""
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:40]}...{text[-12:]} ({len(str(value))} chars)"
 
 
 def home_config() -> Path:
@@ -168,6 +182,8 @@ def settings_for(given: str | Path | None) -> Settings:
 def load(path: str | Path) -> Settings:
     """Read and check the config file at ``path``."""
     path = Path(path).absolute()
+    if "\0" in str(path):
+        raise InvalidError(f"config {_shown(str(path))}: a path cannot hold a NUL byte")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -182,6 +198,7 @@ def load(path: str | Path) -> Settings:
 def parse(raw: Mapping[str, Any], path: Path) -> Settings:
     """Check the contents of a config file read from ``path``."""
     check = _Checker(path)
+    check.no_nul("", raw)
     check.keys("", raw)
     ledger = check.required(raw, "ledger", str)
     backend = check.table(raw, "backend", required=True)
@@ -197,7 +214,10 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         raise check.error("deliver.command", command, "a non-empty list of words")
     sweep = check.table(raw, "sweep")
     supervise = check.table(raw, "supervise")
-    ledger_path = Path(ledger).expanduser()
+    try:
+        ledger_path = Path(ledger).expanduser()
+    except RuntimeError:
+        raise check.error("ledger", ledger, "a path whose ~NAME is a user of this host") from None
     if not ledger_path.is_absolute():
         ledger_path = path.parent / ledger_path
     return Settings(
@@ -219,7 +239,18 @@ class _Checker:
         self.path = path
 
     def error(self, key: str, value: Any, allowed: str) -> InvalidError:
-        return InvalidError(f"config {self.path}: {key} = {value!r}: expected {allowed}")
+        return InvalidError(f"config {self.path}: {key} = {_shown(value)}: expected {allowed}")
+
+    def no_nul(self, key: str, value: Any) -> None:
+        """Refuse a NUL byte in any text of the file (no path or word can hold one)."""
+        if isinstance(value, str) and "\0" in value:
+            raise self.error(key, value, "text without NUL bytes")
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self.no_nul(f"{key}.{k}" if key else k, v)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.no_nul(f"{key}[{i}]", v)
 
     def keys(self, table: str, raw: Mapping[str, Any]) -> None:
         known = _KEYS[table]
@@ -261,7 +292,7 @@ class _Checker:
         if key not in raw:
             return default
         value = raw[key]
-        allowed = "a duration such as 30s, 1m or 1m30s"
+        allowed = "a duration such as 30s, 1m or 1m30s, at most 365d"
         if not isinstance(value, str):
             raise self.error(prefix + key, value, allowed)
         try:

@@ -181,3 +181,9 @@ def test_durations_are_numbers_with_units(text: str, seconds: float) -> None:
 def test_a_duration_without_a_unit_is_refused(text: str) -> None:
     with pytest.raises(InvalidError, match="number with a unit"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 400 + "s", "99999999999999999d", "366d"])
+def test_a_duration_past_a_year_or_infinite_is_refused(text: str) -> None:
+    with pytest.raises(InvalidError, match="longer than the most allowed, 365d"):
+        parse_duration(text)
