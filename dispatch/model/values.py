@@ -82,6 +82,15 @@ def parse_signal(text: str) -> tuple[str, int | None]:
 # enough for a person to look, short enough that a forgotten job escalates within a day.
 SHARED_HOLD_FOR = timedelta(hours=24)
 
+# The longest hold, time limit or deadline a value may name: far longer ones are typing
+# mistakes, and the time now plus any of them must stay a date (the config's own limit too).
+MAX_DURATION = timedelta(days=365)
+
+
+def _at_most_a_year(what: str, d: timedelta) -> None:
+    if d > MAX_DURATION:
+        raise ValueError(f"{what} must be at most 365d, got {format_duration(d)}")
+
 
 class Actor(Value):
     """Who did something: a person, a supervisor or an adapter, with an id."""
@@ -130,6 +139,8 @@ class Rule(Value):
     def _hold_needs_duration(self) -> Rule:
         if self.hold_for is not None and self.hold_for <= timedelta(0):
             raise ValueError(f"hold_for must be positive, got {format_duration(self.hold_for)}")
+        if self.hold_for is not None:
+            _at_most_a_year("hold_for", self.hold_for)
         return self
 
 
@@ -287,6 +298,8 @@ class JobSpec(Value):
     def _positive_limit(cls, limit: timedelta | None) -> timedelta | None:
         if limit is not None and limit <= timedelta(0):
             raise ValueError("time_limit must be positive")
+        if limit is not None:
+            _at_most_a_year("time_limit", limit)
         return limit
 
     @property
@@ -358,6 +371,7 @@ class SubmitOptions(Value):
     def _positive(cls, d: timedelta) -> timedelta:
         if d <= timedelta(0):
             raise ValueError("must be positive")
+        _at_most_a_year("the duration", d)
         return d
 
 
