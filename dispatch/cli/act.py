@@ -1,14 +1,13 @@
-"""The verbs that act on a job: one per action of the Operator, plus the emergency stop.
+"""The verbs that act on a job: one per action of the Operator.
 
-Each names its actor (``human:$USER`` unless ``--as KIND:ID``), is recorded by the Operator
-(the emergency stop excepted: it needs no record and writes none), and prints one line: what
-was done, and what happens next. A refusal is one line saying why and what to do instead,
-exit 1; bad input (a bad ``--as``, an ambiguous job) exit 2, with nothing recorded.
+Each names its actor (``human:$USER`` unless ``--as KIND:ID``), is recorded by the Operator,
+and prints one line: what was done, and what happens next. A refusal is one line saying why
+and what to do instead, exit 1; bad input (a bad ``--as``, an ambiguous job) exit 2, with
+nothing recorded. ``abandon`` and the emergency stop are in ``dispose``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,7 +22,6 @@ from dispatch.cli.session import (
     actor_option,
     config_option,
     echo_json,
-    fail,
     json_option,
     me,
     refusals,
@@ -31,14 +29,10 @@ from dispatch.cli.session import (
 from dispatch.cluster import Cluster, Config, compose
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
-from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
-from dispatch.model.values import AbandonTarget, Actor, JobID
+from dispatch.model.errors import RejectedError
+from dispatch.model.values import Actor, JobID
 
 F = Callable[..., Any]
-
-# A whole job id as dispatch makes them (10 random bytes in lowercase base32): what the
-# emergency stop takes for a job the ledger does not know.
-WHOLE_ID = re.compile(r"[a-z2-7]{16}")
 
 
 def _verb(name: str, example: str) -> Callable[[F], click.Command]:
@@ -54,7 +48,8 @@ def _verb(name: str, example: str) -> Callable[[F], click.Command]:
     return wrap
 
 
-def _reason(f: F) -> F:
+def reason_option(f: F) -> F:
+    """The ``--reason``/``-m`` option: why, for the record."""
     return click.option("--reason", "-m", default="", help="Why, for the record.")(f)
 
 
@@ -72,7 +67,8 @@ class Acting:
         return fold(self.session.ledger.read(self.job), datetime.now(UTC))
 
 
-def _done(as_json: bool, act: Acting, action: str, line: str, **more: Any) -> None:
+def done(as_json: bool, act: Acting, action: str, line: str, **more: Any) -> None:
+    """Print what a verb did: its one line, or with ``--json`` the line and its details."""
     if as_json:
         echo_json({"job": act.job, "action": action, "by": str(act.by), "message": line, **more})
     else:
@@ -80,7 +76,7 @@ def _done(as_json: bool, act: Acting, action: str, line: str, **more: Any) -> No
 
 
 @_verb("hold", "dispatch hold 7f3k --for 2h --reason 'dataset being rebuilt'")
-@_reason
+@reason_option
 @click.option("--for", "hold_for", type=DURATION, default=None, help="Hold's deadline from now.")
 def hold(
     config: str | None,
@@ -100,7 +96,7 @@ def hold(
         until = datetime.now(UTC) + hold_for if hold_for else None
         instance = act.cluster.operator.hold(act.job, act.by, reason, until)
     deadline = f" until {when(until)} UTC" if until else ""
-    _done(
+    done(
         as_json,
         act,
         "hold",
@@ -142,7 +138,7 @@ def release(
             )
         act.cluster.operator.release(act.job, act.by)
     noted = f" (overriding {h.hold.by})" if h.hold.by != act.by else ""
-    _done(
+    done(
         as_json,
         act,
         "release",
@@ -153,7 +149,7 @@ def release(
 
 
 @_verb("cancel", "dispatch cancel 7f3k --reason 'wrong config'")
-@_reason
+@reason_option
 def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, reason: str) -> None:
     """Cancel JOB: the cancel is committed first, then what runs is stopped.
 
@@ -176,7 +172,7 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
         )
     else:
         cleanup = "nothing of the job runs"
-    _done(
+    done(
         as_json,
         act,
         "cancel",
@@ -187,7 +183,7 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
 
 
 @_verb("requeue", "dispatch requeue 7f3k --reason 'node n3 was flaky'")
-@_reason
+@reason_option
 @click.option("--revoke", is_flag=True, help="Take back a requeue not carried out yet.")
 def requeue(
     config: str | None, actor: Actor | None, as_json: bool, job: str, reason: str, revoke: bool
@@ -207,11 +203,11 @@ def requeue(
                 f"requeue of job {act.job} asked; the next sweep requeues it (take it back "
                 f"before then with `dispatch requeue {act.job} --revoke`)"
             )
-    _done(as_json, act, "revoke-requeue" if revoke else "requeue", line)
+    done(as_json, act, "revoke-requeue" if revoke else "requeue", line)
 
 
 @_verb("resubmit", "dispatch resubmit 7f3k --reason 'the higher-priority run is done'")
-@_reason
+@reason_option
 def resubmit(config: str | None, actor: Actor | None, as_json: bool, job: str, reason: str) -> None:
     """Ask for a new submission of JOB: the same job, a new scheduler job.
 
@@ -222,7 +218,7 @@ def resubmit(config: str | None, actor: Actor | None, as_json: bool, job: str, r
         latest = act.folded().latest()
         n = (latest.n if latest else 0) + 1
         act.cluster.operator.resubmit(act.job, act.by, reason)
-    _done(
+    done(
         as_json,
         act,
         "resubmit",
@@ -232,7 +228,7 @@ def resubmit(config: str | None, actor: Actor | None, as_json: bool, job: str, r
 
 
 @_verb("supersede", "dispatch supersede 7f3k --reason 'fixed the data path'")
-@_reason
+@reason_option
 def supersede(
     config: str | None, actor: Actor | None, as_json: bool, job: str, reason: str
 ) -> None:
@@ -247,7 +243,7 @@ def supersede(
         old = act.session.ledger.read(act.job).header.options
         options = old.model_dump(exclude={"idempotency_key"})
         plan = act.cluster.operator.supersede(act.job, act.by, reason, **options)
-    _done(
+    done(
         as_json,
         act,
         "supersede",
@@ -258,13 +254,13 @@ def supersede(
 
 
 @_verb("give-up", "dispatch give-up 7f3k --reason 'the data is gone'")
-@_reason
+@reason_option
 def give_up(config: str | None, actor: Actor | None, as_json: bool, job: str, reason: str) -> None:
     """Give JOB up: it fails with the cause that ended it. Recorded; nothing to answer."""
     with refusals():
         act = Acting(config, job, actor)
         act.cluster.operator.give_up(act.job, act.by, reason)
-    _done(
+    done(
         as_json,
         act,
         "give-up",
@@ -272,133 +268,4 @@ def give_up(config: str | None, actor: Actor | None, as_json: bool, job: str, re
     )
 
 
-_SUBMISSION = re.compile(r"(?:all-unknown:)?(\d+)")
-_ATTEMPT = re.compile(r"(?:unmatched:)?(\d+)/(\d+)")
-
-
-def target_of(word: str) -> AbandonTarget:
-    """An abandon target from its escalation id or short form: ``all-unknown:2`` or ``2``,
-    ``unmatched:2/1`` or ``2/1``, ``foreign:<object id>``."""
-    if m := _SUBMISSION.fullmatch(word):
-        return AbandonTarget(submission=int(m[1]))
-    if m := _ATTEMPT.fullmatch(word):
-        return AbandonTarget(submission=int(m[1]), attempt=int(m[2]))
-    if word.startswith("foreign:") and len(word) > len("foreign:"):
-        return AbandonTarget(foreign=word.removeprefix("foreign:"))
-    raise InvalidError(
-        f"abandon target {word!r} is none of all-unknown:N (or N), unmatched:N/A (or N/A), "
-        "foreign:OBJECT"
-    )
-
-
-@click.command(name="abandon")
-@click.argument("job", shell_complete=complete_job)
-@click.argument("target")
-@config_option
-@actor_option
-@json_option
-@_reason
-def abandon(
-    config: str | None,
-    actor: Actor | None,
-    as_json: bool,
-    job: str,
-    target: str,
-    reason: str,
-) -> None:
-    """Close what nobody can account for: a launch whose outcome is unknown, or a foreign
-    object. TARGET is the escalation's id: all-unknown:N, unmatched:N/A or foreign:OBJECT.
-
-    Only a human may abandon. Check Slurm first (`squeue --name dj-<job id>`).
-
-    \b
-    Example:
-      $ dispatch abandon 7f3k all-unknown:2 --reason 'no such job in squeue'
-    """
-    with refusals():
-        t = target_of(target)
-        act = Acting(config, job, actor)
-        act.cluster.operator.abandon(act.job, t, act.by, reason)
-    if t.foreign:
-        what, nxt = f"foreign object {t.foreign}", "it no longer keeps the record from settling"
-    elif t.attempt:
-        what, nxt = f"attempt {t.submission}/{t.attempt}", "it no longer counts as unresolved"
-    else:
-        what, nxt = f"submission {t.submission}", "the next sweep launches the next submission"
-    _done(
-        as_json,
-        act,
-        "abandon",
-        f"{what} of job {act.job} abandoned; {nxt}",
-        target=t.model_dump(mode="json"),
-    )
-
-
-@click.command(name="emergency-stop")
-@click.argument("job", shell_complete=complete_job)
-@config_option
-@actor_option
-@json_option
-@_reason
-def emergency_stop(
-    config: str | None, actor: Actor | None, as_json: bool, job: str, reason: str
-) -> None:
-    """Stop every scheduler job named for JOB now (scancel --name dj-JOB), record or not.
-
-    Not recorded: a supervisor may still recover the job afterwards; cancel it to stop that.
-    JOB may be a whole id that the ledger does not know.
-
-    \b
-    Example:
-      $ dispatch emergency-stop 7f3k2m9x1c4t7bdq --reason 'runaway job'
-    """
-    with refusals():
-        session = Session(config)
-        job_id = _stop_target(session, job)
-        by = actor or me()
-        report = compose(session.backend, Config()).stopper.emergency_stop(job_id, by, reason)
-    stopped = [r.id for r in report.stopped]
-    live = [r.id for r in report.live]
-    line = (
-        f"emergency stop of job {job_id}: {len(stopped)} stopped"
-        + (f" ({', '.join(stopped)})" if stopped else "")
-        + (f", {len(live)} still alive ({', '.join(live)})" if live else "")
-        + "; not recorded: a supervisor may still recover it (`dispatch cancel` stops that)"
-    )
-    if as_json:
-        echo_json(
-            {
-                "job": job_id,
-                "action": "emergency-stop",
-                "by": str(by),
-                "message": line,
-                "stopped": stopped,
-                "live": live,
-            }
-        )
-    else:
-        click.echo(line)
-    if live:
-        fail(f"{len(live)} object(s) of job {job_id} still alive after the stop")
-
-
-def _stop_target(session: Session, ref: str) -> JobID:
-    """The job the ledger names by ``ref``; without a ledger or a record, ``ref`` as given."""
-    try:
-        store = session.ledger
-    except InvalidError:
-        store = None
-    if store is not None:
-        try:
-            return resolve(store, ref)
-        except NotFoundError:
-            pass
-    if not WHOLE_ID.fullmatch(ref):
-        raise NotFoundError(
-            f"no job {ref!r} in the ledger; without a record, give the job's whole id "
-            "(16 characters, as in the Slurm job name dj-<id>)"
-        )
-    return ref
-
-
-VERBS = (hold, release, cancel, requeue, resubmit, supersede, give_up, abandon, emergency_stop)
+VERBS = (hold, release, cancel, requeue, resubmit, supersede, give_up)

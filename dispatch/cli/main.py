@@ -16,6 +16,7 @@ import click
 
 from dispatch.cli.act import VERBS
 from dispatch.cli.demo import run_demo
+from dispatch.cli.dispose import abandon, emergency_stop
 from dispatch.cli.escalations import escalations
 from dispatch.cli.jobs import list_jobs, status
 from dispatch.cli.logs import logs
@@ -106,7 +107,8 @@ def demo(ledger: Path | None) -> None:
         click.echo(f"record of job {job} kept in {ledger}", err=True)
 
 
-for _command in (sbatch, sweep, supervise, status, list_jobs, escalations, logs, *VERBS):
+_READ = (status, list_jobs, escalations, logs)
+for _command in (sbatch, sweep, supervise, *_READ, *VERBS, abandon, emergency_stop):
     main.add_command(_command)
 main.add_command(sim)
 

@@ -83,6 +83,11 @@ def supervise(
     With JOB, the exit code says how it ended: 0 succeeded, 3 failed, 4 cancelled (1 when
     supervising itself failed or was interrupted, 2 for bad input). --follow exits 0 when
     stopped by SIGINT or SIGTERM.
+
+    \b
+    Example:
+      $ dispatch supervise 7f3k && echo trained
+      $ dispatch supervise --follow --every 30s
     """
     job: str | None = ctx.meta.get(_JOB)
     if ctx.invoked_subcommand is not None:

@@ -258,7 +258,8 @@ def test_bad_input_on_every_verb_is_one_line_with_its_exit_code_and_nothing_reco
 
 def test_every_verb_has_help_with_an_example(tmp_path: Path) -> None:
     site = Site(tmp_path)
-    for verb, _ in VERBS:
+    readers = ["status", "list", "logs", "escalations", "supervise"]
+    for verb in [v for v, _ in VERBS] + readers:
         result = site.run([verb, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.stdout and f"$ dispatch {verb} " in result.stdout
