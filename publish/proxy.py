@@ -1,17 +1,70 @@
 """The one proxy rule every client of `publish` follows (S3 and Vault alike).
 
 An explicit proxy setting wins; otherwise the proxy is `HTTPS_PROXY` for https URLs and
-`HTTP_PROXY` for http URLs (lower-case names accepted too). `NO_PROXY` (a comma-separated list
-of host names, domain suffixes, or `*`) exempts hosts from the environment's proxy and from an
-explicit one alike. Clients are given the answer explicitly, never left to read the environment.
+`HTTP_PROXY` for http URLs (lower-case names accepted too). `NO_PROXY` exempts targets from the
+environment's proxy and from an explicit one alike. Its entries, separated by commas or spaces,
+are read as curl and requests read them:
+
+    *                     every target
+    example.com           that host and every host under it (a leading dot changes nothing)
+    10.1.2.3  ::1  [::1]  that IP address
+    10.0.0.0/8  fd00::/8  every IP address in that network (CIDR)
+    host:port  [::1]:9000 that host (or address) on that port only
+
+Clients are given the answer explicitly, never left to read the environment.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _split_port(entry: str) -> tuple[str, int | None]:
+    """An entry's host and port: '[::1]:9000', 'host:80', '::1' (no port), 'host'."""
+    if entry.startswith("["):
+        host, _, rest = entry[1:].partition("]")
+        return host, int(rest[1:]) if rest[1:].isdigit() else None
+    host, sep, port = entry.rpartition(":")
+    if sep and port.isdigit() and ":" not in host:
+        return host, int(port)
+    return entry, None
+
+
+def _matches(entry: str, host: str, port: int | None) -> bool:
+    """Whether one NO_PROXY entry exempts `host` (lower case) on `port`."""
+    entry = entry.lower()
+    if entry == "*":
+        return True
+    address = _address(host)
+    if "/" in entry:
+        try:
+            network = ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return False  # not a CIDR range; no host name holds a '/'
+        return address is not None and address in network
+    name, wanted_port = _split_port(entry)
+    if wanted_port is not None and wanted_port != port:
+        return False
+    name = name.lstrip(".").rstrip(".")
+    if not name:
+        return False
+    entry_address = _address(name)
+    if address is not None or entry_address is not None:
+        return address is not None and address == entry_address
+    return host == name or host.endswith("." + name)
 
 
 def _env(env: Mapping[str, str], name: str) -> str | None:
@@ -41,25 +94,17 @@ class ProxyRule:
             http_proxy=_env(source, "HTTP_PROXY"),
         )
 
-    def _exempt(self, host: str) -> bool:
+    def _exempt(self, host: str, port: int | None) -> bool:
         if not self.no_proxy:
             return False
-        host = host.lower()
-        for raw in self.no_proxy.split(","):
-            entry = raw.strip().lower()
-            if not entry:
-                continue
-            if entry == "*":
-                return True
-            entry = entry.lstrip(".")
-            if host == entry or host.endswith("." + entry):
-                return True
-        return False
+        return any(_matches(entry, host.lower().rstrip("."), port)
+                   for entry in self.no_proxy.replace(",", " ").split())
 
     def proxy_for(self, url: str) -> str | None:
         """The proxy URL to use for `url`, or None for a direct connection."""
         parts = urlsplit(url)
-        if self._exempt(parts.hostname or ""):
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        if self._exempt(parts.hostname or "", port):
             return None
         if self.explicit:
             return self.explicit

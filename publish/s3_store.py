@@ -9,7 +9,8 @@ conditional write was in flight and the put is tried again.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import os
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,12 @@ class S3Location:
         return cls(parts.netloc, f"{prefix}/" if prefix else "")
 
 
+def configured_endpoint(env: Mapping[str, str] | None = None) -> str | None:
+    """The S3 endpoint named by `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL`, if any."""
+    source = os.environ if env is None else env
+    return source.get("AWS_ENDPOINT_URL_S3") or source.get("AWS_ENDPOINT_URL") or None
+
+
 def make_client(
     credentials: Credentials,
     proxy: ProxyRule,
@@ -67,10 +74,18 @@ def make_client(
     read_timeout: float = 60.0,
     max_attempts: int = 5,
 ) -> S3Client:
-    """An S3 client for these credentials, with the proxy rule and standard retries."""
+    """An S3 client for these credentials, with the proxy rule and standard retries.
+
+    The proxy rule is applied to the endpoint the client really uses: `endpoint_url`, else
+    `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (which boto3 would read itself), else AWS's
+    regional endpoint. botocore is told to ignore endpoints configured anywhere else (the
+    AWS config file), so no endpoint can bypass the rule.
+    """
+    endpoint_url = endpoint_url or configured_endpoint()
     target = endpoint_url or f"https://s3.{region}.amazonaws.com"
-    config = BotoConfig(
+    config = BotoConfig(  # type: ignore[call-arg]  # the stubs lack botocore 1.31's option
         region_name=region,
+        ignore_configured_endpoint_urls=True,
         proxies=proxy.proxies_for(target),
         retries={"mode": "standard", "total_max_attempts": max_attempts},
         connect_timeout=10,

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 from conftest import S3StoreFactory
+from publish_testbed import Bucket
 from recording_proxy import ProxyServer, RecordingProxy
 from vault_standin import VaultServer, VaultState
 
+from publish.config import load_config
+from publish.connect import open_store
 from publish.epoch import Epoch
 from publish.proxy import ProxyRule
 from publish.resolve import resolve
@@ -96,4 +99,61 @@ def test_vault_bypasses_the_proxy_for_a_no_proxy_host(
     monkeypatch.setenv("HTTP_PROXY", proxy.url)  # requests' own env reading must stay off
     rule = ProxyRule.from_env(None, {"HTTP_PROXY": proxy.url, "NO_PROXY": "127.0.0.1"})
     assert VaultSource(vault.url, "p", "approle", rule).load().access_key_id == "A"
+    assert proxy.requests == []
+
+
+# Issue 12, finding 6: NO_PROXY as curl and requests read it; AWS_ENDPOINT_URL obeys the rule.
+
+
+@pytest.mark.parametrize(("no_proxy", "url"), [
+    ("127.0.0.0/8", "http://127.0.0.1:9000"),
+    ("10.0.0.0/8", "https://10.20.30.40"),
+    ("192.168.1.0/24, other", "http://192.168.1.7:80/x"),
+    ("::1/128", "http://[::1]:9000"),
+    ("::1", "http://[::1]:9000"),
+    ("[::1]", "http://[::1]:9000"),
+    ("minio.local:9000", "http://minio.local:9000"),
+    ("10.1.1.1:443", "https://10.1.1.1"),
+    ("[::1]:9000", "http://[::1]:9000"),
+])
+def test_no_proxy_cidr_and_host_port_entries_exempt_matching_targets(no_proxy: str,
+                                                                     url: str) -> None:
+    rule = ProxyRule.from_env("http://explicit:1", {"NO_PROXY": no_proxy})
+    assert rule.proxy_for(url) is None
+
+
+@pytest.mark.parametrize(("no_proxy", "url"), [
+    ("127.0.0.0/8", "http://128.0.0.1:9000"),
+    ("10.0.0.0/8", "https://minio.10.0.0.0"),
+    ("minio.local:9000", "http://minio.local:9001"),
+    ("minio.local:9000", "http://minio.local"),
+    ("10.1.1.1:443", "http://10.1.1.1"),
+    ("not/a/cidr", "http://not"),
+])
+def test_no_proxy_cidr_and_host_port_entries_exempt_nothing_else(no_proxy: str,
+                                                                 url: str) -> None:
+    rule = ProxyRule.from_env("http://explicit:1", {"NO_PROXY": no_proxy})
+    assert rule.proxy_for(url) == "http://explicit:1"
+
+
+def test_aws_endpoint_url_goes_through_the_proxy_the_rule_names(
+    s3_env: Bucket, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_env.server.url)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    store = open_store(s3_env.store_url, load_config(None))
+    store.put_bytes("k", b"v")
+    assert proxy.seen("PUT", "/ckpt/k") == 1
+
+
+def test_aws_endpoint_url_in_a_no_proxy_range_goes_direct(
+    s3_env: Bucket, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_env.server.url)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.0/8")
+    store = open_store(s3_env.store_url, load_config(None))
+    store.put_bytes("k", b"v")
+    assert store.get_bytes("k") == b"v"
     assert proxy.requests == []
