@@ -25,6 +25,7 @@ from typing import Any
 
 from dispatch.cluster import new_backend
 from dispatch.model.errors import InvalidError, NotFoundError
+from dispatch.model.values import MAX_DURATION
 from dispatch.spi import Backend
 
 ENV = "DISPATCH_CONFIG"
@@ -47,9 +48,6 @@ DEFAULT_DELIVER_TIMEOUT = timedelta(seconds=20)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
-# The longest duration anything of dispatch waits (a sweep's budget, an interval, a timeout, a
-# hold); far longer ones are typing mistakes, and the time now plus them must stay a date.
-MAX_DURATION = timedelta(days=365)
 
 # The keys of each table, and what each holds (shown when a key is refused).
 _KEYS: dict[str, dict[str, str]] = {

@@ -21,6 +21,7 @@ from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import ledger_format as fmt
+from dispatch.records import snapshot
 from dispatch.records.contract import check_commit, owner_token, settles
 from dispatch.records.locks import OwnerLocks, check_locking
 
@@ -320,10 +321,7 @@ class FileRecords:
         return header
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
-        data = fmt.read_bytes(path)
-        if data is None:
-            raise self._problem(path, "revision vanished while it was read")
-        return self._parse_commit(job, path, data, revision)
+        return self._parse_commit(job, path, self._raw_of(job, path), revision)
 
     def _parse_commit(self, job: JobID, path: str | Path, data: bytes, revision: int) -> Commit:
         try:
@@ -337,12 +335,8 @@ class FileRecords:
         return commit
 
     def _load_snapshot(self, job: JobID, folder: Path, header: Header, last: int) -> View | None:
-        """The snapshot if it is exactly the revision files it stands for, byte for byte; a
-        snapshot that is not is reported and skipped (it is a cache: the files are the record).
-
-        The check reads every revision file it covers but parses none of them: a snapshot is
-        the join of their bytes, so one parse of it replaces one parse per revision.
-        """
+        """The snapshot if it is exactly the revision files it stands for, byte for byte; one
+        that is not is reported and skipped (a cache: the files are the record)."""
         path = folder / fmt.SNAPSHOT
         try:
             data = fmt.read_bytes(path)
@@ -351,21 +345,16 @@ class FileRecords:
             return None
         if data is None:
             return None
+        with self._mu:
+            first = self._raw.get(job, {}).get(1)  # just read by _load_header
+
+        def raw_of(revision: int) -> bytes:
+            if revision == 1 and first is not None:
+                return first
+            return self._raw_of(job, os.path.join(folder, fmt.revision_name(revision)))
+
         try:
-            view: View = View.load(data)
-            if view.revision > last:
-                raise InvalidError(f"it is at revision {view.revision}, past the last file")
-            if any(c.revision != i for i, c in enumerate(view.commits, start=2)):
-                raise InvalidError("its revisions are not numbered 2, 3, ... in order")
-            with self._mu:
-                first = self._raw.get(job, {}).get(1)  # just read by _load_header
-            raw = {1: first if first is not None else self._raw_of(job, folder, 1)}
-            for revision in range(2, view.revision + 1):
-                raw[revision] = self._raw_of(job, folder, revision)
-            if data != _snapshot_bytes(raw[1], [raw[r] for r in range(2, view.revision + 1)]):
-                raise InvalidError("it differs from the revision files it stands for")
-            if view.header != header:
-                raise InvalidError("its header differs from revision 1")
+            view, raw = snapshot.check(data, header, last, raw_of)
         except InvalidError as err:
             self._problem(path, f"snapshot ignored: {err.message}")
             return None
@@ -373,9 +362,8 @@ class FileRecords:
             self._raw.setdefault(job, {}).update(raw)
         return view
 
-    def _raw_of(self, job: JobID, folder: Path, revision: int) -> bytes:
+    def _raw_of(self, job: JobID, path: str | Path) -> bytes:
         """The bytes of a revision file, which must exist."""
-        path = os.path.join(os.fspath(folder), fmt.revision_name(revision))
         data = fmt.read_bytes(path)
         if data is None:
             raise self._problem(path, "revision vanished while it was read")
@@ -412,12 +400,7 @@ class FileRecords:
     def _write_snapshot(self, job: JobID, folder: Path, view: View) -> None:
         with self._mu:
             raw = dict(self._raw.get(job, {}))
-        # The View's JSON, joined from the revisions' own bytes (dumping it whole costs more
-        # than the commit itself on a long record), so a reader can check it byte for byte.
-        data = _snapshot_bytes(
-            raw.get(1) or view.header.model_dump_json().encode(),
-            [raw.get(c.revision) or c.model_dump_json().encode() for c in view.commits],
-        )
+        data = snapshot.dump(view, raw)
         path = folder / fmt.SNAPSHOT
         try:
             fmt.replace(path, data)
@@ -479,7 +462,3 @@ class FileRecords:
             self._on_problem(Problem(path, detail))
         return InvalidError(f"{path}: {detail}")
 
-
-def _snapshot_bytes(header: bytes, commits: Sequence[bytes]) -> bytes:
-    """A snapshot's content: the View's JSON, joined from the revision files' bytes."""
-    return b'{"header":' + header + b',"commits":[' + b",".join(commits) + b"]}"
