@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from dispatch.cli.refs import complete_job, resolve
-from dispatch.cli.render import when
+from dispatch.cli.render import clean, when
 from dispatch.cli.session import (
     DURATION,
     Session,
@@ -72,7 +72,7 @@ def done(as_json: bool, act: Acting, action: str, line: str, **more: Any) -> Non
     if as_json:
         echo_json({"job": act.job, "action": action, "by": str(act.by), "message": line, **more})
     else:
-        click.echo(line)
+        click.echo(clean(line))
 
 
 @_verb("hold", "dispatch hold 7f3k --for 2h --reason 'dataset being rebuilt'")

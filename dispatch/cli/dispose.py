@@ -13,6 +13,7 @@ import click
 
 from dispatch.cli.act import Acting, done, reason_option
 from dispatch.cli.refs import complete_job, resolve
+from dispatch.cli.render import clean
 from dispatch.cli.session import (
     Session,
     actor_option,
@@ -136,7 +137,7 @@ def emergency_stop(
             }
         )
     else:
-        click.echo(line)
+        click.echo(clean(line))
     if live:
         fail(f"{len(live)} object(s) of job {job_id} still alive after the stop")
 

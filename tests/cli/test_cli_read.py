@@ -180,8 +180,13 @@ def test_terminal_escape_sequences_in_job_names_never_reach_the_terminal(tmp_pat
     sweeps(site)
     config = ["--config", str(site.config)]
     assert site.run(["hold", job, "--reason", "\x1b[31mred\nline", *config], env=ME).exit_code == 0
-    assert site.run(["cancel", job, "--as", "human:\x1b[5m", *config], env=ME).exit_code == 0
+    hostile_actor = ["--as", "human:\x1b[5m", *config]
+    assert site.run(["release", job, "--override", *hostile_actor], env=ME).exit_code == 0
+    assert site.run(["hold", job, *hostile_actor], env=ME).exit_code == 0
+    overriding = site.run(["release", job, "--override", *config], env=ME).stdout
+    assert site.run(["cancel", job, *hostile_actor], env=ME).exit_code == 0
     outputs = [
+        overriding,
         read(site, "status", job)[1],
         read(site, "list", "--all")[1],
         read(site, "escalations", job)[1],
@@ -189,8 +194,9 @@ def test_terminal_escape_sequences_in_job_names_never_reach_the_terminal(tmp_pat
     ]
     for text in outputs:
         assert not any(ord(c) < 32 and c != "\n" or 0x7F <= ord(c) <= 0x9F for c in text), text
-    assert "\\x1b]0;owned\\x07\\x1b[2J\\x9bfinetune" in outputs[0]
-    assert "\\x1b[31mred\\x0aline" in outputs[0]
+    assert "(overriding human:\\x1b[5m)" in outputs[0]
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x9bfinetune" in outputs[1]
+    assert "\\x1b[31mred\\x0aline" in outputs[1]
     # JSON stays exact: it is for programs, and escapes control characters by itself.
     assert json.loads(read(site, "status", job, "--json")[1])["name"] == evil
 
