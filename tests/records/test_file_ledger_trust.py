@@ -153,6 +153,26 @@ def test_a_ledger_whose_parent_belongs_to_another_user_is_refused(tmp_path: Path
     assert str(theirs) in str(err.value) and "nobody" in str(err.value)
 
 
+def test_a_parent_reached_through_a_symlink_is_checked_where_it_leads(tmp_path: Path) -> None:
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    (tmp_path / "mine").symlink_to(theirs)
+    FileRecords(tmp_path / "mine" / "ledger")
+    give_away(theirs)
+    with pytest.raises(RejectedError) as err:
+        FileRecords(tmp_path / "mine" / "ledger")
+    assert str(theirs) in str(err.value)
+
+
+def test_a_ledger_root_that_is_a_symlink_is_refused_naming_where_it_leads(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    FileRecords(real)
+    (tmp_path / "ledger").symlink_to(real)
+    with pytest.raises(RejectedError) as err:
+        FileRecords(tmp_path / "ledger")
+    assert "symbolic link" in str(err.value) and str(real) in str(err.value)
+
+
 # --- finding 2: no symbolic link is followed, and the snapshot is checked whole ----------------
 
 
