@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -70,8 +71,7 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
         cluster = live_cluster.cluster_env()
     except RuntimeError as err:
         pytest.fail(str(err))
-    folder = Path(f"/tmp/dispatch-cli-live-{tmp_path.name}")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = tmp_path
     sh = Shell(folder, cluster)
     sweeper = subprocess.Popen(
         [DISPATCH, "supervise", "--follow", "--every", "1s"],
@@ -119,6 +119,31 @@ def test_a_job_is_held_released_and_cancelled_from_the_shell(shell: Shell) -> No
     assert "hold by human:ada: dataset rebuild" in text
     assert "cancel by human:ada: wrong config" in text
     assert f"Slurm job {slurm_job} (first, authorized " in text
+    controller_down(shell, job)
+
+
+def controller_down(shell: Shell, job: str) -> None:
+    """With the controller unreachable (a slurm.conf naming a port nobody listens on), the
+    record still answers status and list, and says the scheduler is unreachable."""
+    etc = Path(shell.env["SLURM_CONF"]).parent
+    broken = shell.folder / "etc-down"
+    broken.mkdir(exist_ok=True)
+    for f in etc.iterdir():
+        text = f.read_text() if f.is_file() else ""
+        if f.name == "slurm.conf":
+            text = re.sub(r"(?m)^SlurmctldPort=.*$", "SlurmctldPort=6999", text)
+        (broken / f.name).write_text(text)
+    shell.config.write_text(
+        shell.config.read_text().replace(shell.env["SLURM_CONF"], str(broken / "slurm.conf"))
+    )
+    shell.env["SLURM_CONF"] = str(broken / "slurm.conf")
+    text = shell.run("status", job)
+    assert re.search(r"(?m)^state +cancelled$", text)
+    down = r"(?m)^scheduler now +unreachable \(.*Unable to contact slurm controller"
+    assert re.search(down, text)
+    listed = shell.attempt("list", "--all")
+    assert listed.returncode == 0 and listed.stdout.splitlines()[1].split()[0] == job
+    assert listed.stderr.startswith("note: the scheduler is unreachable")
 
 
 @pytest.mark.live
