@@ -21,11 +21,12 @@ from dispatch.cli.session import (
     Session,
     config_option,
     echo_json,
+    fail,
     json_option,
     refusals,
 )
 from dispatch.model.enums import State
-from dispatch.model.errors import DispatchError
+from dispatch.model.errors import DispatchError, InvalidError
 
 
 def _time(text: str | None) -> str:
@@ -152,11 +153,12 @@ def status(config: str | None, as_json: bool, job: str) -> None:
         session = Session(config)
         store = session.ledger
         job_id = resolve(store, job)
-        view = store.read(job_id)
         try:
-            story = Story.of(view, look(session.backend, [job_id]), now)
-        except DispatchError as err:
-            raise type(err)(damaged(str(store.root), job_id, err)) from None
+            view = store.read(job_id)
+            seen = look(session.backend, [job_id])
+            story = Story.of(view, seen, now)
+        except InvalidError as err:  # the record breaks the format or the protocol
+            fail(f"damaged record: {damaged(str(store.root), job_id, err)}")
         doc = document(story, now)
     if as_json:
         echo_json(doc)

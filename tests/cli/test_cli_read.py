@@ -170,6 +170,9 @@ def test_one_damaged_record_does_not_make_list_fail_entirely(tmp_path: Path) -> 
     assert [row.split()[0] for row in out.splitlines()[1:]] == [good]
     (line,) = err.splitlines()
     assert line.startswith("error: damaged record: ") and str(site.ledger / "jobs" / bad) in line
+    code, out, err = read(site, "status", bad)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: damaged record: ") and str(damaged) in err
 
 
 def test_terminal_escape_sequences_in_job_names_never_reach_the_terminal(tmp_path: Path) -> None:
