@@ -200,7 +200,7 @@ def _check_owner_and_mode(path: str | Path, st: os.stat_result, what: str, fix: 
     me = os.geteuid()
     if st.st_uid != me:
         raise RejectedError(
-            f"ledger {what} {path} belongs to {_owner(st.st_uid)}, not to you ({_owner(me)}): "
+            f"ledger {what} {path} belongs to {_owner(st.st_uid)}, not to you, {_owner(me)}: "
             "another user could have planted records in it; remove it if you know it, or "
             "choose another ledger path"
         )
@@ -344,13 +344,13 @@ def key_name(key: str) -> str:
 def prepare_root(root: Path) -> None:
     """Create the root private to its user, or refuse one that is not to be trusted: another
     user's, one others can write to, a symbolic link, or one whose parents others can change."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    check_parents(root)  # before the root is made: never make it where it could be swapped
     try:
-        root.parent.mkdir(parents=True, exist_ok=True)
         os.mkdir(root, 0o700)
         os.chmod(root, 0o700)
     except FileExistsError:
         pass
-    check_parents(root)
     if os.path.islink(root):
         raise RejectedError(
             f"ledger root {root} is a symbolic link; the ledger follows none: name the folder "
