@@ -4,6 +4,8 @@ scripts, the record enough to answer when the scheduler is not, and never a ledg
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -272,3 +274,22 @@ def test_logs_prints_what_a_submission_wrote(tmp_path: Path) -> None:
     assert read(site, "logs", job, "--submission", "1", "--follow")[1] == "epoch 1\nepoch 2\n"
     code, _, err = read(site, "logs", job, "--submission", "2")
     assert code == 1 and "no object of job" in err
+
+
+def test_logs_follow_prints_output_as_it_comes_until_the_execution_ends(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    (job,) = site.submit()
+    sweeps(site)
+    ref = site.cluster.observer.get(job).submissions[0].canonical
+    assert ref is not None
+    env = site.backend.env()
+    env.write(ref, "step 1\n")
+    got: list[tuple[int, str, str]] = []
+    follower = threading.Thread(target=lambda: got.append(read(site, "logs", job, "-f")))
+    follower.start()
+    time.sleep(1.5)
+    assert follower.is_alive()  # still following: the execution runs
+    env.write(ref, "step 2\n")
+    env.complete(ref)
+    follower.join(30)
+    assert got == [(0, "step 1\nstep 2\n", "")]
