@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.exceptions import NoArgsIsHelpError
 
 from dispatch.cli.act import VERBS
 from dispatch.cli.demo import run_demo
@@ -50,6 +51,9 @@ class _OneLineErrors(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
+        except NoArgsIsHelpError as err:  # `dispatch` alone: the overview, as git prints
+            click.echo(err.ctx.get_help() if err.ctx else "")
+            sys.exit(0)
         except click.UsageError as err:
             where = err.ctx.command_path if err.ctx else "dispatch"
             message = f"{err.format_message()} (see `{where} --help`)"

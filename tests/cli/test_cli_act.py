@@ -263,3 +263,13 @@ def test_every_verb_has_help_with_an_example(tmp_path: Path) -> None:
         result = site.run([verb, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.stdout and f"$ dispatch {verb} " in result.stdout
+
+
+def test_dispatch_alone_prints_the_overview_and_usage_errors_are_one_line(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    alone = site.run([])
+    assert alone.exit_code == 0 and "Act:        hold, release, cancel" in alone.stdout
+    for args, said in [(["nosuch"], "No such command 'nosuch'"), (["hold"], "Missing argument")]:
+        result = site.run(args)
+        assert result.exit_code == 2 and result.stderr.count("\n") == 1
+        assert result.stderr.startswith("error: ") and said in result.stderr
