@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dispatch.model import mutants
-from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
+from dispatch.model.errors import ConflictError, DispatchError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import ledger_format as fmt
@@ -109,8 +109,6 @@ class FileRecords:
             if claimed and self._header(job).options.idempotency_key != key:
                 self._free_key(key)
             raise ConflictError(f"job {job} already has a record")
-        with self._mu:
-            self._raw.setdefault(job, {})[1] = data
         view = View(header=header)
         self._remember(job, view, settled=False)
         return view
@@ -268,8 +266,8 @@ class FileRecords:
         for revision in range(2, last):
             if revision not in revisions:
                 raise self._problem(folder / fmt.revision_name(revision), "revision is missing")
-        header = self._load_header(job, folder / fmt.revision_name(1))
-        view = self._load_snapshot(job, folder, header, last) or View(header=header)
+        header, first = self._load_header(job, folder / fmt.revision_name(1))
+        view = self._load_snapshot(job, folder, header, first, last) or View(header=header)
         commits = list(view.commits)
         base = os.fspath(folder)  # plain strings: a Path per revision file costs more than its read
         for revision in range(view.revision + 1, last + 1):
@@ -304,21 +302,20 @@ class FileRecords:
             cached = self._cache.get(job)
         if cached is not None:
             return cached.header
-        return self._load_header(job, self._jobs / job / fmt.revision_name(1))
+        return self._load_header(job, self._jobs / job / fmt.revision_name(1))[0]
 
-    def _load_header(self, job: JobID, path: Path) -> Header:
+    def _load_header(self, job: JobID, path: Path) -> tuple[Header, bytes]:
+        """The header and the bytes of its file."""
         data = fmt.read_bytes(path)
         if data is None:
             raise NotFoundError(f"no record for job {job}")
-        with self._mu:
-            self._raw.setdefault(job, {})[1] = data
         try:
             header: Header = Header.load(data)
         except InvalidError as err:
             raise self._problem(path, f"not a record header: {err.message}") from None
         if header.job != job:
             raise self._problem(path, f"the header is of job {header.job!r}")
-        return header
+        return header, data
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
         return self._parse_commit(job, path, self._raw_of(job, path), revision)
@@ -334,7 +331,9 @@ class FileRecords:
             self._raw.setdefault(job, {})[revision] = data
         return commit
 
-    def _load_snapshot(self, job: JobID, folder: Path, header: Header, last: int) -> View | None:
+    def _load_snapshot(
+        self, job: JobID, folder: Path, header: Header, first: bytes, last: int
+    ) -> View | None:
         """The snapshot if it is exactly the revision files it stands for, byte for byte; one
         that is not is reported and skipped (a cache: the files are the record)."""
         path = folder / fmt.SNAPSHOT
@@ -345,11 +344,9 @@ class FileRecords:
             return None
         if data is None:
             return None
-        with self._mu:
-            first = self._raw.get(job, {}).get(1)  # just read by _load_header
 
         def raw_of(revision: int) -> bytes:
-            if revision == 1 and first is not None:
+            if revision == 1:
                 return first
             return self._raw_of(job, os.path.join(folder, fmt.revision_name(revision)))
 
@@ -358,6 +355,7 @@ class FileRecords:
         except InvalidError as err:
             self._problem(path, f"snapshot ignored: {err.message}")
             return None
+        del raw[1]  # the header's bytes are read again when a snapshot is written
         with self._mu:
             self._raw.setdefault(job, {}).update(raw)
         return view
@@ -400,12 +398,12 @@ class FileRecords:
     def _write_snapshot(self, job: JobID, folder: Path, view: View) -> None:
         with self._mu:
             raw = dict(self._raw.get(job, {}))
-        data = snapshot.dump(view, raw)
         path = folder / fmt.SNAPSHOT
         try:
-            fmt.replace(path, data)
+            first = self._raw_of(job, folder / fmt.revision_name(1))
+            fmt.replace(path, snapshot.dump(first, view, raw))
             fmt.remove_old_temps(folder)
-        except OSError as err:
+        except (OSError, DispatchError) as err:
             # The commit has landed; a snapshot only saves reading time.
             self._problem(path, f"snapshot not written: {err}")
 
@@ -461,4 +459,3 @@ class FileRecords:
         if self._on_problem is not None:
             self._on_problem(Problem(path, detail))
         return InvalidError(f"{path}: {detail}")
-

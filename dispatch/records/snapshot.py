@@ -19,13 +19,11 @@ def join(header: bytes, commits: Sequence[bytes]) -> bytes:
     return b'{"header":' + header + b',"commits":[' + b",".join(commits) + b"]}"
 
 
-def dump(view: View, raw: Mapping[int, bytes]) -> bytes:
-    """The snapshot of ``view``, from the revisions' bytes in ``raw`` where known (dumping a
-    long View whole costs more than the commit that makes a snapshot due)."""
-    return join(
-        raw.get(1) or view.header.model_dump_json().encode(),
-        [raw.get(c.revision) or c.model_dump_json().encode() for c in view.commits],
-    )
+def dump(header: bytes, view: View, raw: Mapping[int, bytes]) -> bytes:
+    """The snapshot of ``view``: ``header``, the bytes of revision 1, and each commit's bytes
+    from ``raw`` where known (dumping a long View whole costs more than the commit that makes a
+    snapshot due)."""
+    return join(header, [raw.get(c.revision) or c.model_dump_json().encode() for c in view.commits])
 
 
 def check(
