@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.cluster import new_backend
-from dispatch.model.errors import InvalidError, NotFoundError
+from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
 from dispatch.model.values import MAX_DURATION
 from dispatch.spi import Backend
 
@@ -183,7 +184,9 @@ def load(path: str | Path) -> Settings:
     if "\0" in str(path):
         raise InvalidError(f"config {_shown(str(path))}: a path cannot hold a NUL byte")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            _check_owner(path, os.fstat(f.fileno()))
+            raw = tomllib.loads(f.read().decode("utf-8"))
     except FileNotFoundError:
         raise InvalidError(f"config {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -191,6 +194,22 @@ def load(path: str | Path) -> Settings:
     except tomllib.TOMLDecodeError as err:
         raise InvalidError(f"config {path}: not valid TOML: {err}") from None
     return parse(raw, path)
+
+
+def _check_owner(path: Path, st: os.stat_result) -> None:
+    """Refuse a config another user could write: it names the commands your sweeps run."""
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        raise RejectedError(
+            f"config {path} belongs to uid {st.st_uid}, not to you (uid {me}) or root: its "
+            "owner chooses the commands your sweeps run; copy it to a file of your own"
+        )
+    mode = stat.S_IMODE(st.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RejectedError(
+            f"config {path} has mode {mode:o}: group or others can write to it and so choose "
+            f"the commands your sweeps run; run `chmod go-w {path}`"
+        )
 
 
 def parse(raw: Mapping[str, Any], path: Path) -> Settings:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -19,7 +21,7 @@ from dispatch.config import (
     settings_for,
     write_home_config,
 )
-from dispatch.model.errors import InvalidError
+from dispatch.model.errors import InvalidError, RejectedError
 
 DOC = Path(__file__).parent.parent / "docs" / "supervising.md"
 
@@ -187,3 +189,17 @@ def test_a_duration_without_a_unit_is_refused(text: str) -> None:
 def test_a_duration_past_a_year_or_infinite_is_refused(text: str) -> None:
     with pytest.raises(InvalidError, match="longer than the most allowed, 365d"):
         parse_duration(text)
+
+
+def test_a_config_another_user_owns_or_can_write_is_refused(tmp_path: Path) -> None:
+    """Whoever can write the config chooses the commands the sweeps run (deliver.command)."""
+    path = write(tmp_path, MINIMAL)
+    os.chown(path, pwd.getpwnam("nobody").pw_uid, -1)
+    with pytest.raises(RejectedError, match="belongs to uid"):
+        load(path)
+    os.chown(path, os.geteuid(), -1)
+    os.chmod(path, 0o666)
+    with pytest.raises(RejectedError, match=f"chmod go-w {path}"):
+        load(path)
+    os.chmod(path, 0o644)
+    load(path)
