@@ -225,6 +225,11 @@ class World:
         views: dict[JobID, View] = {}
         self._checking = True
         try:
+            # A job a person's supersede created is checked from the moment it exists: a sweep
+            # may carry it to its open before the person's call returns.
+            for job in self._reader.jobs(include_settled=True):
+                if job not in self.lineage:
+                    self.add_job(job, self._reader.read(job).header.supersedes)
             for job in self.job_ids:
                 views[job] = self._reader.read(job)
                 self.checker.record(job, views[job])

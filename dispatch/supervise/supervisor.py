@@ -41,8 +41,9 @@ Deliver = Callable[[JobID, Escalation], None]
 # How often a delivery mark is retried when other commits race it.
 DELIVERY_RETRIES = 4
 
-# Passes ``launch`` gives a new job: authorize, start, canonical and open take one each, and a
-# pass lost to a racing actor may need another.
+# Passes ``launch`` gives a new job, and rounds a sweep gives a job that moves: authorize,
+# start, canonical and open take one each (after an ending, observe and authorize share one),
+# and a pass lost to a racing actor may need another.
 LAUNCH_PASSES = 8
 
 
@@ -263,11 +264,8 @@ class Supervisor:
                     for job in asked:
                         report.failed[job] = f"the scheduler was not asked: {err}"
                     return report
-                for job, view in views.items():
-                    if deadline is not None and self.clock.now() >= deadline:
-                        report.not_reached.append(job)
-                        continue
-                    self._sweep_pass(job, token, view, found[job], report)
+                moved = self._round(views, found, token, report, deadline)
+                self._carry(moved, token, report, deadline)
                 for job, view in settled.items():
                     if deadline is not None and self.clock.now() >= deadline:
                         break
@@ -277,6 +275,54 @@ class Supervisor:
                     self.store.release(job, token)
                 report.finished = self.clock.now()
         return report
+
+    def _round(
+        self,
+        views: dict[JobID, View],
+        found: dict[JobID, Discovery],
+        token: str,
+        report: SweepReport,
+        deadline: datetime | None,
+    ) -> list[JobID]:
+        """One pass for each job in ``views``; the jobs whose pass moved them on."""
+        moved: list[JobID] = []
+        for job, view in views.items():
+            if deadline is not None and self.clock.now() >= deadline:
+                if job not in report.passed:
+                    report.not_reached.append(job)
+                continue
+            result = self._sweep_pass(job, token, view, found[job], report)
+            if result is not None and result.progressed and not result.settled:
+                moved.append(job)
+        return moved
+
+    def _carry(
+        self, moved: list[JobID], token: str, report: SweepReport, deadline: datetime | None
+    ) -> None:
+        """Carry the jobs that moved as far as they go in this sweep.
+
+        A job whose pass committed a stage may be ready for the next one now: after an ending,
+        the next submission's start; after a start, its canonical object and the open. Each
+        round keeps the pass's order: the records of the jobs that moved are read again, then
+        the scheduler is asked once for all of them, then each gets a pass. A job that only
+        waits drops out, so an idle sweep asks the scheduler once, as before.
+        """
+        for _ in range(LAUNCH_PASSES - 1):
+            if not moved:
+                return
+            views: dict[JobID, View] = {}
+            for job in moved:
+                try:
+                    views[job] = self.store.read(job)
+                except Exception as err:  # noqa: BLE001 - one job's trouble must not stop it
+                    report.failed[job] = _describe(err)
+            try:
+                found = find_all(self.backend, list(views)) if views else {}
+            except DispatchError as err:
+                # What moved is committed; the next tick looks again.
+                log.warning("a sweep's follow-up look failed, left for the next tick: %s", err)
+                return
+            moved = self._round(views, found, token, report, deadline)
 
     def _read_residuals(
         self, unsettled: set[JobID], report: SweepReport, settled: dict[JobID, View]
@@ -328,19 +374,23 @@ class Supervisor:
 
     def _sweep_pass(
         self, job: JobID, token: str, view: View, found: Discovery, report: SweepReport
-    ) -> None:
+    ) -> PassResult | None:
+        """One pass over ``job`` in a sweep, entered in ``report`` once however many rounds
+        it gets; None when it failed."""
         try:
             result = self.pass_once(job, token, view, found)
             if result.settled and not result.looked:
                 self._last_look(job)
         except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
             report.failed[job] = _describe(err)
-            return
-        report.passed.append(job)
-        if result.progressed:
+            return None
+        if job not in report.passed:
+            report.passed.append(job)
+        if result.progressed and job not in report.progressed:
             report.progressed.append(job)
         if result.settled:
             report.settled.append(job)
+        return result
 
 
 @contextlib.contextmanager
