@@ -26,9 +26,13 @@ from dispatch.config import config_path, embedded, load, write_home_config
 from dispatch.model.base import format_duration
 from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError
+from dispatch.records.contract import Stamped
 from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge, schedule
 
 _JOB = "dispatch.supervise.job"
+
+# How often --follow looks at the ledger between sweeps, in seconds.
+FOLLOW_LOOK = 1.0
 
 # How ``supervise JOB`` exits for each way a job ends, so a script can branch on it.
 EXIT_JOB_FAILED = 3
@@ -138,12 +142,21 @@ def _follow(config: str | None, every: timedelta | None) -> None:
         supervisor = session.supervisor()
         raise_open_file_limit()
         before = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        store = session.store
+        stamp = store.stamp if isinstance(store, Stamped) else None
         try:
+            seen: object = None
+            due = time.monotonic()
             while not stop.is_set():
-                began = time.monotonic()
-                report = supervisor.sweep(session.settings.sweep_budget)
-                show(report, json_out=False)
-                stop.wait(max(0.0, interval.total_seconds() - (time.monotonic() - began)))
+                # The ledger is looked at every second (no record is read, Slurm is not asked):
+                # a new job or a person's action is swept at once; otherwise every interval.
+                now = time.monotonic()
+                if now >= due or (stamp is not None and stamp() != seen):
+                    report = supervisor.sweep(session.settings.sweep_budget)
+                    show(report, json_out=False)
+                    seen = stamp() if stamp is not None else None
+                    due = now + interval.total_seconds()
+                stop.wait(max(0.0, min(FOLLOW_LOOK, due - time.monotonic())))
         finally:
             for s, handler in before.items():
                 signal.signal(s, handler)

@@ -25,6 +25,17 @@ from dispatch.model.values import Actor, JobID
 
 
 @runtime_checkable
+class Stamped(Protocol):
+    """A store that tells cheaply that something changed, without reading records: what lets
+    ``dispatch supervise --follow`` sweep within a second of a person's action."""
+
+    def stamp(self) -> object:
+        """A value equal to the last one until a job is created or settled, or an unsettled
+        record gets a revision."""
+        ...
+
+
+@runtime_checkable
 class Records(Protocol):
     """Where job records live."""
 

@@ -168,6 +168,18 @@ class FileRecords:
             found.append(name)
         return sorted(found)
 
+    def stamp(self) -> object:
+        """A value that changes when a job is created or settled, or an unsettled record gets a
+        revision, read without opening a record: one listing of the unsettled index and one
+        ``lstat`` per unsettled job folder (a new revision file changes its folder's time)."""
+        marks = []
+        for name in sorted(os.listdir(self._unsettled)):
+            try:
+                marks.append((name, os.lstat(self._jobs / name).st_mtime_ns))
+            except OSError:
+                marks.append((name, -1))
+        return tuple(marks)
+
     def find_key(self, key: str) -> JobID | None:
         """The job created with idempotency key ``key``, if any."""
         path = self._keys / fmt.key_name(key)

@@ -67,6 +67,11 @@ class MemoryRecords:
             self._settled.add(job)
         return revision
 
+    def stamp(self) -> object:
+        """A value that changes when a job is created or settled, or a record gets a revision."""
+        with self._mu:
+            return tuple(sorted((j, v.revision) for j, v in self._views.items()))
+
     def jobs(self, include_settled: bool = False) -> list[JobID]:
         """Unsettled job ids (and settled ones when asked), sorted."""
         with self._mu:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 from cli_setup import ADA, Site
 
 import dispatch
+from dispatch.records.file import FileRecords
 
 PATIENCE_SECONDS = 60
 
@@ -124,3 +126,38 @@ def test_follow_sweeps_until_a_signal_then_finishes_and_exits_0(
     assert proc.returncode == 0, err
     assert out == ""
     assert err.strip().endswith("stopped after finishing the sweep in progress")
+
+
+def _line_within(proc: subprocess.Popen[str], seconds: float) -> str:
+    """The next line ``proc`` prints, or the test fails after ``seconds``."""
+    assert proc.stdout is not None
+    ready, _, _ = select.select([proc.stdout], [], [], seconds)
+    assert ready, f"no line within {seconds}s"
+    return proc.stdout.readline()
+
+
+def test_follow_sweeps_at_once_when_a_job_is_submitted_or_a_person_acts(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path)
+    config = config_for_a_process(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dispatch.cli.main", "supervise", "--follow", "--every", "1h",
+         "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _line_within(proc, PATIENCE_SECONDS).startswith("swept 0 unsettled jobs")
+        # The next sweep is an hour away: only the ledger's change can bring it now.
+        (job,) = site.submit(1)
+        assert _line_within(proc, PATIENCE_SECONDS).startswith("swept 1 unsettled jobs")
+        site.cluster.operator.cancel(job, ADA, "not needed")
+        lines = [_line_within(proc, PATIENCE_SECONDS)]
+        while "1 settled" not in lines[-1]:
+            lines.append(_line_within(proc, PATIENCE_SECONDS))
+        assert FileRecords(site.ledger).jobs() == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=PATIENCE_SECONDS)
