@@ -201,8 +201,8 @@ def _check_owner_and_mode(path: str | Path, st: os.stat_result, what: str, fix: 
     if st.st_uid != me:
         raise RejectedError(
             f"ledger {what} {path} belongs to {_owner(st.st_uid)}, not to you, {_owner(me)}: "
-            "another user could have planted records in it; remove it if you know it, or "
-            "choose another ledger path"
+            "another user could have planted records in it; choose another ledger path, or "
+            "remove it once you know what it holds"
         )
     mode = stat.S_IMODE(st.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
