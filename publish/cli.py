@@ -25,6 +25,7 @@ from publish.config import Config, load_config
 from publish.connect import check_bucket, open_store
 from publish.epoch import Epoch
 from publish.errors import PublishError
+from publish.inputs import check_text
 from publish.layout import parse_step
 from publish.probe import probe as run_probe
 from publish.prune import prune as run_prune
@@ -38,15 +39,42 @@ EXIT_PROBE_FAILED = 8
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _PathType(click.ParamType[Path]):
+    """A path taken as given: unlike click.Path it makes no system call (a path holding a NUL
+    byte must reach `_handled`'s check, not crash os.stat)."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Path:
+        return value if isinstance(value, Path) else Path(value)
+
+
+PATH = _PathType()
+
+# The option (or argument) each command parameter comes from, for messages.
+_FIELDS = {"store_url": "--store", "endpoint_url": "--endpoint-url", "config_path": "--config",
+           "epoch_text": "--epoch", "step_text": "--step", "folder": "FOLDER", "into": "--into"}
+
+
+def _one_line(message: str) -> str:
+    """The message as one printable line: line breaks and undecodable bytes escaped."""
+    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _handled(command: F) -> F:
-    """Turn a PublishError into its one-line message and exit code."""
+    """Check the arguments for NUL bytes; turn a PublishError into one line and its exit code."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            for name, value in kwargs.items():
+                if isinstance(value, str | Path):
+                    check_text(_FIELDS.get(name, name), str(value))
             return command(*args, **kwargs)
         except PublishError as exc:
-            click.echo(f"publish: {exc}", err=True)
+            click.echo(f"publish: {_one_line(str(exc))}", err=True)
             sys.exit(exc.exit_code)
 
     return wrapper  # type: ignore[return-value]
@@ -60,7 +88,7 @@ def _store_options(command: F) -> F:
         click.option("--endpoint-url", envvar="PUBLISH_ENDPOINT_URL", default=None,
                      help="endpoint of an S3-compatible store [PUBLISH_ENDPOINT_URL]"),
         click.option("--config", "config_path", envvar="PUBLISH_CONFIG", default=None,
-                     type=click.Path(path_type=Path),
+                     type=PATH,
                      help="TOML file: credential sources, proxy, region [PUBLISH_CONFIG]"),
     ]
     for option in reversed(options):
@@ -98,7 +126,7 @@ def main(verbose: int) -> None:
 @main.command()
 @_store_options
 @_epoch_option
-@click.option("--into", type=click.Path(path_type=Path), default=None,
+@click.option("--into", type=PATH, default=None,
               help="download the publication into this (empty or new) folder")
 @click.option("--json", "as_json", is_flag=True, help="print epoch, step, files as JSON")
 @_handled
@@ -123,7 +151,7 @@ def resolve(store_url: str, endpoint_url: str | None, config_path: Path | None,
 @main.command()
 @_store_options
 @_epoch_option
-@click.argument("folder", type=click.Path(path_type=Path))
+@click.argument("folder", type=PATH)
 @click.option("--step", "step_text", required=True, help="the training step of this save")
 @_handled
 def save(store_url: str, endpoint_url: str | None, config_path: Path | None,
@@ -139,7 +167,7 @@ def save(store_url: str, endpoint_url: str | None, config_path: Path | None,
 @main.command()
 @_store_options
 @_epoch_option
-@click.argument("folder", type=click.Path(path_type=Path))
+@click.argument("folder", type=PATH)
 @click.option("--interval", default=5.0, show_default=True, help="seconds between scans")
 @click.option("--once", is_flag=True, help="publish what is complete now, then exit")
 @_handled

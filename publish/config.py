@@ -30,6 +30,7 @@ from typing import Any
 
 from publish.credentials import CredentialSource, EnvSource, FileSource
 from publish.errors import InvalidInput
+from publish.inputs import check_text, shown
 from publish.proxy import ProxyRule
 from publish.vault import VaultSource
 
@@ -49,7 +50,7 @@ def _text(entry: dict[str, Any], key: str, where: str) -> str:
     value = entry.get(key)
     if not isinstance(value, str) or not value:
         raise InvalidInput(f"{where}: '{key}' must be a non-empty string")
-    return value
+    return check_text(f"{where}: '{key}'", value)
 
 
 def _source(entry: dict[str, Any], index: int, proxy: ProxyRule) -> CredentialSource:
@@ -83,19 +84,27 @@ def load_config(path: Path | None) -> Config:
     """Read the configuration file, or the default (environment only) when path is None."""
     if path is None:
         return Config(sources=(EnvSource(),))
+    where = shown(path)
     try:
-        body = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise InvalidInput(f"cannot read configuration {path}: {exc}") from exc
+        body = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read configuration {where}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidInput(f"configuration {where} is not UTF-8 text; save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"configuration {where} is not valid TOML: {exc}") from None
     explicit = body.get("proxy")
     if explicit is not None and not isinstance(explicit, str):
-        raise InvalidInput(f"{path}: 'proxy' must be a string")
+        raise InvalidInput(f"{where}: 'proxy' must be a string")
+    if explicit is not None:
+        check_text(f"{where}: 'proxy'", explicit)
     proxy = ProxyRule.from_env(explicit)
     entries = body.get("credentials", [{"source": "env"}])
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise InvalidInput(f"{path}: 'credentials' must be a list of tables")
+        raise InvalidInput(f"{where}: 'credentials' must be a list of tables")
     sources = tuple(_source(entry, index, proxy) for index, entry in enumerate(entries))
     region = body.get("region", DEFAULT_REGION)
     if not isinstance(region, str):
-        raise InvalidInput(f"{path}: 'region' must be a string")
+        raise InvalidInput(f"{where}: 'region' must be a string")
+    check_text(f"{where}: 'region'", region)
     return Config(sources=sources, proxy=proxy, region=region)

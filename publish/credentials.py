@@ -15,6 +15,10 @@ from pathlib import Path
 from typing import Protocol
 
 from publish.errors import CredentialsUnavailable
+from publish.inputs import shown
+
+# A credentials file holds three short lines; anything far larger is the wrong file.
+_LIMIT = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -72,29 +76,50 @@ class FileSource:
     name: str = "file"
 
     def load(self) -> Credentials:
-        """Read the file after checking its permissions."""
+        """Read the file after checking its permissions (of the file opened, not the path)."""
+        where = shown(self.path)
         try:
-            mode = self.path.stat().st_mode
+            # A symlink is allowed (Kubernetes mounts secrets as links); what it opens is checked.
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as exc:
-            raise SourceFailed(f"cannot read {self.path}: {exc.strerror}") from None
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise SourceFailed(
-                f"{self.path} is accessible by group or others (mode {stat.S_IMODE(mode):o}); "
-                "chmod 600 it"
-            )
+            raise SourceFailed(f"cannot read {where}: {exc.strerror}") from None
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise SourceFailed(f"{where} is a folder; point 'path' at the credentials file")
+            if not stat.S_ISREG(info.st_mode):
+                raise SourceFailed(f"{where} is not a regular file")
+            mode = info.st_mode
+            if mode & (stat.S_IRWXG | stat.S_IRWXO):
+                raise SourceFailed(
+                    f"{where} is accessible by group or others (mode {stat.S_IMODE(mode):o}); "
+                    "chmod 600 it"
+                )
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                raw = handle.read(_LIMIT + 1)
+        except OSError as exc:
+            raise SourceFailed(f"cannot read {where}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        if len(raw) > _LIMIT:
+            raise SourceFailed(f"{where} is larger than {_LIMIT} bytes; is it the right file?")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SourceFailed(f"{where} is not UTF-8 text; write it as UTF-8") from None
         values: dict[str, str] = {}
-        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
+        for number, line in enumerate(text.splitlines(), start=1):
             text = line.strip()
             if not text or text.startswith("#"):
                 continue
             name, sep, value = text.partition("=")
             if not sep:
-                raise SourceFailed(f"{self.path} line {number} is not 'name = value'")
+                raise SourceFailed(f"{where} line {number} is not 'name = value'")
             values[name.strip()] = value.strip()
         key = values.get("access_key_id")
         secret = values.get("secret_access_key")
         if not key or not secret:
-            raise SourceFailed(f"{self.path} lacks access_key_id or secret_access_key")
+            raise SourceFailed(f"{where} lacks access_key_id or secret_access_key")
         return Credentials(key, secret, values.get("session_token") or None, self.name)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from publish.errors import InvalidInput
+from publish.inputs import shown, shown_number
 
 # Both parts must stay below 1,000,000 so that packing them in one integer keeps (N, R) order.
 PART_LIMIT = 1_000_000
@@ -24,14 +25,14 @@ class Epoch:
 
     def __post_init__(self) -> None:
         if not 0 <= self.value <= MAX_EPOCH:
-            raise InvalidInput(f"epoch {self.value} is outside 0..{MAX_EPOCH}")
+            raise InvalidInput(f"epoch {shown_number(self.value)} is outside 0..{MAX_EPOCH}")
 
     @classmethod
     def of(cls, submission: int, restart: int) -> Epoch:
         """The epoch of restart `restart` of submission `submission`."""
         for name, part in (("submission", submission), ("restart", restart)):
             if not 0 <= part < PART_LIMIT:
-                raise InvalidInput(f"{name} {part} is outside 0..{PART_LIMIT - 1}")
+                raise InvalidInput(f"{name} {shown_number(part)} is outside 0..{PART_LIMIT - 1}")
         return cls(submission * PART_LIMIT + restart)
 
     @classmethod
@@ -39,7 +40,12 @@ class Epoch:
         """Read an epoch from decimal text, refusing anything else with a clear message."""
         stripped = text.strip()
         if not stripped.isdigit() or not stripped.isascii():
-            raise InvalidInput(f"epoch {text!r} is not a non-negative decimal integer")
+            raise InvalidInput(f"epoch {shown(text)} is not a non-negative decimal integer")
+        if len(stripped.lstrip("0")) > len(str(MAX_EPOCH)):
+            raise InvalidInput(
+                f"epoch {shown(text)} is above the largest epoch {MAX_EPOCH}; give "
+                "N*1000000+R with N and R below 1000000 (slurm_helpers/jobenv.sh computes it)"
+            )
         return cls(int(stripped))
 
     @classmethod

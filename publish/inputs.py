@@ -19,6 +19,14 @@ def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
     return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+def shown_number(value: int) -> str:
+    """An integer for a message; one too long to print (Python refuses above 4300 digits) is
+    described by its size instead."""
+    if value.bit_length() <= 256:
+        return str(value)
+    return f"of {value.bit_length()} bits"
+
+
 def check_text(field: str, value: str) -> str:
     """Refuse a value that holds a NUL byte (no path or name can); return it unchanged."""
     if "\0" in value:

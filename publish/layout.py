@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from publish.epoch import MAX_EPOCH, Epoch
 from publish.errors import InvalidInput
+from publish.inputs import shown, shown_number
 
 EPOCH_DIGITS = 12
 STEP_DIGITS = 15
@@ -35,10 +36,10 @@ def parse_step(text: str) -> int:
     """A step from decimal text; refused unless it is a non-negative integer in range."""
     stripped = text.strip()
     if not stripped.isascii() or not stripped.isdigit():
-        raise InvalidInput(f"step {text!r} is not a non-negative decimal integer")
+        raise InvalidInput(f"step {shown(text)} is not a non-negative decimal integer")
+    if len(stripped.lstrip("0")) > STEP_DIGITS:
+        raise InvalidInput(f"step {shown(text)} is above the largest step {MAX_STEP}")
     step = int(stripped)
-    if step > MAX_STEP:
-        raise InvalidInput(f"step {step} is above the largest step {MAX_STEP}")
     return step
 
 
@@ -51,7 +52,7 @@ class PublicationId:
 
     def __post_init__(self) -> None:
         if not 0 <= self.step <= MAX_STEP:
-            raise InvalidInput(f"step {self.step} is outside 0..{MAX_STEP}")
+            raise InvalidInput(f"step {shown_number(self.step)} is outside 0..{MAX_STEP}")
 
     @property
     def name(self) -> str:

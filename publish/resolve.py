@@ -26,7 +26,7 @@ from publish.layout import PublicationId
 from publish.log import Committed, entries, read_committed
 from publish.manifest import Manifest, sha256_of
 from publish.progress import Progress
-from publish.store import MissingObject, Store
+from publish.store import DestinationUnwritable, MissingObject, Store
 
 log = logging.getLogger("publish.resolve")
 
@@ -93,7 +93,11 @@ def _download(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    (staging / MARKER).write_text(manifest.publication.name + "\n", encoding="utf-8")
+    try:
+        (staging / MARKER).write_text(manifest.publication.name + "\n", encoding="utf-8")
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise DestinationUnwritable.of(staging / MARKER, exc) from None
     try:
         if into.exists():
             into.rmdir()  # the empty folder the caller named; another resolver may fill it
@@ -108,9 +112,9 @@ def _download(
 
 
 def _check_stored(store: Store, committed: Committed) -> None:
-    """Refuse a publication whose data objects are missing or of the wrong size (one listing)."""
+    """Refuse a publication whose data objects are missing or of the wrong size (a HEAD each)."""
     prefix = committed.entry.data_prefix
-    stored = store.sizes(prefix)
+    stored = store.sizes([prefix + item.path for item in committed.manifest.files])
     for item in committed.manifest.files:
         if stored.get(prefix + item.path) != item.size:
             raise CorruptPublication(f"{item.path} is missing or has the wrong size")
@@ -128,7 +132,10 @@ def _use(
     store: Store, committed: Committed, into: Path | None, stream: TextIO | None
 ) -> Resolved:
     if into is not None:
-        into.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            into.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DestinationUnwritable.of(into.parent, exc) from None
         if not _holds(into, committed):
             if (into / MARKER).is_file():
                 raise InvalidInput(

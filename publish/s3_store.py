@@ -26,7 +26,7 @@ from publish.credentials import Credentials
 from publish.errors import InvalidInput, StoreUnavailable
 from publish.proxy import ProxyRule
 from publish.savefolder import SaveFile
-from publish.store import MissingObject, ProgressCallback
+from publish.store import DestinationUnwritable, MissingObject, ProgressCallback
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -168,8 +168,8 @@ class S3Store:
 
         def one(pair: tuple[str, Path]) -> None:
             key, path = pair
-            path.parent.mkdir(parents=True, exist_ok=True)
             try:
+                path.parent.mkdir(parents=True, exist_ok=True)
                 self.client.download_file(
                     self.location.bucket, self._key(key), str(path),
                     Callback=progress, Config=self.transfer,
@@ -180,6 +180,8 @@ class S3Store:
                 raise self._fail("download of", key, exc) from exc
             except botocore.exceptions.BotoCoreError as exc:
                 raise self._fail("download of", key, exc) from exc
+            except OSError as exc:  # the local side: a full disk, say
+                raise DestinationUnwritable.of(path, exc) from None
 
         with ThreadPoolExecutor(max_workers=FILES_AT_ONCE) as pool:
             for _ in pool.map(one, pairs):
@@ -222,34 +224,41 @@ class S3Store:
         except botocore.exceptions.BotoCoreError as exc:
             raise self._fail("get of", key, exc) from exc
 
-    def _pages(self, prefix: str, start_after: str | None) -> Iterator[list[Any]]:
+    def list_keys(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
+        """ListObjectsV2, one request per page of up to 1,000 keys, fetched as iterated."""
         request: dict[str, Any] = {"Bucket": self.location.bucket, "Prefix": self._key(prefix)}
         if start_after is not None:
             request["StartAfter"] = self._key(start_after)
+        cut = len(self.location.prefix)
         while True:
             try:
                 reply = self.client.list_objects_v2(**request)
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise self._fail("listing of", prefix, exc) from exc
-            yield list(reply.get("Contents", []))
+            for item in reply.get("Contents", []):
+                yield item["Key"][cut:]
             token = reply.get("NextContinuationToken")
             if not reply.get("IsTruncated") or not token:
                 return
             request["ContinuationToken"] = token
             request.pop("StartAfter", None)
 
-    def list_keys(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
-        """ListObjectsV2, one request per page of up to 1,000 keys, fetched as iterated."""
-        cut = len(self.location.prefix)
-        for page in self._pages(prefix, start_after):
-            for item in page:
-                yield item["Key"][cut:]
+    def sizes(self, keys: Sequence[str]) -> dict[str, int]:
+        """HeadObject of each key, several at once: its ContentLength, or nothing on 404."""
 
-    def sizes(self, prefix: str) -> dict[str, int]:
-        """ListObjectsV2 of the prefix: each key's Size."""
-        cut = len(self.location.prefix)
-        return {item["Key"][cut:]: int(item["Size"])
-                for page in self._pages(prefix, None) for item in page}
+        def one(key: str) -> tuple[str, int | None]:
+            try:
+                reply = self.client.head_object(Bucket=self.location.bucket, Key=self._key(key))
+            except botocore.exceptions.ClientError as exc:
+                if self._missing(exc):
+                    return key, None
+                raise self._fail("head of", key, exc) from exc
+            except botocore.exceptions.BotoCoreError as exc:
+                raise self._fail("head of", key, exc) from exc
+            return key, int(reply["ContentLength"])
+
+        with ThreadPoolExecutor(max_workers=FILES_AT_ONCE) as pool:
+            return {key: size for key, size in pool.map(one, keys) if size is not None}
 
     def delete(self, key: str) -> None:
         """DeleteObject (absent keys succeed, as S3 does)."""

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import TextIO
 
 from publish.epoch import Epoch
-from publish.errors import CommitConflict, CorruptPublication, InvalidInput
+from publish.errors import (
+    CommitConflict,
+    CorruptPublication,
+    Fenced,
+    InvalidInput,
+    StoreUnavailable,
+)
 from publish.layout import PublicationId
 from publish.log import Committed, LogEntry, check_not_fenced, read_committed
 from publish.manifest import Manifest, build_manifest
@@ -31,9 +37,12 @@ def _same_files(a: Manifest, b: Manifest) -> bool:
 
 def _discard(store: Store, entry: LogEntry, manifest: Manifest) -> None:
     """Remove an upload that was never committed (best effort; it is invisible anyway)."""
-    for item in manifest.files:
-        store.delete(entry.data_prefix + item.path)
-    store.delete(entry.manifest_key)
+    try:
+        for item in manifest.files:
+            store.delete(entry.data_prefix + item.path)
+        store.delete(entry.manifest_key)
+    except StoreUnavailable as exc:
+        log.warning("could not remove the uncommitted upload %s: %s", entry.data_prefix, exc)
 
 
 def save(
@@ -73,18 +82,25 @@ def _publish(
     manifest_bytes = manifest.to_json()
     entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
     progress = Progress(f"upload {publication.name}", sum(f.size for f in manifest.files), stream)
-    store.put_files([(entry.data_prefix + item.relative, item) for item in opened.files],
-                    progress)
-    progress.finish()
     try:
+        store.put_files([(entry.data_prefix + item.relative, item) for item in opened.files],
+                        progress)
+        progress.finish()
         opened.check_unchanged()  # the uploaded bytes are the hashed bytes
-    except InvalidInput:
+        store.put_bytes(entry.manifest_key, manifest_bytes)
+        check_not_fenced(store, epoch)
+    except (InvalidInput, StoreUnavailable, Fenced):
+        # Nothing was committed: leave nothing behind to fill a full store further.
         _discard(store, entry, manifest)
         raise
-    store.put_bytes(entry.manifest_key, manifest_bytes)
-
-    check_not_fenced(store, epoch)
-    if store.create_exclusive(publication.log_key, entry.to_json()):
+    try:
+        committed = store.create_exclusive(publication.log_key, entry.to_json())
+    except StoreUnavailable:
+        # A commit whose reply was lost may have landed: discard only when surely absent.
+        if _surely_absent(store, publication.log_key):
+            _discard(store, entry, manifest)
+        raise
+    if committed:
         log.info("published %s from %s", publication.name, opened.folder)
         return manifest
     # The key exists: our own put may have landed before a lost reply, or another writer won.
@@ -100,6 +116,16 @@ def _publish(
     if winner is None:
         raise CommitConflict(f"{publication.name}: the store refused the commit but holds none")
     return winner.manifest
+
+
+def _surely_absent(store: Store, key: str) -> bool:
+    try:
+        store.get_bytes(key)
+    except MissingObject:
+        return True
+    except StoreUnavailable:
+        return False
+    return False
 
 
 def _is_ours(store: Store, entry: LogEntry) -> bool:

@@ -5,11 +5,13 @@ Keys are relative POSIX paths ('log/…', 'data/…'); a store maps them under i
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from publish.errors import PublishError
+from publish.inputs import shown
 from publish.savefolder import SaveFile
 
 #: Called with a number of bytes each time a transfer moves them.
@@ -18,6 +20,17 @@ ProgressCallback = Callable[[int], None]
 
 class MissingObject(PublishError):
     """The key does not exist in the store."""
+
+
+class DestinationUnwritable(PublishError):
+    """A downloaded file cannot be written where it was asked to go (exit 1)."""
+
+    @classmethod
+    def of(cls, path: Path, exc: OSError) -> DestinationUnwritable:
+        """The error for `path`, saying what to do when the local disk is full."""
+        advice = ("free space there or resolve into a folder on another disk"
+                  if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check that folder")
+        return cls(f"cannot write {shown(path)}: {exc.strerror}; {advice}")
 
 
 class Store(Protocol):
@@ -57,8 +70,8 @@ class Store(Protocol):
         """Keys under prefix in ascending order, after start_after; one request per page."""
         ...
 
-    def sizes(self, prefix: str) -> dict[str, int]:
-        """Size in bytes of every object under prefix, by key; one listing (a page per 1,000)."""
+    def sizes(self, keys: Sequence[str]) -> dict[str, int]:
+        """Size in bytes of each of `keys` that exists (absent ones are left out)."""
         ...
 
     def delete(self, key: str) -> None:
