@@ -1,4 +1,5 @@
-"""The conformance suite passes against the memory adapter (both shapes) and the live cluster."""
+"""The conformance suite passes against the memory adapter (both shapes) and the live cluster
+(through the local CLI, or over ssh with ``SLURM_LIVE_TRANSPORT=ssh``: ``tests/live_ssh.py``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import live_ssh
 import pytest
 from live_cluster import cluster_env, wait_for
 
@@ -70,10 +72,9 @@ def live_env() -> dict[str, str]:
 @pytest.fixture
 def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
     from dispatch.adapters.slurm.backend import SlurmBackend
-    from dispatch.adapters.slurm.run import CommandRunner
     from dispatch.adapters.slurm.settings import Settings
 
-    backend = SlurmBackend(CommandRunner(env=live_env, timeout=60), Settings(transport="cli"))
+    backend = SlurmBackend(live_ssh.live_runner((), live_env), Settings(transport="cli"))
     out = dict(working_directory=str(tmp_path), output_path=str(tmp_path / "out-%j.txt"))
     h = Harness(
         backend=backend,

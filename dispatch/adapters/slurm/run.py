@@ -3,12 +3,14 @@
 ``CommandRunner`` runs one command line, locally or under a prefix (``ssh HOST``, ``chroot
 DIR``, ...), each call with a timeout, and translates what went wrong into dispatch errors in
 this one place: a call with an effect whose reply is lost (timeout, broken SSH connection) is
-``OutcomeUnknownError``; a read that fails is ``UnreachableError``. ``PyslurmReader`` reads the
-same jobs in-process through pyslurm.
+``OutcomeUnknownError``; a read that fails, and any call whose ssh session never started (no
+connection, host key refused, key not accepted), is ``UnreachableError``. ``PyslurmReader``
+reads the same jobs in-process through pyslurm.
 """
 
 from __future__ import annotations
 
+import locale
 import os
 import shlex
 import shutil
@@ -22,14 +24,26 @@ from dispatch.model.errors import (
     OutcomeUnknownError,
     UnavailableError,
     UnreachableError,
-    UnsupportedError,
 )
+from dispatch.model.values import SHELL_NAME
 
 # Times printed as epoch seconds, so parsing never depends on the cluster's time zone.
 CLIENT_ENV = {"SLURM_TIME_FORMAT": "%s"}
 
 # ssh reports its own failure (no connection, lost connection) with exit status 255.
 SSH_FAILED = 255
+# What OpenSSH's client prints when it failed before the remote command could start: the
+# command certainly did not run, so even an effect is unreachable, not outcome-unknown.
+SSH_NEVER_STARTED = (
+    "connect to host",
+    "could not resolve hostname",
+    "host key verification failed",
+    "host key is known",
+    "remote host identification has changed",
+    "permission denied (",
+    "kex_exchange_identification",
+    "no route to host",
+)
 
 # Enters the submitter's folder, then runs the rest of its arguments, inside whatever the
 # prefix leads to (a chroot has its own view of the folders). Exit 97 says the folder is gone.
@@ -38,6 +52,34 @@ ENTER_FOLDER = (
     'exit 97; }; shift; exec "$@"'
 )
 FOLDER_GONE = 97
+# How text=True encodes stdin, so a length counted here is the length the far end reads.
+ENCODING = locale.getpreferredencoding(False)
+
+# Over ssh the submitter's environment travels on stdin ahead of the script, never on a
+# command line (which every user of the login node could read): a first line with the byte
+# length of the environment text, then that text (``export NAME='value'`` lines, quoted here),
+# which this shell evaluates before it enters the folder; sbatch reads the rest, the script.
+# Exit 96 says the environment did not arrive whole.
+READ_ENVIRONMENT = (
+    'IFS= read -r n && env_text=$(head -c "$n") && eval "$env_text" || '
+    '{ echo "dispatch: the submit environment did not arrive whole" >&2; exit 96; }; '
+    "unset n env_text; "
+)
+ENVIRONMENT_LOST = 96
+# Variables bash keeps read-only: a ``/bin/sh`` that is bash (RHEL) would stop on exporting
+# them, and they describe the submitter's shell, not the job.
+SHELL_READONLY = frozenset({"BASHOPTS", "BASH_VERSINFO", "EUID", "PPID", "SHELLOPTS", "UID"})
+
+
+def environment_text(environment: dict[str, str]) -> str:
+    """The submitter's environment as ``export`` lines for ``READ_ENVIRONMENT``; names that
+    are not shell names (exported bash functions, ``BASH_FUNC_f%%``) cannot be set by a POSIX
+    shell and are left out, as are bash's read-only ones."""
+    return "".join(
+        f"export {k}={shlex.quote(v)}\n"
+        for k, v in sorted(environment.items())
+        if SHELL_NAME.fullmatch(k) and k not in SHELL_READONLY
+    )
 
 
 @dataclass(frozen=True)
@@ -76,8 +118,19 @@ class CommandRunner:
 
     @classmethod
     def ssh(cls, host: str, *, timeout: float = 60.0, options: Sequence[str] = ()) -> CommandRunner:
-        """Commands on ``host`` over ssh (BatchMode: never waits for a password)."""
-        prefix = ("ssh", "-o", "BatchMode=yes", *options, host)
+        """Commands on ``host`` over ssh: BatchMode (never waits for a password) and strict
+        host key checking, both ahead of ``options`` (ssh keeps the first value it is given,
+        so no option can turn them off)."""
+        prefix = (
+            "ssh",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            *options,
+            "--",
+            host,
+        )
         return cls(prefix=prefix, quote=True, timeout=timeout)
 
     def command_line(self, argv: Sequence[str]) -> list[str]:
@@ -99,21 +152,40 @@ class CommandRunner:
         """Run ``argv`` as its submitter would have: in ``folder``, with exactly
         ``environment`` (plus this runner's own settings for reaching Slurm), ``stdin`` fed in.
 
-        Always an effect. The environment travels as the process environment, never on a
-        command line, so other users cannot read it from the process table.
+        Always an effect. The environment travels as the process environment (over ssh: on
+        stdin, ahead of the script, into an emptied environment), never on a command line, so
+        other users cannot read it from the process table.
         """
+        env = {**environment, **self.env}
+        line = self.submitter_line(argv, folder)
         if self.quote:
-            raise UnsupportedError(
-                "a batch-script job needs the local command-line transport (or a local prefix): "
-                "over ssh the submitter's environment cannot be passed on"
-            )
+            text = environment_text(env)
+            framed = f"{len(text.encode(ENCODING))}\n{text}{stdin}"
+            return self._run(line, argv, effect=True, env=None, stdin=framed)
+        return self._run(line, argv, effect=True, env=env, stdin=stdin)
+
+    def submitter_line(self, argv: Sequence[str], folder: str) -> list[str]:
+        """The command line ``run_as_submitter`` starts: the folder and ``argv``, never a
+        value of the environment."""
+        if self.quote:
+            remote = [
+                "env",
+                "-i",
+                "/bin/sh",
+                "-c",
+                READ_ENVIRONMENT + ENTER_FOLDER,
+                "dispatch-submit",
+                folder,
+                *self.program(argv),
+            ]
+            return [*self.prefix, shlex.join(remote)]
         # The prefix is the supervisor's program, found on its own PATH, not the submitter's.
         head = (
             [shutil.which(self.prefix[0]) or self.prefix[0], *self.prefix[1:]]
             if self.prefix
             else []
         )
-        line = [
+        return [
             *head,
             "/bin/sh",
             "-c",
@@ -122,8 +194,6 @@ class CommandRunner:
             folder,
             *self.program(argv),
         ]
-        env = {**environment, **self.env}
-        return self._run(line, argv, effect=True, env=env, stdin=stdin)
 
     def _run(
         self,
@@ -158,6 +228,8 @@ class CommandRunner:
             raise UnreachableError(f"cannot run {line[0]!r}: {err.strerror}") from None
         if self.quote and done.returncode == SSH_FAILED:
             detail = done.stderr.strip()[:200]
+            if any(w in done.stderr.lower() for w in SSH_NEVER_STARTED):
+                raise UnreachableError(f"{what}: ssh could not start it ({detail})")
             if effect:
                 raise OutcomeUnknownError(
                     f"{what}: the connection failed ({detail}); it may or may not have acted"

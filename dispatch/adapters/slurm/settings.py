@@ -64,7 +64,12 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise InvalidError(f"slurm setting 'timeout' = {timeout!r}: expected positive seconds")
     ssh_host = raw.get("ssh_host", "")
-    if not isinstance(ssh_host, str):
+    # A leading "-" would be read by ssh as an option (say -oProxyCommand=...), not a host.
+    if (
+        not isinstance(ssh_host, str)
+        or ssh_host.startswith("-")
+        or any(c.isspace() for c in ssh_host)
+    ):
         raise InvalidError(f"slurm setting 'ssh_host' = {ssh_host!r}: expected a host name")
     since = raw.get("history_since", Settings.history_since)
     if not isinstance(since, str) or not since:
@@ -74,6 +79,10 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
         value = raw.get(key, "")
         if not isinstance(value, str) or (value and not value.startswith("/")):
             raise InvalidError(f"slurm setting {key!r} = {value!r}: expected an absolute path")
+        # Behind a prefix the commands run as `env NAME=VALUE ... PROGRAM`: env would take a
+        # program path holding "=" for one more variable.
+        if key == "commands" and "=" in value:
+            raise InvalidError(f"slurm setting 'commands' = {value!r}: a path without '='")
         paths[key] = value
     s = Settings(
         **paths,

@@ -6,7 +6,9 @@ sbatch/squeue/sacct/scontrol/scancel through the adapter's CLI transport. Waits 
 scheduler with a bound; nothing asserts on elapsed time. With ``SLURM_CAPTURE=1`` the adapter's
 own squeue and sacct output is written to ``data/<release>/adapter/`` for the parser tests.
 With ``SLURM_LIVE_PREFIX`` the same tests run through the prefix transport against another
-release (see docs/slurm-mapping.md); the local cluster is then not started.
+release (see docs/slurm-mapping.md); the local cluster is then not started. With
+``SLURM_LIVE_TRANSPORT=ssh`` they run through the ssh transport, logged in to a real sshd on
+127.0.0.1 (``tests/live_ssh.py``) in front of the local cluster.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import live_cluster
+import live_ssh
 import pytest
 
 from dispatch.adapters.slurm import render
@@ -64,7 +67,7 @@ def cluster_env() -> dict[str, str]:
 
 @pytest.fixture
 def backend(cluster_env: dict[str, str]) -> Iterator[SlurmBackend]:
-    runner = CommandRunner(prefix=PREFIX, env=cluster_env, timeout=60)
+    runner = live_ssh.live_runner(PREFIX, cluster_env)
     b = SlurmBackend(runner, Settings(transport="cli"))
     yield b
     b.close()

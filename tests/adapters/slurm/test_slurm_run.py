@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.adapters.slurm.run import CommandRunner
+from dispatch.adapters.slurm.run import CommandRunner, environment_text
 from dispatch.model.errors import OutcomeUnknownError, UnreachableError
 
 
@@ -55,3 +55,31 @@ def test_runner_counts_commands_by_program() -> None:
     runner.run(["true"])
     runner.run(["true"])
     assert runner.counts["true"] == 2
+
+
+HOSTILE = "a b 'q' \"d\"\nline two $(echo ran) `echo ran` ; \\ é"
+
+
+def test_over_a_remote_shell_the_submitters_environment_is_read_from_stdin_exactly() -> None:
+    """``sh -c`` stands in for ssh's remote shell (the live test is test_slurm_ssh_live.py):
+    the program sees exactly the submitter's environment and then the script, byte for byte;
+    the command line carries neither."""
+    runner = CommandRunner(prefix=("sh", "-c"), quote=True, env={"SLURM_CONF": "/etc/s.conf"})
+    environment = {"PATH": "/usr/bin:/bin", "V": HOSTILE, "EMPTY": "", "UID": "7"}
+    script = "#!/bin/sh\necho 'the script'\n" + HOSTILE
+    program = ["/bin/sh", "-c", 'env -0; printf "\\0--\\0"; cat']
+    reply = runner.run_as_submitter(program, environment=environment, folder="/", stdin=script)
+    assert reply.ok, reply.stderr
+    shown, _, rest = reply.stdout.partition("\0--\0")
+    seen = dict(v.split("=", 1) for v in shown.split("\0") if v)
+    for own in ("PWD", "OLDPWD"):  # the shell's own after its cd, as when run locally
+        seen.pop(own)
+    assert seen == {"PATH": "/usr/bin:/bin", "V": HOSTILE, "EMPTY": "", "SLURM_CONF": "/etc/s.conf"}
+    assert rest == script
+    line = " ".join(runner.submitter_line(program, "/"))
+    assert HOSTILE not in line and "/etc/s.conf" not in line
+
+
+def test_a_submitters_variable_no_posix_shell_can_set_is_left_out_over_a_remote_shell() -> None:
+    text = environment_text({"BASH_FUNC_f%%": "() { :; }", "1X": "y", "SHELLOPTS": "x", "OK": "1"})
+    assert text == "export OK=1\n"

@@ -3,7 +3,8 @@ Slurm, dispatch's own options win, and the script runs as its submitter submitte
 
 Everything is real: ``dispatch sbatch``'s request is built from the script text, the adapter
 starts the attempt with the real sbatch (local, or through ``SLURM_LIVE_PREFIX`` against
-another release in a chroot), and what Slurm made of it is read back with ``scontrol show job``.
+another release in a chroot, or over ssh with ``SLURM_LIVE_TRANSPORT=ssh``), and what Slurm made
+of it is read back with ``scontrol show job``.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import live_cluster
+import live_ssh
 import pytest
 
 from dispatch.adapters.slurm.backend import SlurmBackend
-from dispatch.adapters.slurm.run import CommandRunner
 from dispatch.adapters.slurm.sbatch_options import OPTIONS
 from dispatch.adapters.slurm.settings import Settings
 from dispatch.batch import request
@@ -48,7 +49,7 @@ def cluster_env() -> dict[str, str]:
 
 @pytest.fixture
 def backend(cluster_env: dict[str, str]) -> SlurmBackend:
-    return SlurmBackend(CommandRunner(prefix=PREFIX, env=cluster_env, timeout=60), Settings())
+    return SlurmBackend(live_ssh.live_runner(PREFIX, cluster_env), Settings())
 
 
 class Folder:

@@ -18,11 +18,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import live_cluster
+import live_ssh
 import pytest
 
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
-from dispatch.adapters.slurm.run import CommandRunner
 from dispatch.adapters.slurm.settings import Settings
 from dispatch.model.enums import ActorKind, CauseKind, ObjectState
 from dispatch.model.errors import InvalidError
@@ -49,7 +49,7 @@ def env() -> dict[str, str]:
 
 @pytest.fixture
 def backend(env: dict[str, str]) -> SlurmBackend:
-    return SlurmBackend(CommandRunner(env=env, timeout=60), Settings(transport="cli"))
+    return SlurmBackend(live_ssh.live_runner((), env), Settings(transport="cli"))
 
 
 @pytest.fixture

@@ -27,6 +27,9 @@ def test_unknown_setting_is_refused_naming_the_key() -> None:
         {"prefix": [1, 2]},
         {"transport": "ssh"},
         {"history_since": ""},
+        {"ssh_host": "-oProxyCommand=touch /tmp/x"},
+        {"ssh_host": "login1 touch"},
+        {"commands": "/opt/slurm=23/bin"},
     ],
 )
 def test_bad_setting_value_is_invalid(raw: dict[str, object]) -> None:
@@ -43,7 +46,18 @@ def test_factory_builds_a_backend_without_touching_the_cluster() -> None:
 
 def test_ssh_host_selects_the_ssh_prefix_with_quoting() -> None:
     runner = command_runner(load_settings({"ssh_host": "login1"}))
-    assert runner.prefix[0] == "ssh" and runner.prefix[-1] == "login1" and runner.quote
+    assert runner.prefix[0] == "ssh" and runner.prefix[-2:] == ("--", "login1") and runner.quote
+
+
+def test_ssh_host_key_checking_and_batch_mode_come_before_any_option_so_none_turns_them_off() -> (
+    None
+):
+    """ssh keeps the first value of an option: ours come first."""
+    options = ["-o", "StrictHostKeyChecking=no", "-o", "BatchMode=no"]
+    runner = command_runner(load_settings({"ssh_host": "login1", "ssh_options": options}))
+    words = list(runner.prefix)
+    assert words.index("StrictHostKeyChecking=yes") < words.index("StrictHostKeyChecking=no")
+    assert words.index("BatchMode=yes") < words.index("BatchMode=no")
 
 
 def test_slurm_entry_point_is_this_factory() -> None:
