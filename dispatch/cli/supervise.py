@@ -16,18 +16,28 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import click
 
 from dispatch.cli.refs import resolve
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, fail, refusals
 from dispatch.cli.sweep import raise_open_file_limit, show
-from dispatch.config import config_path, embedded, load, write_home_config
+from dispatch.config import config_path, embedded, home_config, load, write_home_config
 from dispatch.model.base import format_duration
 from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError
 from dispatch.records.contract import Stamped
-from dispatch.supervise.install import Entry, Kind, Table, dispatch_command, merge, schedule
+from dispatch.supervise.install import (
+    Entry,
+    Kind,
+    Table,
+    cron_daemon_running,
+    dispatch_command,
+    merge,
+    remove,
+    schedule,
+)
 
 _JOB = "dispatch.supervise.job"
 
@@ -163,10 +173,32 @@ def _follow(config: str | None, every: timedelta | None) -> None:
     click.echo("stopped after finishing the sweep in progress", err=True)
 
 
+def _kind(cron: bool, scrontab: bool) -> Kind:
+    """The table the flags choose; a usage error unless exactly one is given."""
+    if cron and scrontab:
+        raise click.UsageError("choose one table: --cron or --scrontab, not both")
+    if not (cron or scrontab):
+        raise click.UsageError("choose where the entry goes: --cron or --scrontab")
+    return Kind.CRON if cron else Kind.SCRON
+
+
+_table_options = [
+    click.option("--cron", is_flag=True, help="The crontab of this host."),
+    click.option("--scrontab", is_flag=True, help="Slurm's scrontab (the cluster runs it)."),
+    click.option("--user", default="", help="USER's table, not your own (needs the right)."),
+]
+
+
+def table_options(f: Any) -> Any:
+    """The options that choose a table: --cron or --scrontab, and --user."""
+    for option in reversed(_table_options):
+        f = option(f)
+    return f
+
+
 @supervise.command()
 @config_option
-@click.option("--cron", "kind", flag_value=Kind.CRON.value, help="Write it to the crontab.")
-@click.option("--scrontab", "kind", flag_value=Kind.SCRON.value, help="Write it to scrontab.")
+@table_options
 @click.option(
     "--every", type=DURATION, default="1m", show_default=True, help="Time between sweeps."
 )
@@ -177,23 +209,29 @@ def _follow(config: str | None, every: timedelta | None) -> None:
     default=None,
     help="Where the sweeps' output goes (default: dispatch-sweep.log beside the config).",
 )
-@click.option("--user", default="", help="Write USER's table, not your own (needs the right).")
 @click.pass_context
 def install(
     ctx: click.Context,
     config: str | None,
-    kind: str | None,
+    cron: bool,
+    scrontab: bool,
+    user: str,
     every: timedelta,
     dry_run: bool,
     log: Path | None,
-    user: str,
 ) -> None:
     """Write the periodic entry that runs `dispatch sweep --config FILE`, replacing an old one.
 
-    The entry is printed first; with --dry-run it is only printed.
+    The entry is printed first; with --dry-run it is only printed. Without a config file, the
+    embedded default is written as ~/.dispatch/config.toml first, with where this shell finds
+    Slurm, so that the sweeps find the same ledger and Slurm from cron's bare environment.
+
+    \b
+    Example:
+      dispatch supervise install --cron             # a sweep every minute, from this host
+      dispatch supervise install --scrontab --every 5m
     """
-    if kind is None:
-        raise click.UsageError("choose where the entry goes: --cron or --scrontab")
+    kind = _kind(cron, scrontab)
     with refusals():
         schedule(every)  # refuses an interval cron cannot keep, before anything else
         path = config_path(config or ctx.meta.get("dispatch.config"))
@@ -209,7 +247,7 @@ def install(
                 "next: lower sweep.budget or choose a longer --every"
             )
         entry = Entry(
-            kind=Kind(kind),
+            kind=kind,
             config=settings.path,
             every=every,
             log=(log or settings.path.parent / "dispatch-sweep.log").absolute(),
@@ -222,4 +260,38 @@ def install(
         table.write(merge(table.read(), entry))
     whose = f"{user}'s" if user else "your"
     click.echo(f"installed in {whose} {table.program}", err=True)
+    if kind is Kind.CRON and not cron_daemon_running():
+        click.echo(
+            "warning: no cron daemon runs on this host, so the entry does not run yet: start "
+            "one (sudo service cron start), install on a host where cron runs, or use --scrontab",
+            err=True,
+        )
 
+
+@supervise.command()
+@config_option
+@table_options
+@click.pass_context
+def uninstall(
+    ctx: click.Context, config: str | None, cron: bool, scrontab: bool, user: str
+) -> None:
+    """Remove the periodic entry that `install` wrote for the config file; every other line of
+    the table stays as it is.
+
+    \b
+    Example:
+      dispatch supervise uninstall --cron
+    """
+    kind = _kind(cron, scrontab)
+    with refusals():
+        path = config_path(config or ctx.meta.get("dispatch.config")) or home_config()
+        table = Table(kind, user)
+        before = table.read()
+        after = remove(before, path)
+        if after != before:
+            table.write(after)
+    whose = f"{user}'s" if user else "your"
+    if after == before:
+        click.echo(f"no dispatch entry for {path} in {whose} {table.program}; nothing changed")
+    else:
+        click.echo(f"removed the dispatch entry for {path} from {whose} {table.program}")

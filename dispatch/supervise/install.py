@@ -167,6 +167,22 @@ def remove(table: str, config: Path) -> str:
     return "".join(out)
 
 
+def cron_daemon_running(proc: Path = Path("/proc")) -> bool:
+    """Whether a cron daemon (``cron`` or ``crond``) runs on this host, from the process table."""
+    try:
+        pids = [p for p in os.listdir(proc) if p.isdigit()]
+    except OSError:
+        return True  # no process table to look at: say nothing rather than warn wrongly
+    for pid in pids:
+        try:
+            name = (proc / pid / "comm").read_text().strip()
+        except OSError:
+            continue
+        if name in ("cron", "crond"):
+            return True
+    return False
+
+
 class Table:
     """The user's crontab or scrontab, read and written through its command."""
 

@@ -20,7 +20,7 @@ import pytest
 from cli_setup import Site
 
 from dispatch.model.errors import InvalidError
-from dispatch.supervise.install import Entry, Kind, merge, remove, schedule
+from dispatch.supervise.install import Entry, Kind, cron_daemon_running, merge, remove, schedule
 
 CRON_FIELDS = re.compile(r"^(\S+ \S+ \S+ \S+ \S+) (.+)$")
 
@@ -149,7 +149,7 @@ def test_install_writes_the_crontab_once_and_a_new_every_replaces_it(tmp_path: P
                    check=True)
     site = Site(tmp_path)
     code, printed, err = install(site, "--cron")
-    assert code == 0 and err == "installed in your crontab\n"
+    assert code == 0 and err.startswith("installed in your crontab\n")
     assert printed in crontab()
     assert install(site, "--cron")[0] == 0
     table = crontab()
@@ -251,4 +251,50 @@ def test_a_path_with_a_newline_is_refused_and_injects_no_cron_line(
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "would break the line" in result.stderr
+    assert crontab() == "17 4 * * * /bin/true\n"
+
+
+def cron_runs() -> bool:
+    """Whether a cron daemon runs here, asked of pgrep rather than of dispatch's own check."""
+    return subprocess.run(["pgrep", "-x", "cron|crond"], capture_output=True).returncode == 0
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_install_warns_when_no_cron_daemon_runs_to_run_the_entry(tmp_path: Path) -> None:
+    code, _, err = install(Site(tmp_path), "--cron")
+    assert code == 0
+    assert ("no cron daemon runs on this host" in err) is not cron_runs(), err
+
+
+def test_the_cron_daemon_is_found_by_its_process_name(tmp_path: Path) -> None:
+    """A stand-in process table (a folder of ``<pid>/comm`` files), for both answers."""
+    for pid, name in [("1", "systemd"), ("42", "sshd"), ("self", "cron")]:
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "comm").write_text(f"{name}\n")
+    assert not cron_daemon_running(tmp_path)
+    (tmp_path / "77").mkdir()
+    (tmp_path / "77" / "comm").write_text("cron\n")
+    assert cron_daemon_running(tmp_path)
+
+
+def test_cron_and_scrontab_together_are_refused(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    for verb in (["install"], ["uninstall"]):
+        result = site.run(["supervise", *verb, "--config", str(site.config), "--cron",
+                           "--scrontab"])
+        assert result.exit_code == 2 and "not both" in result.stderr
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_uninstall_removes_the_entry_and_keeps_every_other_line(tmp_path: Path) -> None:
+    subprocess.run(["crontab", "-"], input="17 4 * * * /bin/true\n", text=True, check=True)
+    site = Site(tmp_path)
+    assert install(site, "--cron")[0] == 0
+    assert "dispatch sweep" in crontab()
+    result = site.run(["supervise", "uninstall", "--config", str(site.config), "--cron"])
+    assert result.exit_code == 0
+    assert result.stdout == f"removed the dispatch entry for {site.config} from your crontab\n"
+    assert crontab() == "17 4 * * * /bin/true\n"
+    again = site.run(["supervise", "uninstall", "--config", str(site.config), "--cron"])
+    assert again.exit_code == 0 and "nothing changed" in again.stdout
     assert crontab() == "17 4 * * * /bin/true\n"
