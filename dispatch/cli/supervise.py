@@ -204,6 +204,13 @@ def table_options(f: Any) -> Any:
 )
 @click.option("--dry-run", is_flag=True, help="Print the entry; change nothing.")
 @click.option(
+    "--scron-option",
+    "scron_options",
+    multiple=True,
+    help="An sbatch option for the scrontab entry's job, e.g. --scron-option=--partition=debug "
+    "(repeat for more).",
+)
+@click.option(
     "--log",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
@@ -218,6 +225,7 @@ def install(
     user: str,
     every: timedelta,
     dry_run: bool,
+    scron_options: tuple[str, ...],
     log: Path | None,
 ) -> None:
     """Write the periodic entry that runs `dispatch sweep --config FILE`, replacing an old one.
@@ -229,7 +237,7 @@ def install(
     \b
     Example:
       dispatch supervise install --cron             # a sweep every minute, from this host
-      dispatch supervise install --scrontab --every 5m
+      dispatch supervise install --scrontab --every 5m --scron-option=--partition=debug
     """
     kind = _kind(cron, scrontab)
     with refusals():
@@ -252,6 +260,7 @@ def install(
             every=every,
             log=(log or settings.path.parent / "dispatch-sweep.log").absolute(),
             command=tuple(dispatch_command()),
+            scron_options=scron_options,
         )
         click.echo(entry.text(), nl=False)
         if dry_run:

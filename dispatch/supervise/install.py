@@ -72,6 +72,8 @@ class Entry:
     every: timedelta
     log: Path
     command: tuple[str, ...]
+    # sbatch options for the scrontab entry's job (a partition or account the site asks for).
+    scron_options: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # A newline in a path would end the line and start one of the path's choosing.
@@ -79,6 +81,15 @@ class Entry:
         line_safe("log path", self.log)
         for word in self.command:
             line_safe("dispatch command", word)
+        for option in self.scron_options:
+            line_safe("scrontab option", option)
+            if not option.startswith("-"):
+                raise InvalidError(
+                    f"scrontab option {option!r} is not an sbatch option: write it as sbatch "
+                    "takes it, e.g. --scron-option=--partition=debug"
+                )
+        if self.scron_options and self.kind is not Kind.SCRON:
+            raise InvalidError("--scron-option goes with --scrontab: crontab lines take none")
 
     def sweep_command(self) -> str:
         """The shell command the entry runs."""
@@ -100,6 +111,7 @@ class Entry:
             f"#SCRON --time={slurm_time(self.every)}",
             f"#SCRON --output={self.log}",
             "#SCRON --open-mode=append",
+            *(f"#SCRON {option}" for option in self.scron_options),
             f"{when} {self.sweep_command()}",
             end,
         ]

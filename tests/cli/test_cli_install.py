@@ -298,3 +298,19 @@ def test_uninstall_removes_the_entry_and_keeps_every_other_line(tmp_path: Path) 
     again = site.run(["supervise", "uninstall", "--config", str(site.config), "--cron"])
     assert again.exit_code == 0 and "nothing changed" in again.stdout
     assert crontab() == "17 4 * * * /bin/true\n"
+
+
+def test_scron_options_become_scron_lines_of_the_entry_and_go_with_scrontab_only(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path)
+    code, out, _ = install(site, "--scrontab", "--scron-option=--partition=high",
+                           "--scron-option=--account=ml", "--dry-run")
+    assert code == 0
+    options = [ln for ln in out.splitlines() if ln.startswith("#SCRON ")]
+    assert options[-2:] == ["#SCRON --partition=high", "#SCRON --account=ml"]
+    for bad, why in [(("--cron", "--scron-option=--partition=high"), "goes with --scrontab"),
+                     (("--scrontab", "--scron-option=partition"), "is not an sbatch option"),
+                     (("--scrontab", "--scron-option=--x=\n* * * * * evil"), "control character")]:
+        code, out, err = install(site, *bad, "--dry-run")
+        assert code == 2 and why in err and out == "", err
