@@ -225,7 +225,9 @@ class Table:
         done = self._run(["-l"])
         if done.returncode == 0:
             return done.stdout
-        if "no crontab" in done.stderr.lower() or "no scrontab" in done.stderr.lower():
+        # crontab says so on stderr; scrontab (24.11, 26.05) on stdout.
+        said = f"{done.stderr} {done.stdout}".lower()
+        if "no crontab" in said or "no scrontab" in said:
             return ""
         raise UnavailableError(f"{self.program} -l failed: {done.stderr.strip()}")
 
