@@ -70,6 +70,18 @@ class PosixStore:
                 f"cannot {action} {key} under {shown(self.root)}: {_why(exc)}"
             ) from None
 
+    def _open_stored(self, key: str) -> int:
+        """A stored file opened for reading; MissingObject when absent or a symlink (which
+        this store never writes, so it is not followed)."""
+        try:
+            return os.open(self._path(key), _READ)
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+                raise MissingObject(f"{key} is missing from {self.root}") from None
+            raise StoreUnavailable(
+                f"cannot read {key} under {shown(self.root)}: {_why(exc)}"
+            ) from None
+
     def _path(self, key: str) -> Path:
         return self.root / key
 
@@ -116,11 +128,7 @@ class PosixStore:
         A destination that cannot be written (a full local disk) is DestinationUnwritable.
         """
         for key, destination in pairs:
-            with self._failing("read", key):
-                try:
-                    fd = os.open(self._path(key), _READ)
-                except FileNotFoundError:
-                    raise MissingObject(f"{key} is missing from {self.root}") from None
+            fd = self._open_stored(key)
             try:
                 self._copy_out(fd, key, destination, progress)
             finally:
@@ -176,13 +184,9 @@ class PosixStore:
 
     def get_bytes(self, key: str) -> bytes:
         """Read a file (never through a symlink)."""
-        with self._failing("read", key):
-            try:
-                fd = os.open(self._path(key), _READ)
-            except FileNotFoundError:
-                raise MissingObject(f"{key} is missing from {self.root}") from None
-            with os.fdopen(fd, "rb") as handle:
-                return handle.read()
+        fd = self._open_stored(key)
+        with self._failing("read", key), os.fdopen(fd, "rb") as handle:
+            return handle.read()
 
     def list_keys(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
         """Every file below prefix, in key order, skipping staging files and symlinks."""

@@ -203,3 +203,21 @@ def test_resolve_without_into_refuses_a_publication_whose_data_is_missing(
     found = resolve(store, Epoch.of(1, 0))
     assert found.manifest.publication.step == 1
     assert found.location.rstrip("/").endswith(_entry(store, Epoch.of(1, 0), 1).data_prefix[:-1])
+
+
+def test_a_symlink_planted_in_a_folder_store_is_never_followed(
+    tmp_path: Path, make_save: SaveMaker
+) -> None:
+    from publish.posix_store import PosixStore
+
+    posix = PosixStore(tmp_path / "root")
+    save(posix, make_save({"m": b"old"}), 1, Epoch.of(1, 0))
+    save(posix, make_save({"m": b"new"}), 2, Epoch.of(1, 0))
+    planted = tmp_path / "root" / _entry(posix, Epoch.of(1, 0), 2).data_prefix / "m"
+    (tmp_path / "secret").write_bytes(b"SEC")  # the size the manifest expects
+    planted.unlink()
+    planted.symlink_to(tmp_path / "secret")
+    assert resolve(posix, Epoch.of(1, 0)).manifest.publication.step == 1
+    found = resolve(posix, Epoch.of(1, 0), into=tmp_path / "resume")
+    assert found.manifest.publication.step == 1
+    assert (tmp_path / "resume" / "m").read_bytes() == b"old"
