@@ -6,6 +6,7 @@
     ├── Fenced                   exit 4  a newer epoch has already published: the caller is a zombie
     ├── CommitConflict           exit 7  the same (epoch, step) was committed with other content
     ├── CorruptPublication       exit 1  a manifest or data object does not match what was committed
+    ├── DestinationUnwritable    exit 1  a download cannot be written locally (a full disk, say)
     ├── CredentialsUnavailable   exit 6  no credential source yielded credentials
     └── StoreUnavailable         exit 6  the store could not be reached or refused the request
 
@@ -47,6 +48,12 @@ class CommitConflict(PublishError):
 
 class CorruptPublication(PublishError):
     """A committed publication whose manifest or data does not verify."""
+
+    exit_code = 1
+
+
+class DestinationUnwritable(PublishError):
+    """A downloaded file cannot be written where it was asked to go (a full local disk, say)."""
 
     exit_code = 1
 

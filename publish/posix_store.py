@@ -22,7 +22,7 @@ from pathlib import Path
 from publish.errors import StoreUnavailable
 from publish.inputs import shown
 from publish.savefolder import SaveFile
-from publish.store import DestinationUnwritable, MissingObject, ProgressCallback
+from publish.store import MissingObject, ProgressCallback, unwritable
 
 _STAGING = ".staging-"
 _CHUNK = 4 * 1024 * 1024
@@ -139,7 +139,7 @@ class PosixStore:
             destination.parent.mkdir(parents=True, exist_ok=True)
             out = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         except OSError as exc:
-            raise DestinationUnwritable.of(destination, exc) from None
+            raise unwritable(destination, exc) from None
         try:
             while True:
                 with self._failing("read", key):
@@ -151,7 +151,7 @@ class PosixStore:
                     try:
                         view = view[os.write(out, view):]
                     except OSError as exc:
-                        raise DestinationUnwritable.of(destination, exc) from None
+                        raise unwritable(destination, exc) from None
                 progress(len(chunk))
         finally:
             os.close(out)

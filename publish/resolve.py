@@ -26,7 +26,7 @@ from publish.layout import PublicationId
 from publish.log import Committed, entries, read_committed
 from publish.manifest import Manifest, sha256_of
 from publish.progress import Progress
-from publish.store import DestinationUnwritable, MissingObject, Store
+from publish.store import MissingObject, Store, unwritable
 
 log = logging.getLogger("publish.resolve")
 
@@ -97,7 +97,7 @@ def _download(
         (staging / MARKER).write_text(manifest.publication.name + "\n", encoding="utf-8")
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise DestinationUnwritable.of(staging / MARKER, exc) from None
+        raise unwritable(staging / MARKER, exc) from None
     try:
         if into.exists():
             into.rmdir()  # the empty folder the caller named; another resolver may fill it
@@ -135,7 +135,7 @@ def _use(
         try:
             into.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise DestinationUnwritable.of(into.parent, exc) from None
+            raise unwritable(into.parent, exc) from None
         if not _holds(into, committed):
             if (into / MARKER).is_file():
                 raise InvalidInput(

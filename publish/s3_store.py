@@ -26,7 +26,7 @@ from publish.credentials import Credentials
 from publish.errors import InvalidInput, StoreUnavailable
 from publish.proxy import ProxyRule
 from publish.savefolder import SaveFile
-from publish.store import DestinationUnwritable, MissingObject, ProgressCallback
+from publish.store import MissingObject, ProgressCallback, unwritable
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -181,7 +181,7 @@ class S3Store:
             except botocore.exceptions.BotoCoreError as exc:
                 raise self._fail("download of", key, exc) from exc
             except OSError as exc:  # the local side: a full disk, say
-                raise DestinationUnwritable.of(path, exc) from None
+                raise unwritable(path, exc) from None
 
         with ThreadPoolExecutor(max_workers=FILES_AT_ONCE) as pool:
             for _ in pool.map(one, pairs):

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from publish.errors import PublishError
+from publish.errors import DestinationUnwritable, PublishError
 from publish.inputs import shown
 from publish.savefolder import SaveFile
 
@@ -22,15 +22,11 @@ class MissingObject(PublishError):
     """The key does not exist in the store."""
 
 
-class DestinationUnwritable(PublishError):
-    """A downloaded file cannot be written where it was asked to go (exit 1)."""
-
-    @classmethod
-    def of(cls, path: Path, exc: OSError) -> DestinationUnwritable:
-        """The error for `path`, saying what to do when the local disk is full."""
-        advice = ("free space there or resolve into a folder on another disk"
-                  if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check that folder")
-        return cls(f"cannot write {shown(path)}: {exc.strerror}; {advice}")
+def unwritable(path: Path, exc: OSError) -> DestinationUnwritable:
+    """The error for a download destination `path` that failed with `exc`, saying what to do."""
+    advice = ("free space there or resolve into a folder on another disk"
+              if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check that folder")
+    return DestinationUnwritable(f"cannot write {shown(path)}: {exc.strerror}; {advice}")
 
 
 class Store(Protocol):

@@ -16,9 +16,20 @@ import hvac.exceptions
 import requests
 
 from publish.credentials import Credentials, SourceFailed
+from publish.inputs import shown
 from publish.proxy import ProxyRule
 
 KUBERNETES_JWT = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def _read_secret_file(path: Path) -> str:
+    """A token file's stripped text; SourceFailed (never a traceback) when it cannot be read."""
+    try:
+        return path.read_bytes().decode("utf-8").strip()
+    except OSError as exc:
+        raise SourceFailed(f"cannot read {shown(path)}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SourceFailed(f"{shown(path)} is not UTF-8 text") from None
 
 
 @dataclass(frozen=True)
@@ -54,22 +65,14 @@ class VaultSource:
         if self.auth == "kubernetes":
             if not self.role:
                 raise SourceFailed("kubernetes login needs a role")
-            try:
-                jwt = self.jwt_path.read_text().strip()
-            except OSError as exc:
-                raise SourceFailed(f"cannot read {self.jwt_path}: {exc.strerror}") from None
+            jwt = _read_secret_file(self.jwt_path)
             client.auth.kubernetes.login(
                 role=self.role, jwt=jwt, mount_point=self.auth_mount or "kubernetes"
             )
         elif self.auth == "approle":
             role_id = os.environ.get(self.role_id_env)
             if self.secret_id_path is not None:
-                try:
-                    secret_id: str | None = self.secret_id_path.read_text().strip()
-                except OSError as exc:
-                    raise SourceFailed(
-                        f"cannot read {self.secret_id_path}: {exc.strerror}"
-                    ) from None
+                secret_id: str | None = _read_secret_file(self.secret_id_path)
             else:
                 secret_id = os.environ.get(self.secret_id_env)
             if not role_id or not secret_id:

@@ -142,3 +142,18 @@ def test_config_with_an_unknown_source_is_refused(tmp_path: Path) -> None:
     config.write_text('[[credentials]]\nsource = "instance-metadata"\n')
     with pytest.raises(InvalidInput, match="credentials\\[0\\]"):
         load_config(config)
+
+
+@pytest.mark.parametrize("case", ["folder", "not utf-8"])
+def test_vault_token_file_that_is_a_folder_or_not_utf8_is_a_failure_not_a_crash(
+    tmp_path: Path, vault: VaultState, case: str
+) -> None:
+    jwt = tmp_path / "jwt"
+    if case == "folder":
+        jwt.mkdir()
+    else:
+        jwt.write_bytes(b"\xff\xfe-token")
+    source = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
+                         jwt_path=jwt)
+    with pytest.raises(CredentialsUnavailable, match="cannot read|UTF-8"):
+        resolve_credentials([source])

@@ -34,9 +34,10 @@ def test_loading_the_cli_loads_no_dispatch_module() -> None:
 def test_public_face_is_exact_and_sorted() -> None:
     assert publish.__all__ == sorted(publish.__all__)
     assert set(publish.__all__) == {
-        "CommitConflict", "Config", "CorruptPublication", "CredentialsUnavailable", "Epoch",
-        "Fenced", "InvalidInput", "NothingToResume", "PublishError", "Resolved",
-        "StoreUnavailable", "load_config", "open_store", "prune", "resolve", "save",
+        "CommitConflict", "Config", "CorruptPublication", "CredentialsUnavailable",
+        "DestinationUnwritable", "Epoch", "Fenced", "InvalidInput", "NothingToResume",
+        "PublishError", "Resolved", "StoreUnavailable", "load_config", "open_store", "prune",
+        "resolve", "save",
     }
     assert all(hasattr(publish, name) for name in publish.__all__)
 
