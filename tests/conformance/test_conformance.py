@@ -64,6 +64,50 @@ def test_a_backend_that_breaks_a_rule_is_caught() -> None:
         CHECKS[0](h)
 
 
+def test_the_slurm_adapter_conforms_through_the_pyslurm_transport_on_a_standin(
+    check: Callable[[Harness], None],
+) -> None:
+    """The pyslurm transport under the whole suite. pyslurm does not build against any Slurm
+    here (docs/slurm-mapping.md), so ``pyslurm_standin`` stands in for pyslurm 25.11 and its
+    controller, and its ``ProbeRunner`` for the CLI probes; the transport, the backend, the rows
+    and the meaning table are the real ones."""
+    check(pyslurm_harness())
+
+
+def pyslurm_harness() -> Harness:
+    from adapters.slurm import pyslurm_standin as standin
+
+    from dispatch.adapters.slurm.backend import SlurmBackend
+    from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
+    from dispatch.adapters.slurm.settings import Settings
+
+    controller = standin.use(standin.Controller(auto_run=True))
+    backend = SlurmBackend(
+        standin.ProbeRunner(),
+        Settings(transport="pyslurm"),
+        reader=PyslurmTransport(standin),
+    )
+
+    def finish(ref: ObjectRef) -> None:
+        controller.complete(int(ref.id))
+
+    return Harness(
+        backend=backend,
+        new_job=lambda: "c" + secrets.token_hex(4),
+        quick=JobSpec(command=("true",)),
+        lasting=JobSpec(command=("sleep", "600")),
+        wait=immediate,
+        finish=finish,
+    )
+
+
+test_the_slurm_adapter_conforms_through_the_pyslurm_transport_on_a_standin = (
+    pytest.mark.parametrize("check", CHECKS, ids=NAMES)(
+        test_the_slurm_adapter_conforms_through_the_pyslurm_transport_on_a_standin
+    )
+)
+
+
 @pytest.fixture(scope="module")
 def live_env() -> dict[str, str]:
     return cluster_env()

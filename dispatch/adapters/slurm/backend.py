@@ -1,8 +1,10 @@
 """The Slurm backend: the SPI (Backend, Holder, Requeuer, MultiFinder) over a transport.
 
 Every call is: render a command line (``render``), run it (``run``), parse what came back
-(``parse``) and give it meaning (``meaning``/``observe``). Slurm's error text is translated into
-dispatch errors in ``_check``, the one place that reads it.
+(``parse``) and give it meaning (``meaning``/``observe``); or, on the pyslurm transport, the
+same call in-process (``pyslurm_run``), whose jobs become the same rows (``pyslurm_rows``).
+Slurm's error text, from either, is translated into dispatch errors in ``_check``, the one
+place that reads it.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from dispatch.adapters.slurm.capabilities import probe_capabilities, rule_suppor
 from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import observe
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
+from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
 from dispatch.adapters.slurm.row import Row
-from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, PyslurmReader, Reply
+from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
 from dispatch.adapters.slurm.settings import Settings
 from dispatch.model.enums import Capability, CauseKind, ObjectState, Tristate
 from dispatch.model.errors import (
@@ -50,13 +53,17 @@ _LOST_REPLY = ("timed out", "socket timed out", "zero bytes were transmitted")
 
 
 class SlurmBackend:
-    """dispatch's view of one Slurm cluster, through the CLI (local, prefixed, ssh) or pyslurm."""
+    """dispatch's view of one Slurm cluster, through the CLI (local, prefixed, ssh) or pyslurm.
+
+    ``reader``: the pyslurm transport; when given, find and every effect on an object go
+    through it, and ``runner`` serves the probes and batch-script jobs only.
+    """
 
     def __init__(
         self,
         runner: CommandRunner,
         settings: Settings | None = None,
-        reader: PyslurmReader | None = None,
+        reader: PyslurmTransport | None = None,
     ) -> None:
         self.runner = runner
         self.settings = settings or Settings()
@@ -116,6 +123,8 @@ class SlurmBackend:
         """sbatch the attempt's object, held at creation (the gate)."""
         if req.spec.script is not None:
             reply = self._sbatch_script(req)
+        elif self.reader is not None:
+            reply = self.reader.submit(req)
         else:
             images = bool(req.spec.image) and (
                 self._capabilities[Capability.CONTAINER_IMAGE].state is Tristate.YES
@@ -175,7 +184,10 @@ class SlurmBackend:
             raise RejectedError(f"{ref} is held by someone else ({obs.cause.detail}); not opening")
         if obs.state is not ObjectState.GATED:
             return
-        reply = self.runner.run(render.release_argv(ref.id), effect=True)
+        if self.reader is not None:
+            reply = self.reader.release(ref.id)
+        else:
+            reply = self.runner.run(render.release_argv(ref.id), effect=True)
         cause = None if reply.ok else refusal_cause(reply.stderr)
         if cause is not None:
             # 24.11 refuses to release a job its partition can never run; 22.05 releases it
@@ -187,7 +199,7 @@ class SlurmBackend:
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """``scancel`` one object; one already gone is success."""
-        reply = self.runner.run(render.cancel_argv(ref.id), effect=True)
+        reply = self._cancel(ref.id)
         if not reply.ok and not _gone(reply):
             self._check(reply, f"stop {ref}", effect=True)
 
@@ -195,9 +207,15 @@ class SlurmBackend:
         """``scancel --name`` every object of the job, then look again with squeue."""
         name = object_name(job)
         before = [o for o in self._observe_live([name]) if o.state.live]
-        reply = self.runner.run(render.cancel_name_argv(name, uid=self.identity[0]), effect=True)
-        if not reply.ok and not _gone(reply):
-            self._check(reply, f"stop every object named {name}", effect=True)
+        if self.reader is not None:
+            # pyslurm cancels by id only: each live object of ours that the load just showed.
+            for obs in before:
+                self.stop(obs.ref, reason)
+        else:
+            argv = render.cancel_name_argv(name, uid=self.identity[0])
+            reply = self.runner.run(argv, effect=True)
+            if not reply.ok and not _gone(reply):
+                self._check(reply, f"stop every object named {name}", effect=True)
         alive = [o.ref for o in self._observe_live([name]) if o.state.live]
         alive_ids = {r.id for r in alive}
         stopped = tuple(o.ref for o in before if o.ref.id not in alive_ids)
@@ -207,13 +225,19 @@ class SlurmBackend:
 
     def hold(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Place dispatch's hold; placing it twice is success. A running object cannot be held."""
-        reply = self.runner.run(render.hold_argv(ref.id), effect=True)
+        if self.reader is not None:
+            reply = self.reader.hold(ref.id)
+        else:
+            reply = self.runner.run(render.hold_argv(ref.id), effect=True)
         self._check(reply, f"hold {ref}", effect=True)
 
     def release(self, ref: ObjectRef, meta: HoldMeta) -> None:
         """Lift dispatch's hold (start time now); a released, running or ended object has no
         hold left, which is success."""
-        reply = self.runner.run(render.unhold_argv(ref.id), effect=True)
+        if self.reader is not None:
+            reply = self.reader.unhold(ref.id)
+        else:
+            reply = self.runner.run(render.unhold_argv(ref.id), effect=True)
         if not reply.ok and ("no longer pending" in reply.stderr.lower() or _gone(reply)):
             return
         self._check(reply, f"release {ref}", effect=True)
@@ -222,17 +246,30 @@ class SlurmBackend:
 
     def requeue(self, ref: ObjectRef, meta: CallMeta) -> None:
         """Set the requeue bit, then requeue the object."""
-        bit = self.runner.run(render.requeue_bit_argv(ref.id, True), effect=True)
+        bit = self._requeue_bit(ref.id, True)
         self._check(bit, f"set the requeue bit of {ref}", effect=True)
-        again = self.runner.run(render.requeue_argv(ref.id), effect=True)
+        if self.reader is not None:
+            again = self.reader.requeue(ref.id)
+        else:
+            again = self.runner.run(render.requeue_argv(ref.id), effect=True)
         self._check(again, f"requeue {ref}", effect=True)
 
     def restore_requeue_bit(self, ref: ObjectRef, meta: CallMeta) -> None:
         """Clear the requeue bit; an object already gone is success."""
-        reply = self.runner.run(render.requeue_bit_argv(ref.id, False), effect=True)
+        reply = self._requeue_bit(ref.id, False)
         if not reply.ok and _gone(reply):
             return
         self._check(reply, f"clear the requeue bit of {ref}", effect=True)
+
+    def _cancel(self, job_id: str) -> Reply:
+        if self.reader is not None:
+            return self.reader.cancel(job_id)
+        return self.runner.run(render.cancel_argv(job_id), effect=True)
+
+    def _requeue_bit(self, job_id: str, on: bool) -> Reply:
+        if self.reader is not None:
+            return self.reader.requeue_bit(job_id, on)
+        return self.runner.run(render.requeue_bit_argv(job_id, on), effect=True)
 
     # -- reads ----------------------------------------------------------------------------
 

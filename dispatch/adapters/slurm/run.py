@@ -1,11 +1,11 @@
-"""Running Slurm: the only module that starts processes or imports pyslurm.
+"""Running Slurm commands: with ``pyslurm_run`` (its in-process twin), the only module that
+starts processes or imports pyslurm.
 
 ``CommandRunner`` runs one command line, locally or under a prefix (``ssh HOST``, ``chroot
 DIR``, ...), each call with a timeout, and translates what went wrong into dispatch errors in
 this one place: a call with an effect whose reply is lost (timeout, broken SSH connection) is
 ``OutcomeUnknownError``; a read that fails, and any call whose ssh session never started (no
-connection, host key refused, key not accepted), is ``UnreachableError``. ``PyslurmReader``
-reads the same jobs in-process through pyslurm.
+connection, host key refused, key not accepted), is ``UnreachableError``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,8 @@ import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from dispatch.model.errors import (
-    OutcomeUnknownError,
-    UnavailableError,
-    UnreachableError,
-)
+from dispatch.model.errors import OutcomeUnknownError, UnreachableError
 from dispatch.model.values import SHELL_NAME
 
 # Times printed as epoch seconds, so parsing never depends on the cluster's time zone.
@@ -236,47 +231,3 @@ class CommandRunner:
                 )
             raise UnreachableError(f"{what}: the connection failed ({detail})")
         return Reply(tuple(argv), done.returncode, done.stdout, done.stderr)
-
-
-def pyslurm_version() -> str | None:
-    """The installed pyslurm's version, or None when pyslurm cannot be imported."""
-    try:
-        import pyslurm  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return str(getattr(pyslurm, "__version__", "") or "")
-
-
-class PyslurmReader:
-    """Reads controller and accounting jobs in-process through pyslurm (25.11 API)."""
-
-    def __init__(self) -> None:
-        try:
-            import pyslurm
-        except ImportError as err:
-            raise UnavailableError(f"pyslurm cannot be imported: {err}") from None
-        self._pyslurm: Any = pyslurm
-        self.counts: Counter[str] = Counter()
-
-    def live(self, names: Sequence[str]) -> list[Any]:
-        """Every controller job whose name is in ``names``, or every job when none is named
-        (one load of the job table either way)."""
-        self.counts["pyslurm.Jobs.load"] += 1
-        try:
-            jobs = self._pyslurm.Jobs.load()
-        except Exception as err:  # pyslurm raises RPCError and others; translate them here
-            raise UnreachableError(f"pyslurm could not load jobs: {err}") from None
-        wanted = set(names)
-        return [j for j in jobs.values() if not wanted or getattr(j, "name", None) in wanted]
-
-    def history(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Any]:
-        """Every accounting record of a job named in ``names`` (or with one of ``ids``)."""
-        self.counts["pyslurm.db.Jobs.load"] += 1
-        try:
-            db = self._pyslurm.db
-            flt = (
-                db.JobFilter(ids=[int(i) for i in ids]) if ids else db.JobFilter(names=list(names))
-            )
-            return list(db.Jobs.load(flt).values())
-        except Exception as err:  # translated here, the one boundary for pyslurm errors
-            raise UnreachableError(f"pyslurm could not load accounting: {err}") from None

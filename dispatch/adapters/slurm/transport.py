@@ -1,10 +1,13 @@
 """Choosing a transport: pyslurm in-process where it matches the release, else the CLI
-(local, under a prefix, or over ssh). Effects always go through the CLI."""
+(local, under a prefix, or over ssh). With pyslurm, find and every effect on an object go
+through it; the CLI runner stays for the probes (release, user, config) and for batch-script
+jobs, whose sbatch options only sbatch reads."""
 
 from __future__ import annotations
 
 from dispatch.adapters.slurm import parse, render
-from dispatch.adapters.slurm.run import CommandRunner, PyslurmReader, pyslurm_version
+from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport, pyslurm_version
+from dispatch.adapters.slurm.run import CommandRunner
 from dispatch.adapters.slurm.settings import Settings
 from dispatch.model.errors import UnavailableError
 
@@ -30,8 +33,8 @@ def pyslurm_matches(version: str | None, release: tuple[int, int]) -> bool:
         return False
 
 
-def choose_transport(s: Settings) -> tuple[CommandRunner, PyslurmReader | None]:
-    """The runner, and a pyslurm reader when pyslurm is asked for or fits automatically."""
+def choose_transport(s: Settings) -> tuple[CommandRunner, PyslurmTransport | None]:
+    """The runner, and the pyslurm transport when pyslurm is asked for or fits automatically."""
     runner = command_runner(s)
     if s.transport in ("cli", "ssh"):
         return runner, None
@@ -39,10 +42,10 @@ def choose_transport(s: Settings) -> tuple[CommandRunner, PyslurmReader | None]:
     if s.transport == "pyslurm":
         if version is None:
             raise UnavailableError("transport 'pyslurm' asked for, but pyslurm does not import")
-        return runner, PyslurmReader()
+        return runner, PyslurmTransport()
     if version is None:
         return runner, None
     reply = runner.run(render.version_argv())
     if reply.ok and pyslurm_matches(version, parse.parse_version(reply.stdout)):
-        return runner, PyslurmReader()
+        return runner, PyslurmTransport()
     return runner, None

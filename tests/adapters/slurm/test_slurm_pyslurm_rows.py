@@ -81,7 +81,7 @@ def test_cancelled_db_job_keeps_who_cancelled() -> None:
 
 
 class StandInReader:
-    """Stand-in for ``PyslurmReader`` (pyslurm is not installable here): serves attribute sets
+    """Stand-in for ``PyslurmTransport`` (pyslurm is not installable here): serves attribute sets
     as pyslurm 25.11 would, every user's jobs, as ``pyslurm.Jobs.load`` does."""
 
     def __init__(self, live: list[dict[str, object]], history: list[dict[str, object]]) -> None:
@@ -100,7 +100,7 @@ def test_another_users_pyslurm_job_named_like_ours_is_never_taken_as_our_executi
     from test_slurm_backend import ScriptedRunner
 
     from dispatch.adapters.slurm.backend import SlurmBackend
-    from dispatch.adapters.slurm.run import PyslurmReader
+    from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
     from dispatch.adapters.slurm.settings import Settings
 
     mine = {**GATED, "id": 41, "user_id": 1000, "user_name": "ada"}
@@ -114,7 +114,7 @@ def test_another_users_pyslurm_job_named_like_ours_is_never_taken_as_our_executi
         }
     )
     reader = StandInReader([theirs, mine], [their_history])
-    b = SlurmBackend(runner, Settings(transport="pyslurm"), reader=cast(PyslurmReader, reader))
+    b = SlurmBackend(runner, Settings(transport="pyslurm"), reader=cast(PyslurmTransport, reader))
     (obs,) = b.find("ab12").objects
     assert obs.ref.id == "41" and obs.state is ObjectState.GATED
     assert row_from_job(theirs).user_id == 2000

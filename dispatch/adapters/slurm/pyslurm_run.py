@@ -1,0 +1,193 @@
+"""Running Slurm in-process through pyslurm (its 25.11 API): every call the adapter makes, and
+the job description of an attempt.
+
+The second running module beside ``run.py``; only these two start processes or import pyslurm.
+Each effect answers with a ``Reply``, as a command would: ok, or not ok with Slurm's own error
+text. pyslurm raises ``RPCError`` carrying ``slurm_strerror``'s text, the same words sbatch and
+scontrol print, so ``SlurmBackend._check`` and the refusal causes read both transports alike.
+What is not a Slurm reply is translated here, in one place: a description pyslurm refuses is
+``InvalidError``, anything else raised during an effect is ``OutcomeUnknownError``, during a
+read ``UnreachableError``.
+
+pyslurm has run here only against a stand-in (``tests/adapters/slurm/pyslurm_standin.py``):
+the sdist needs Slurm 25.11's headers and does not build against the 26.05 ones
+(docs/slurm-mapping.md, "The pyslurm transport").
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
+from dispatch.adapters.slurm.render import slurm_time, wrapper_script
+from dispatch.adapters.slurm.row import comment_text
+from dispatch.adapters.slurm.run import Reply
+from dispatch.model.errors import (
+    InvalidError,
+    OutcomeUnknownError,
+    UnavailableError,
+    UnreachableError,
+    UnsupportedError,
+)
+from dispatch.model.objects import StartRequest
+from dispatch.model.values import parse_signal
+
+# sbatch --wrap puts its command under this line; the description carries the whole script.
+SHEBANG = "#!/bin/sh\n"
+# pyslurm's priority for "release": Slurm's INFINITE (scontrol release sets the same).
+INFINITE = 0xFFFFFFFF
+
+
+def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, Any]:
+    """The ``pyslurm.JobSubmitDescription`` keywords for one attempt: what ``sbatch_argv``
+    asks of sbatch, field for field. ``environment`` is what ``--export=ALL`` would export
+    (the supervisor's), under dispatch's numbers."""
+    spec = req.spec
+    if spec.image:
+        raise UnsupportedError(
+            f"image {spec.image!r}: --container-image is pyxis's sbatch option, which a job "
+            "description cannot carry; use the cli transport"
+        )
+    found: dict[str, Any] = {
+        "name": req.name,
+        "comment": comment_text(req.submission, req.attempt),
+        # The gate: priority 0 is sbatch --hold (reason JobHeldUser).
+        "priority": 0,
+        "nodes": spec.nodes,
+        "ntasks_per_node": spec.procs_per_node,
+        # Recovery is dispatch's, as with --no-requeue.
+        "is_requeueable": False,
+        "environment": {
+            **environment,
+            "DISPATCH_JOB": req.job,
+            "DISPATCH_SUBMISSION": str(req.lineage_submission),
+            "DISPATCH_ATTEMPT": str(req.attempt),
+        },
+        "script": SHEBANG + wrapper_script(spec.command, spec.env),
+    }
+    if spec.gpus_per_node:
+        found["gres_per_node"] = f"gpu:{spec.gpus_per_node}"
+    if spec.time_limit is not None:
+        found["time_limit"] = slurm_time(spec.time_limit)
+    for key, value in (
+        ("partitions", spec.partition),
+        ("account", spec.account),
+        ("qos", spec.qos),
+        ("working_directory", spec.working_directory),
+        ("standard_output", spec.output_path),
+    ):
+        if value:
+            found[key] = value
+    if spec.pre_termination_signal:
+        try:
+            name, secs = parse_signal(spec.pre_termination_signal)
+        except ValueError as err:
+            raise InvalidError(str(err)) from None
+        found["signal"] = {"signal": name, "time": secs, "batch_only": True}
+    return found
+
+
+def pyslurm_version() -> str | None:
+    """The installed pyslurm's version, or None when pyslurm cannot be imported."""
+    try:
+        import pyslurm  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return str(getattr(pyslurm, "__version__", "") or "")
+
+
+class PyslurmTransport:
+    """Slurm in-process through pyslurm: the reads of ``find`` and every effect."""
+
+    def __init__(self, module: Any = None) -> None:
+        """``module``: pyslurm itself (imported when None), or a stand-in of it in tests."""
+        if module is None:
+            try:
+                import pyslurm
+            except ImportError as err:
+                raise UnavailableError(f"pyslurm cannot be imported: {err}") from None
+            module = pyslurm
+        self._pyslurm: Any = module
+        self.counts: Counter[str] = Counter()
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def live(self, names: Sequence[str]) -> list[Any]:
+        """Every controller job whose name is in ``names``, or every job when none is named
+        (one load of the job table either way)."""
+        self.counts["pyslurm.Jobs.load"] += 1
+        try:
+            jobs = self._pyslurm.Jobs.load()
+        except Exception as err:  # pyslurm raises RPCError and others; translated here
+            raise UnreachableError(f"pyslurm could not load jobs: {err}") from None
+        wanted = set(names)
+        return [j for j in jobs.values() if not wanted or getattr(j, "name", None) in wanted]
+
+    def history(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Any]:
+        """Every accounting record of a job named in ``names`` (or with one of ``ids``)."""
+        self.counts["pyslurm.db.Jobs.load"] += 1
+        try:
+            db = self._pyslurm.db
+            flt = (
+                db.JobFilter(ids=[int(i) for i in ids]) if ids else db.JobFilter(names=list(names))
+            )
+            return list(db.Jobs.load(flt).values())
+        except Exception as err:  # translated here, the one boundary for pyslurm errors
+            raise UnreachableError(f"pyslurm could not load accounting: {err}") from None
+
+    # -- effects --------------------------------------------------------------------------
+
+    def submit(self, req: StartRequest) -> Reply:
+        """Create the attempt's object with its gate closed; ``stdout`` is its job id."""
+        desc = self._pyslurm.JobSubmitDescription(**description(req, os.environ))
+        return self._effect("JobSubmitDescription.submit", desc.submit)
+
+    def release(self, job_id: str) -> Reply:
+        """Lift the gate (``scontrol release``)."""
+        return self._effect("Job.release", self._job(job_id).release)
+
+    def hold(self, job_id: str) -> Reply:
+        """dispatch's hold: a start time ten Julian years ahead."""
+        return self._modify(job_id, begin_time=f"now+{DISPATCH_HOLD_SECONDS}")
+
+    def unhold(self, job_id: str) -> Reply:
+        """Lift dispatch's hold: start time now."""
+        return self._modify(job_id, begin_time="now")
+
+    def requeue_bit(self, job_id: str, on: bool) -> Reply:
+        """Set or clear the requeue bit."""
+        return self._modify(job_id, is_requeueable=on)
+
+    def requeue(self, job_id: str) -> Reply:
+        """Requeue the object (it runs again as the same job)."""
+        return self._effect("Job.requeue", self._job(job_id).requeue)
+
+    def cancel(self, job_id: str) -> Reply:
+        """Cancel one object (``scancel``)."""
+        return self._effect("Job.cancel", self._job(job_id).cancel)
+
+    def _job(self, job_id: str) -> Any:
+        return self._pyslurm.Job(int(job_id))
+
+    def _modify(self, job_id: str, **changes: Any) -> Reply:
+        desc = self._pyslurm.JobSubmitDescription(**changes)
+        return self._effect("Job.modify", lambda: self._job(job_id).modify(desc))
+
+    def _effect(self, what: str, call: Callable[[], Any]) -> Reply:
+        self.counts[f"pyslurm.{what}"] += 1
+        try:
+            out = call()
+        except self._pyslurm.RPCError as err:
+            # Slurm's own answer: the backend reads its text as it reads a command's stderr.
+            text = getattr(err, "msg", None) or str(err)
+            return Reply((f"pyslurm.{what}",), 1, "", f"pyslurm: error: {text}")
+        except ValueError as err:
+            raise InvalidError(f"pyslurm refused {what}: {err}") from None
+        except Exception as err:  # the one boundary for pyslurm's other errors
+            raise OutcomeUnknownError(
+                f"pyslurm {what} raised {type(err).__name__}: {err}; it may or may not have acted"
+            ) from None
+        return Reply((f"pyslurm.{what}",), 0, "" if out is None else f"{out}\n", "")

@@ -1,0 +1,229 @@
+"""The pyslurm transport: every call the adapter makes goes through pyslurm, and the same
+meaning decides what the replies say.
+
+pyslurm does not build against any Slurm this machine has (docs/slurm-mapping.md, "The
+pyslurm transport"), so ``pyslurm_standin`` stands in for pyslurm 25.11 and its controller;
+the probes (release, user, config) come from its ``ProbeRunner``, which refuses any other
+command. What is real: the transport, the backend, the rows and the meaning table.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pyslurm_standin as standin
+import pytest
+
+from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
+from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport, description
+from dispatch.adapters.slurm.render import sbatch_argv, wrapper_script
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.enums import ActorKind, CauseKind, ObjectState
+from dispatch.model.errors import (
+    InvalidError,
+    LaunchRefusedError,
+    NotFoundError,
+    OutcomeUnknownError,
+    RejectedError,
+    UnsupportedError,
+)
+from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
+from dispatch.model.values import Actor, JobSpec
+
+ME = Actor(kind=ActorKind.SUPERVISOR, id="t")
+
+
+def request(job: str = "ab12", attempt: int = 1, **spec: object) -> StartRequest:
+    return StartRequest(
+        job=job,
+        submission=1,
+        attempt=attempt,
+        lineage_submission=3,
+        spec=JobSpec(command=("echo", "it's a b"), **spec),
+    )
+
+
+@pytest.fixture
+def controller() -> standin.Controller:
+    return standin.use(standin.Controller())
+
+
+@pytest.fixture
+def backend(controller: standin.Controller) -> SlurmBackend:
+    return SlurmBackend(
+        standin.ProbeRunner(),
+        Settings(transport="pyslurm"),
+        reader=PyslurmTransport(standin),
+    )
+
+
+def effects_on_the_cli(b: SlurmBackend) -> list[list[str]]:
+    seen: list[list[str]] = b.runner.seen  # type: ignore[attr-defined]
+    return [
+        a
+        for a in seen
+        if a[0] in ("sbatch", "scontrol", "scancel", "squeue", "sacct")
+        and a[1:2] not in (["show"], ["--help"])
+    ]
+
+
+def test_the_description_asks_what_sbatch_is_asked_field_for_field() -> None:
+    req = request(
+        nodes=2,
+        procs_per_node=4,
+        gpus_per_node=1,
+        time_limit=timedelta(minutes=90),
+        partition="low",
+        account="acct",
+        qos="normal",
+        working_directory="/w d",
+        output_path="/w d/o-%j.txt",
+        pre_termination_signal="USR1@120",
+        env={"V": "x y"},
+    )
+    d = description(req, {"HOME": "/h"})
+    argv = sbatch_argv(req, container_images=False)
+    assert "--hold" in argv and d["priority"] == 0
+    assert "--no-requeue" in argv and d["is_requeueable"] is False
+    assert f"--job-name={d['name']}" in argv and f"--comment={d['comment']}" in argv
+    assert d["script"] == "#!/bin/sh\n" + wrapper_script(req.spec.command, req.spec.env)
+    assert d["environment"] == {
+        "HOME": "/h",
+        "DISPATCH_JOB": "ab12",
+        "DISPATCH_SUBMISSION": "3",
+        "DISPATCH_ATTEMPT": "1",
+    }
+    assert (d["nodes"], d["ntasks_per_node"], d["gres_per_node"]) == (2, 4, "gpu:1")
+    assert (d["time_limit"], d["partitions"], d["account"], d["qos"]) == (
+        "90",
+        "low",
+        "acct",
+        "normal",
+    )
+    assert (d["working_directory"], d["standard_output"]) == ("/w d", "/w d/o-%j.txt")
+    assert d["signal"] == {"signal": "USR1", "time": 120, "batch_only": True}
+    assert "--signal=B:USR1@120" in argv
+    assert set(d) <= standin.DESCRIPTION_FIELDS
+
+
+def test_a_container_image_is_unsupported_on_the_pyslurm_transport() -> None:
+    with pytest.raises(UnsupportedError, match="cli transport"):
+        description(request(image="docker://x"), {})
+
+
+def test_every_effect_goes_through_pyslurm_and_none_through_the_cli(
+    backend: SlurmBackend, controller: standin.Controller
+) -> None:
+    ref = backend.start(request())
+    job = controller.jobs[int(ref.id)]
+    assert (job.name, job.comment, job.priority) == ("dj-ab12", "dispatch:1/1", 0)
+    assert backend.inspect(ref).state is ObjectState.GATED
+    meta = HoldMeta(instance=1, by=ME, reason="t")
+    backend.hold(ref, meta)
+    backend.open(ref)
+    obs = backend.inspect(ref)
+    assert (obs.state, obs.held_by_other) == (ObjectState.HELD, False)
+    assert job.eligible_time == controller.now + DISPATCH_HOLD_SECONDS
+    backend.release(ref, meta)
+    controller.run(job.id)
+    backend.requeue(ref, CallMeta(by=ME))
+    obs = backend.inspect(ref)
+    assert obs.restarts == 1 and obs.requeue_bit
+    backend.restore_requeue_bit(ref, CallMeta(by=ME))
+    assert not backend.inspect(ref).requeue_bit
+    backend.stop(ref, "t")
+    assert backend.inspect(ref).cause.kind is CauseKind.CANCELLED
+    kinds = [kind for kind, _ in controller.calls if "load" not in kind]
+    assert kinds == [
+        "submit",
+        "modify",
+        "release",
+        "modify",
+        "modify",
+        "requeue",
+        "modify",
+        "cancel",
+    ]
+    assert effects_on_the_cli(backend) == []
+    counts = backend.reader.counts  # type: ignore[union-attr]
+    assert counts["pyslurm.Job.modify"] == 4 and counts["pyslurm.Job.cancel"] == 1
+
+
+def test_find_many_is_one_load_and_one_accounting_load_for_all_jobs(
+    backend: SlurmBackend, controller: standin.Controller
+) -> None:
+    refs = {job: backend.start(request(job)) for job in ("a1", "b2", "c3")}
+    backend.capabilities()
+    backend.identity  # noqa: B018  (read once, before counting)
+    controller.calls.clear()
+    found = backend.find_many([*refs, "nosuch"])
+    assert [kind for kind, _ in controller.calls] == ["Jobs.load", "db.Jobs.load"]
+    for job, ref in refs.items():
+        assert [o.ref.id for o in found[job].objects] == [ref.id]
+    assert found["nosuch"].objects == ()
+    assert backend.runner.counts["squeue"] == backend.runner.counts["sacct"] == 0
+
+
+def test_stop_job_cancels_every_live_object_of_ours_by_id(
+    backend: SlurmBackend, controller: standin.Controller
+) -> None:
+    first = backend.start(request(attempt=1))
+    second = backend.start(request(attempt=2))
+    backend.open(first)
+    controller.run(int(first.id))
+    theirs = standin.JobSubmitDescription(name="dj-ab12", script="#!/bin/sh\n", comment="x")
+    other = controller.jobs[theirs.submit()]
+    other.user_id, other.user_name = 2000, "mallory"
+    report = backend.stop_job("ab12", "t")
+    assert {r.id for r in report.stopped} == {first.id, second.id} and report.live == ()
+    assert other.state == "PENDING"  # another user's job named like ours is never touched
+    assert effects_on_the_cli(backend) == []
+
+
+def test_slurms_refusals_read_the_same_through_pyslurm(
+    backend: SlurmBackend, controller: standin.Controller
+) -> None:
+    """RPCError carries slurm_strerror's text, the words scontrol prints: gone is success,
+    a running object cannot be held, requeueing an ended object is not found, as with scontrol."""
+    ref = backend.start(request())
+    backend.open(ref)
+    controller.run(int(ref.id))
+    with pytest.raises(RejectedError, match="no longer pending"):
+        backend.hold(ref, HoldMeta(instance=1, by=ME, reason="t"))
+    backend.release(ref, HoldMeta(instance=1, by=ME, reason="t"))  # nothing to lift: success
+    controller.complete(int(ref.id))
+    backend.stop(ref, "t")
+    backend.stop(ObjectRef(id="999999", name="dj-ab12"), "t")
+    backend.restore_requeue_bit(ref, CallMeta(by=ME))
+    with pytest.raises(NotFoundError, match="already completing"):
+        backend.requeue(ref, CallMeta(by=ME))
+
+
+def test_a_submission_pyslurm_refuses_with_a_no_capacity_text_is_a_refused_launch(
+    backend: SlurmBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: standin.JobSubmitDescription) -> int:
+        raise standin.RPCError(2014, standin.NODE_CONFIG)
+
+    monkeypatch.setattr(standin.JobSubmitDescription, "submit", refuse)
+    with pytest.raises(LaunchRefusedError) as refused:
+        backend.start(request())
+    assert refused.value.cause == CauseKind.NO_CAPACITY.value
+
+
+def test_pyslurms_own_errors_are_invalid_or_outcome_unknown_never_a_cause(
+    backend: SlurmBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def bad(self: standin.JobSubmitDescription) -> int:
+        raise ValueError("Batch script contains DOS line breaks")
+
+    def lost(self: standin.JobSubmitDescription) -> int:
+        raise OSError("connection reset")
+
+    monkeypatch.setattr(standin.JobSubmitDescription, "submit", bad)
+    with pytest.raises(InvalidError):
+        backend.start(request())
+    monkeypatch.setattr(standin.JobSubmitDescription, "submit", lost)
+    with pytest.raises(OutcomeUnknownError):
+        backend.start(request())
