@@ -22,6 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from publish.errors import InvalidInput
+from publish.inputs import shown
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -103,7 +106,12 @@ class ProxyRule:
     def proxy_for(self, url: str) -> str | None:
         """The proxy URL to use for `url`, or None for a direct connection."""
         parts = urlsplit(url)
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        try:
+            port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            raise InvalidInput(
+                f"URL {shown(url)} has no valid port; give a number from 1 to 65535"
+            ) from None
         if self._exempt(parts.hostname or "", port):
             return None
         if self.explicit:

@@ -279,3 +279,13 @@ def test_no_space_left_for_resolve_into_exits_1_in_one_line(
     assert code == 1
     _one_line(err, "No space left", "free space")
     assert sorted(p.name for p in mounted.iterdir()) == ["filler"]
+
+
+@pytest.mark.parametrize("endpoint", ["http://127.0.0.1:99999", "http://127.0.0.1:port"])
+def test_an_endpoint_url_with_a_bad_port_exits_5_in_one_line(
+    s3_env: Bucket, endpoint: str
+) -> None:
+    code, _, err = _run("resolve", "--store", s3_env.store_url, "--endpoint-url", endpoint,
+                        "--epoch", "1")
+    assert code == EXIT_INVALID
+    _one_line(err, "port")
