@@ -22,6 +22,7 @@ from dispatch.cli.escalations import escalations
 from dispatch.cli.jobs import list_jobs, status
 from dispatch.cli.logs import logs
 from dispatch.cli.render import clean
+from dispatch.cli.report import report
 from dispatch.cli.sbatch import sbatch
 from dispatch.cli.sim import sim
 from dispatch.cli.supervise import supervise
@@ -75,7 +76,7 @@ def main() -> None:
 
     \b
     Submit:     sbatch
-    Read:       status, list, logs, escalations
+    Read:       status, list, logs, escalations, report
     Act:        hold, release, cancel, requeue, resubmit, supersede, give-up, abandon,
                 emergency-stop
     Supervise:  supervise, sweep
@@ -111,7 +112,7 @@ def demo(ledger: Path | None) -> None:
         click.echo(f"record of job {job} kept in {ledger}", err=True)
 
 
-_READ = (status, list_jobs, escalations, logs)
+_READ = (status, list_jobs, escalations, logs, report)
 for _command in (sbatch, sweep, supervise, *_READ, *VERBS, abandon, emergency_stop):
     main.add_command(_command)
 main.add_command(sim)

@@ -1,0 +1,239 @@
+"""``dispatch report``: where a job's hours went, for one job or every job of the ledger.
+
+The figures come from ``dispatch.report`` (pure, over the record and the publications); this
+module reads the ledger and the checkpoint store, and prints a text block, a table, JSON or
+CSV. docs/goodput.md defines every figure; docs/cli.md the command.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import click
+
+from dispatch.cli.refs import complete_job, resolve
+from dispatch.cli.render import clean, fields, table, when
+from dispatch.cli.session import DURATION, Session, config_option, echo_json, fail, refusals
+from dispatch.core.fold import fold
+from dispatch.model.enums import COVERABLE, CauseKind
+from dispatch.model.errors import DispatchError
+from dispatch.model.record import View
+from dispatch.model.values import JobID
+from dispatch.report import Figures, figures, spans
+from dispatch.report.checkpoints import StoreName, named_store, publications
+from dispatch.report.figures import Publication
+
+# The causes a CSV row always has a column for, so every row has the same columns.
+CSV_CAUSES = (*(str(c) for c in COVERABLE), str(CauseKind.CANCELLED))
+
+
+@dataclass(frozen=True)
+class Checkpoints:
+    """What the report knows of a job's checkpoints: the store, its publications, or why not."""
+
+    store: StoreName | None
+    found: list[Publication] | None
+    error: str = ""
+
+
+def checkpoints(view: View, given: StoreName | None) -> Checkpoints:
+    """The publications of the store given on the command line, else of the one the job names;
+    a store that cannot be read is reported, and the job counted as naming none."""
+    name = given or named_store(view.header)
+    if name is None:
+        return Checkpoints(None, None)
+    from publish.errors import PublishError
+
+    try:
+        return Checkpoints(name, publications(name))
+    except PublishError as err:
+        return Checkpoints(name, None, str(err))
+
+
+def duration(seconds: float) -> str:
+    """Seconds as ``1h02m03s``, ``4m05s`` or ``7s`` (rounded to the second)."""
+    s = round(seconds)
+    h, m = s // 3600, s % 3600 // 60
+    if h:
+        return f"{h}h{m:02d}m{s % 60:02d}s"
+    return f"{m}m{s % 60:02d}s" if m else f"{s}s"
+
+
+def _r(x: float) -> float:
+    return round(x, 3)
+
+
+def _nh(x: float) -> float:
+    return round(x, 6)
+
+
+def document(view: View, cp: Checkpoints, now: datetime) -> dict[str, Any]:
+    """The report of one job as ``--json`` prints it (docs/cli.md lists the keys)."""
+    job = fold(view, now)
+    f: Figures = figures(spans(view, job), cp.found, now)
+    return {
+        "job": view.header.job,
+        "name": view.header.spec.name,
+        "state": str(job.state),
+        "submitted": f.submitted.isoformat(),
+        "until": f.until.isoformat(),
+        "settled": f.settled,
+        "wall_seconds": _r(f.wall),
+        "queued_seconds": _r(f.queued),
+        "queued": {k: _r(f.parts[k]) for k in ("gate", "pending", "held")},
+        "running_seconds": _r(f.parts["running"]),
+        "settling_seconds": _r(f.parts["settling"]),
+        "executions": f.runs,
+        "node_hours": _nh(f.node_hours),
+        "useful_node_hours": _nh(f.useful_node_hours),
+        "useful_seconds": _r(f.useful_seconds),
+        "goodput": None if f.goodput is None else round(f.goodput, 4),
+        "lost_seconds": _r(f.lost_seconds),
+        "lost": [
+            {"cause": x.cause, "endings": x.endings, "seconds": _r(x.seconds),
+             "node_hours": _nh(x.node_hours)}
+            for x in f.losses
+        ],
+        "at_risk_seconds": _r(f.at_risk_seconds),
+        "recovery_gaps": [
+            {"cause": g.cause, "ended": g.ended.isoformat(),
+             "released": g.released.isoformat() if g.released else None,
+             "seconds": _r(g.seconds)}
+            for g in f.gaps
+        ],
+        "checkpoints": {
+            "store": cp.store.url if cp.store else None,
+            "publications": f.publications,
+            "error": cp.error or None,
+            "whole_runs_at_risk": not f.checkpoints,
+        },
+    }
+
+
+def _checkpoint_line(d: dict[str, Any]) -> str:
+    c = d["checkpoints"]
+    if c["store"] is None:
+        return "no store named: each ended run is counted lost whole (give --store URL)"
+    if c["error"]:
+        return f"{c['store']} unreadable ({c['error']}): each ended run is counted lost whole"
+    return f"{c['store']}: {c['publications']} publications"
+
+
+def _text(d: dict[str, Any]) -> None:
+    q = d["queued"]
+    lost = ", ".join(f"{x['cause']} {duration(x['seconds'])} ({x['endings']} ending"
+                     f"{'' if x['endings'] == 1 else 's'})" for x in d["lost"])
+    gaps = ", ".join(f"{g['cause']} {duration(g['seconds'])}" for g in d["recovery_gaps"])
+    goodput = "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%"
+    until = "settled" if d["settled"] else "now"
+    fields([
+        ("job", f"{d['job']} ({d['name'] or '-'}), {d['state']}"),
+        ("wall", f"{duration(d['wall_seconds'])}  submitted "
+                 f"{when(datetime.fromisoformat(d['submitted']))}, {until} "
+                 f"{when(datetime.fromisoformat(d['until']))}"),
+        ("queued", f"{duration(d['queued_seconds'])}  gate {duration(q['gate'])}, pending in "
+                   f"Slurm {duration(q['pending'])}, held {duration(q['held'])}"),
+        ("running", f"{duration(d['running_seconds'])}  {d['executions']} executions, "
+                    f"{d['node_hours']:.3f} node-hours"),
+        ("settling", duration(d["settling_seconds"])),
+        ("lost", f"{duration(d['lost_seconds'])}" + (f"  {lost}" if lost else "")),
+        ("at risk", duration(d["at_risk_seconds"])),
+        ("recovery gaps", f"{len(d['recovery_gaps'])}" + (f"  {gaps}" if gaps else "")),
+        ("goodput", f"{goodput}  {d['useful_node_hours']:.3f} of {d['node_hours']:.3f} "
+                    "node-hours trained the model"),
+        ("checkpoints", _checkpoint_line(d)),
+    ])
+
+
+def _csv(docs: list[dict[str, Any]]) -> str:
+    head = ["job", "name", "state", "submitted", "until", "settled", "wall_seconds",
+            "gate_seconds", "pending_seconds", "held_seconds", "running_seconds",
+            "settling_seconds", "executions", "node_hours", "useful_node_hours", "goodput",
+            "lost_seconds", *(f"lost_{c.replace('-', '_')}_seconds" for c in CSV_CAUSES),
+            "at_risk_seconds", "recovery_gaps", "recovery_gap_seconds", "checkpoint_store",
+            "publications"]
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(head)
+    for d in docs:
+        by_cause = {x["cause"]: x["seconds"] for x in d["lost"]}
+        w.writerow([
+            d["job"], d["name"], d["state"], d["submitted"], d["until"], d["settled"],
+            d["wall_seconds"], *d["queued"].values(), d["running_seconds"],
+            d["settling_seconds"], d["executions"], d["node_hours"], d["useful_node_hours"],
+            "" if d["goodput"] is None else d["goodput"], d["lost_seconds"],
+            *(by_cause.get(c, 0.0) for c in CSV_CAUSES), d["at_risk_seconds"],
+            len(d["recovery_gaps"]), _r(sum(g["seconds"] for g in d["recovery_gaps"])),
+            d["checkpoints"]["store"] or "", d["checkpoints"]["publications"],
+        ])
+    return out.getvalue()
+
+
+@click.command()
+@config_option
+@click.argument("job", required=False, shell_complete=complete_job)
+@click.option("--all", "everything", is_flag=True, help="Report every job of the ledger.")
+@click.option("--since", type=DURATION, default=None,
+              help="Every job submitted or still running within this long (e.g. 7d).")
+@click.option("--store", metavar="URL", default=None,
+              help="The checkpoint store to read (default: PUBLISH_STORE of the job).")
+@click.option("--endpoint-url", metavar="URL", default=None, help="The store's S3 endpoint.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per job.")
+def report(
+    config: str | None, job: str | None, everything: bool, since: timedelta | None,
+    store: str | None, endpoint_url: str | None, as_json: bool, as_csv: bool,
+) -> None:
+    """Where JOB's hours went, across all its submissions and requeues: wall time, time
+    queued (gate, pending in Slurm, held), running, node-hours, the time lost to each cause,
+    recovery gaps, and goodput (useful node-hours over held node-hours).
+
+    Lost work is read from the checkpoint store's log: PUBLISH_STORE in the job's
+    environment, or --store. Without one, each ended run counts as lost whole.
+
+    \b
+    Example:
+      $ dispatch report 7f3k
+      $ dispatch report --since 7d --csv > week.csv
+    """
+    now = datetime.now(UTC)
+    if as_json and as_csv:
+        fail("give --json or --csv, not both", 2)
+    if (job is not None) == (everything or since is not None):
+        fail("give JOB, or --all / --since for every job (see `dispatch report --help`)", 2)
+    given = StoreName(store, endpoint_url) if store else None
+    docs: list[dict[str, Any]] = []
+    with refusals():
+        ledger = Session(config).ledger
+        ids: list[JobID] = [resolve(ledger, job)] if job else ledger.jobs(include_settled=True)
+        for j in ids:
+            try:
+                view = ledger.read(j)
+                doc = document(view, checkpoints(view, given), now)
+            except DispatchError as err:
+                if job is not None:
+                    raise
+                click.echo(f"error: damaged record {j}: {clean(err.message)}", err=True)
+                continue
+            if since is None or datetime.fromisoformat(doc["until"]) >= now - since:
+                docs.append(doc)
+    if as_json:
+        echo_json(docs[0] if job else docs)
+    elif as_csv:
+        click.echo(_csv(docs), nl=False)
+    elif job:
+        _text(docs[0])
+    else:
+        table(
+            ("JOB", "NAME", "STATE", "WALL", "QUEUED", "RUNNING", "LOST", "NODE-HOURS",
+             "GOODPUT"),
+            [(d["job"], d["name"] or "-", d["state"], duration(d["wall_seconds"]),
+              duration(d["queued_seconds"]), duration(d["running_seconds"]),
+              duration(d["lost_seconds"]), f"{d['node_hours']:.3f}",
+              "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%") for d in docs],
+        )
+

@@ -1,0 +1,100 @@
+"""The figures of ``dispatch report``, computed from hand-built records: every second of the
+wall time falls in one part, and the work lost to an ending is what ran since the last
+publication before it."""
+
+from __future__ import annotations
+
+import pytest
+from records import ADA, PUBLICATIONS, Rec, at, preempted_node_lost_then_succeeded, pub
+
+from dispatch.model import record as r
+from dispatch.model.enums import CauseKind, ObjectState
+from dispatch.report import figures
+
+
+def test_every_second_from_submit_to_settle_falls_in_exactly_one_part() -> None:
+    f = figures(preempted_node_lost_then_succeeded().spans(), PUBLICATIONS, at(10_000))
+    assert f.wall == 262
+    assert sum(f.parts.values()) == pytest.approx(f.wall)
+    assert f.parts["running"] == 180
+    assert f.parts["held"] == 10
+    assert f.parts["settling"] == 1
+    # gate: submit to the first open (14s), each ending to the next open (10s, 10s), the last
+    # ending to the outcome (1s)
+    assert f.parts["gate"] == 14 + 10 + 10 + 1
+    # pending in Slurm: each open to the run (6s, 20s, and 20s less the 10s held)
+    assert f.parts["pending"] == 6 + 20 + 10
+
+
+def test_work_lost_to_an_ending_runs_from_the_last_publication_of_its_epoch() -> None:
+    f = figures(preempted_node_lost_then_succeeded().spans(), PUBLICATIONS, at(10_000))
+    lost = {x.cause: (x.endings, x.seconds, x.node_hours) for x in f.losses}
+    assert lost == {"preempted": (1, 20, pytest.approx(40 / 3600)),
+                    "node-lost": (1, 10, pytest.approx(20 / 3600))}
+    assert f.useful_seconds == 150
+    assert f.node_hours == pytest.approx(360 / 3600)
+    assert f.goodput == pytest.approx(300 / 360)
+    assert [(g.cause, g.seconds) for g in f.gaps] == [("preempted", 10), ("node-lost", 10)]
+
+
+def test_without_a_store_each_ended_run_is_lost_whole() -> None:
+    f = figures(preempted_node_lost_then_succeeded().spans(), None, at(10_000))
+    assert {x.cause: x.seconds for x in f.losses} == {"preempted": 80, "node-lost": 40}
+    assert f.goodput == pytest.approx(60 / 180)
+    assert not f.checkpoints
+
+
+def test_a_publication_of_another_epoch_never_saves_this_runs_work() -> None:
+    # Submission 2 ran from 130 to 170; the only publication in that window is submission
+    # 1's (a zombie's, fenced later): it saves nothing of submission 2.
+    pubs = [pub(50, 1, 100), pub(80, 1, 200), pub(150, 1, 250), pub(240, 3, 400)]
+    f = figures(preempted_node_lost_then_succeeded().spans(), pubs, at(10_000))
+    assert {x.cause: x.seconds for x in f.losses}["node-lost"] == 40
+
+
+def test_a_run_that_never_published_loses_all_it_ran() -> None:
+    f = figures(preempted_node_lost_then_succeeded().spans(), [pub(240, 3, 400)], at(10_000))
+    assert {x.cause: x.seconds for x in f.losses} == {"preempted": 80, "node-lost": 40}
+
+
+def test_an_unsettled_running_job_counts_to_now_and_its_unsaved_work_is_at_risk() -> None:
+    rec = Rec().launch(10, 1, 101).running(20, 101, 1)
+    f = figures(rec.spans(now=100), [pub(70, 1, 50)], at(100))
+    assert (f.wall, f.settled) == (100, False)
+    assert f.parts["running"] == 80
+    assert f.at_risk_seconds == 30
+    assert f.losses == ()
+    assert f.useful_seconds == 50
+
+
+def test_a_requeue_starts_a_new_execution_at_the_next_epoch() -> None:
+    rec = (
+        Rec()
+        .launch(10, 1, 101)
+        .running(20, 101, 1)
+        .add(60, r.CallEntry, op="requeue", ref=Rec.ref(101), deadline=at(120))
+        .observe(62, 101, 1, ObjectState.PENDING, restarts=1)
+        .running(70, 101, 1, restarts=1)
+        .ended(100, 101, 1)
+    )
+    s = rec.spans()
+    assert [(x.epoch, x.start, x.end) for x in s.runs] == [
+        (1_000_000, at(20), at(62)), (1_000_001, at(70), at(100))]
+    f = figures(s, [pub(50, 1, 10)], at(1000))
+    assert {x.cause: x.seconds for x in f.losses} == {"requeued": 12}
+    # Sent back to the queue at 60 (the call), seen pending at 62: pending, not gate.
+    assert f.parts["pending"] == 6 + 8
+    assert [(g.cause, g.seconds) for g in f.gaps] == [("requeued", 0)]
+
+
+def test_a_person_hold_while_running_does_not_stop_the_clock_of_the_run() -> None:
+    rec = (
+        Rec()
+        .launch(10, 1, 101)
+        .running(20, 101, 1)
+        .add(30, r.HoldEntry, by=ADA, instance=1)
+        .ended(50, 101, 1, CauseKind.NON_ZERO_EXIT)
+    )
+    f = figures(rec.spans(now=80), None, at(80))
+    assert f.parts["running"] == 30
+    assert f.parts["held"] == 30
