@@ -19,8 +19,10 @@ from dispatch.cli.refs import complete_job, resolve
 from dispatch.cli.render import clean, fields, table, when
 from dispatch.cli.session import DURATION, Session, config_option, echo_json, fail, refusals
 from dispatch.core.fold import fold
+from dispatch.core.project import project
 from dispatch.model.enums import COVERABLE, CauseKind
 from dispatch.model.errors import DispatchError
+from dispatch.model.objects import Discovery
 from dispatch.model.record import View
 from dispatch.model.values import JobID
 from dispatch.report import Figures, figures, spans
@@ -75,10 +77,14 @@ def document(view: View, cp: Checkpoints, now: datetime) -> dict[str, Any]:
     """The report of one job as ``--json`` prints it (docs/cli.md lists the keys)."""
     job = fold(view, now)
     f: Figures = figures(spans(view, job), cp.found, now)
+    # The state as the record's last observations show it: the report asks no scheduler.
+    seen = Discovery(objects=tuple(o.last for o in job.objects.values() if o.last),
+                     complete=False)
+    state = project(job, seen, now).state
     return {
         "job": view.header.job,
         "name": view.header.spec.name,
-        "state": str(job.state),
+        "state": str(state),
         "submitted": f.submitted.isoformat(),
         "until": f.until.isoformat(),
         "settled": f.settled,

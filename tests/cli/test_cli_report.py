@@ -146,3 +146,16 @@ def test_a_report_needs_one_job_or_all_and_one_format(tmp_path: Path, args: list
     code, out, err = report(site, *[job if a == "JOB" else a for a in args])
     assert code == 2 and out == ""
     assert err.startswith("error: ") and len(err.splitlines()) == 1
+
+
+def _documented_keys() -> set[str]:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = doc.split("### `dispatch report JOB`", 1)[1].split("\n### ", 1)[0]
+    rows = [ln.split("|")[1] for ln in section.splitlines() if ln.startswith("| `")]
+    return {k.strip(" `") for row in rows for k in row.split(",")}
+
+
+def test_the_json_keys_are_the_ones_docs_cli_md_lists(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    (job,) = site.submit()
+    assert set(json.loads(report(site, job, "--json")[1])) == _documented_keys()
