@@ -61,7 +61,7 @@ _KEYS: dict[str, dict[str, str]] = {
     },
     "backend": {"name": "an adapter name", "settings": "a table of the adapter's settings"},
     "deliver": {"command": "a list of words", "timeout": "a duration"},
-    "sweep": {"budget": "a duration"},
+    "sweep": {"budget": "a duration", "metrics": "the file sweeps write metrics to (a path)"},
     "supervise": {"poll": "a duration"},
 }
 
@@ -77,6 +77,8 @@ class Settings:
     deliver_command: tuple[str, ...] = ()
     deliver_timeout: timedelta = DEFAULT_DELIVER_TIMEOUT
     sweep_budget: timedelta = DEFAULT_BUDGET
+    # Where ``dispatch sweep`` writes its Prometheus metrics after each sweep, if anywhere.
+    sweep_metrics: Path | None = None
     poll: timedelta = DEFAULT_POLL
     # True for the embedded default: ``path`` is where a config file would be, and none is.
     embedded: bool = False
@@ -237,6 +239,10 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         raise check.error("ledger", ledger, "a path whose ~NAME is a user of this host") from None
     if not ledger_path.is_absolute():
         ledger_path = path.parent / ledger_path
+    metrics = sweep.get("metrics")
+    if metrics is not None and (not isinstance(metrics, str) or not metrics):
+        raise check.error("sweep.metrics", metrics, _KEYS["sweep"]["metrics"])
+    metrics_path = None if metrics is None else path.parent / Path(metrics).expanduser()
     return Settings(
         path=path,
         ledger=ledger_path,
@@ -245,6 +251,7 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         deliver_command=tuple(command or ()),
         deliver_timeout=check.duration(deliver, "timeout", "deliver.", DEFAULT_DELIVER_TIMEOUT),
         sweep_budget=check.duration(sweep, "budget", "sweep.", DEFAULT_BUDGET),
+        sweep_metrics=metrics_path,
         poll=check.duration(supervise, "poll", "supervise.", DEFAULT_POLL),
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import resource
 import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -69,7 +70,15 @@ def show(report: SweepReport, json_out: bool) -> None:
     default=None,
     help="Start no pass after this long (default: sweep.budget of the config).",
 )
-def sweep(config: str | None, json_out: bool, budget: timedelta | None) -> None:
+@click.option(
+    "--metrics",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="After the sweep, write Prometheus metrics to this file (default: sweep.metrics).",
+)
+def sweep(
+    config: str | None, json_out: bool, budget: timedelta | None, metrics: Path | None
+) -> None:
     """One pass over every unsettled job: what cron or scrontab runs each tick.
 
     Exits 1 when any job's pass failed (the others still had theirs).
@@ -77,7 +86,17 @@ def sweep(config: str | None, json_out: bool, budget: timedelta | None) -> None:
     with refusals():
         session = Session(config)
         raise_open_file_limit()
+        metrics = metrics or session.settings.sweep_metrics
+        if metrics is not None:
+            from dispatch.report.metrics import QueryCounter
+
+            queries = QueryCounter()
+            queries.attach(session.backend)
         report = session.supervisor().sweep(budget or session.settings.sweep_budget)
+        if metrics is not None:
+            from dispatch.cli.sweep_metrics import write_metrics
+
+            write_metrics(metrics, session.store, report, queries)
     show(report, json_out)
     if report.failed:
         sys.exit(EXIT_FAILED)
