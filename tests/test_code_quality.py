@@ -1,7 +1,9 @@
-"""The code checks every change must pass: ruff and mypy --strict on dispatch/ and publish/."""
+"""The code checks every change must pass: ruff and mypy --strict on dispatch/ and publish/,
+and no function of the pure core as branchy as the protocol it replaced."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -23,3 +25,66 @@ def test_ruff_finds_nothing_in_dispatch_and_publish() -> None:
 def test_mypy_strict_finds_nothing_in_dispatch_and_publish() -> None:
     done = run("mypy", "--strict", "dispatch", "publish")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# The core's decisions live in tables (``next.TABLE``, ``transitions.TRANSITIONS``); a
+# function that needs more branches than this hides a table that should be written out.
+CORE_COMPLEXITY_LIMIT = 15
+
+
+def complexity(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Cyclomatic complexity as radon counts it: one, plus one per decision point.
+
+    A nested function is measured on its own; a lambda counts toward the function it is in.
+    """
+    score = 1
+    todo: list[ast.AST] = list(ast.iter_child_nodes(fn))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        if isinstance(node, ast.If | ast.IfExp | ast.With | ast.AsyncWith | ast.Assert):
+            score += 1
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.While):
+            score += 1 + bool(node.orelse)
+        elif isinstance(node, ast.Try):
+            score += len(node.handlers) + bool(node.orelse)
+        elif isinstance(node, ast.BoolOp):
+            score += len(node.values) - 1
+        elif isinstance(node, ast.comprehension):
+            score += 1 + len(node.ifs)
+        elif isinstance(node, ast.match_case):
+            score += 1
+        todo.extend(ast.iter_child_nodes(node))
+    return score
+
+
+def core_functions() -> list[tuple[int, str]]:
+    """(complexity, module:function) of every function in dispatch/core, largest first."""
+    found = []
+    for path in sorted((REPO / "dispatch" / "core").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                found.append((complexity(node), f"{path.stem}:{node.name}"))
+    return sorted(found, reverse=True)
+
+
+def test_complexity_counts_each_decision_point() -> None:
+    fn = ast.parse(
+        "def f(a, b):\n"
+        "    if a and b:\n"
+        "        return [x for x in a if x]\n"
+        "    for y in b:\n"
+        "        pass\n"
+        "    return 1 if a else 2\n"
+    ).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    assert complexity(fn) == 1 + 2 + 2 + 1 + 1
+
+
+def test_no_function_of_the_core_reaches_the_complexity_limit() -> None:
+    ranked = core_functions()
+    largest, name = ranked[0]
+    print(f"largest complexity in dispatch/core: {largest} ({name})")
+    over = [f"{n} ({c})" for c, n in ranked if c >= CORE_COMPLEXITY_LIMIT]
+    assert not over, f"over the limit of {CORE_COMPLEXITY_LIMIT}: {', '.join(over)}"

@@ -14,7 +14,7 @@ from dispatch.core.current import Current
 from dispatch.core.job import HoldRec, Job
 from dispatch.core.steps import Authorize, Call, Cease, Step
 from dispatch.model.enums import Action, CheckpointMode, ObjectState
-from dispatch.model.objects import ObjectRef
+from dispatch.model.objects import ObjectObs, ObjectRef
 
 # How long a hold-family, requeue or restore call may take to show before it is made again.
 CALL_DEADLINE = timedelta(seconds=30)
@@ -33,27 +33,37 @@ def latest_live_canonical(job: Job, cur: Current) -> ObjectRef | None:
 def hold_calls(job: Job, cur: Current, now: datetime) -> list[Step]:
     """Place a person's hold on a pending object; release it once the person releases."""
     ref = latest_live_canonical(job, cur)
-    if ref is None:
-        return []
-    obs = cur.obs(ref)
-    if obs is None:
+    obs = cur.obs(ref) if ref is not None else None
+    if ref is None or obs is None:
         return []
     steps: list[Step] = []
     for h in job.holds:
-        if h.recovery:
-            continue
-        placed = job.calls_on(ref, "hold", h.instance)
-        released = job.calls_on(ref, "release", h.instance)
-        if h.active and not released and obs.state is ObjectState.PENDING:
-            if not placed or now >= placed[-1].deadline:
-                steps.append(_call("hold", ref, now, instance=h.instance, recorded=bool(placed)))
-        elif not h.active and placed:
-            still_held = obs.state is ObjectState.HELD and not obs.held_by_other
-            if not released or (still_held and now >= released[-1].deadline):
-                steps.append(
-                    _call("release", ref, now, instance=h.instance, recorded=bool(released))
-                )
+        # A recovery hold is the record's alone: the object it follows has already ended.
+        call = None if h.recovery else _hold_call(job, ref, obs, h, now)
+        if call is not None:
+            steps.append(call)
     return steps
+
+
+def _hold_call(
+    job: Job, ref: ObjectRef, obs: ObjectObs, h: HoldRec, now: datetime
+) -> Call | None:
+    """The hold or release call person's hold ``h`` asks of ``ref`` now, if any.
+
+    A call is made again under its recorded intent once its deadline passed without its effect
+    showing. A hold is placed only on a pending object (a hold stops starts, not runs), and a
+    release is made again only while dispatch's own hold still shows, never over someone else's.
+    """
+    placed = job.calls_on(ref, "hold", h.instance)
+    released = job.calls_on(ref, "release", h.instance)
+    if h.active and not released and obs.state is ObjectState.PENDING:
+        if not placed or now >= placed[-1].deadline:
+            return _call("hold", ref, now, instance=h.instance, recorded=bool(placed))
+    elif not h.active and placed:
+        still_held = obs.state is ObjectState.HELD and not obs.held_by_other
+        if not released or (still_held and now >= released[-1].deadline):
+            return _call("release", ref, now, instance=h.instance, recorded=bool(released))
+    return None
 
 
 def requeue_in_flight(job: Job, ref: ObjectRef, restarts: int, now: datetime) -> list[Step] | None:

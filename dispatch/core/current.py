@@ -6,10 +6,10 @@ pass is about to commit already counts in the decisions of the same pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from dispatch.core.job import Job, ObjectRec
-from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, ObjectState, Provenance, UnmatchedPolicy
 from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
 from dispatch.model.values import Cause
@@ -19,6 +19,22 @@ VANISHED = Cause(
     provenance=Provenance.SCHEDULER,
     detail="vanished from the scheduler without an end state",
 )
+
+
+
+def _end_known(rec: ObjectRec) -> bool:
+    return rec.ended or rec.verified_stopped
+
+
+def _foreign_never_observed(rec: ObjectRec) -> bool:
+    return rec.foreign and rec.last is None
+
+
+# Why a recorded object missing from a complete find is still not judged vanished. An object
+# whose end is recorded or already judged needs no second judgement. A foreign object known
+# only from a person's abandon was never seen, so its absence says nothing. (One of dispatch's
+# own known only from its start reply does vanish: the reply was read before this find.)
+NOT_VANISHED: tuple[Callable[[ObjectRec], bool], ...] = (_end_known, _foreign_never_observed)
 
 
 class Current:
@@ -62,10 +78,7 @@ class Current:
     def vanished(self, ref: ObjectRef) -> bool:
         """Whether an object seen before is missing from a complete find without an end."""
         rec = self.job.object(ref)
-        if rec is None or rec.ended or rec.verified_stopped:
-            return False
-        # One never observed counts as seen when a start reply (read before this find) named it.
-        if rec.last is None and (rec.foreign or mutants.on("unseen-object-never-vanishes")):
+        if rec is None or any(excused(rec) for excused in NOT_VANISHED):
             return False
         return self.d.complete and not self.seen_now(ref)
 

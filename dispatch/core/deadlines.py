@@ -6,6 +6,7 @@ so a supervisor with nothing to do knows when to look again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from dispatch.core.calls import CALL_DEADLINE, CESSATION_INTERVAL
@@ -14,40 +15,36 @@ from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.steps import Escalate, Step
 
 
-def deadlines(job: Job, cur: Current, now: datetime) -> list[Step]:
-    """Escalations whose deadlines have passed and that were not yet committed."""
-    steps: list[Step] = []
+def _overdue_hold(job: Job, cur: Current, now: datetime) -> list[Escalate]:
+    # A hold past its deadline stays in force: dispatch never releases a hold on its own.
     hold = job.active_hold()
-    if hold is not None and hold.hold.until is not None and now >= hold.hold.until:
-        steps.append(
-            Escalate(
-                id=f"overdue:{hold.instance}",
-                detail=(
-                    f"{hold.hold.kind} hold {hold.instance} placed by {hold.hold.by} is past its "
-                    f"deadline {hold.hold.until.isoformat()} and stays in force"
-                ),
-            )
-        )
+    if hold is None or hold.hold.until is None or now < hold.hold.until:
+        return []
+    detail = (
+        f"{hold.hold.kind} hold {hold.instance} placed by {hold.hold.by} is past its "
+        f"deadline {hold.hold.until.isoformat()} and stays in force"
+    )
+    return [Escalate(id=f"overdue:{hold.instance}", detail=detail)]
+
+
+def _unaccounted_launches(job: Job, cur: Current, now: datetime) -> list[Escalate]:
+    # Only a person may abandon a launch nobody can account for: dispatch cannot know that
+    # no object will ever show, and a second submission could run beside a late one.
+    out: list[Escalate] = []
     age = job.header.options.unresolved_age
     for sub in job.submissions:
-        if sub.abandoned:
-            continue
         unresolved = [a for a in sub.attempts if a.unresolved and now - a.at >= age]
-        if not unresolved:
+        if sub.abandoned or not unresolved:
             continue
         if _all_unknown(job, sub):
-            steps.append(
-                Escalate(
-                    id=f"all-unknown:{sub.n}",
-                    detail=(
-                        f"no launch attempt of submission {sub.n} can be accounted for after "
-                        f"{len(sub.attempts)} tries; look for an object named "
-                        f"dj-{job.header.job} and abandon the submission if there is none"
-                    ),
-                )
+            detail = (
+                f"no launch attempt of submission {sub.n} can be accounted for after "
+                f"{len(sub.attempts)} tries; look for an object named "
+                f"dj-{job.header.job} and abandon the submission if there is none"
             )
+            out.append(Escalate(id=f"all-unknown:{sub.n}", detail=detail))
         elif sub.canonical is not None:
-            steps += [
+            out += [
                 Escalate(
                     id=f"unmatched:{sub.n}/{a.number}",
                     detail=(
@@ -57,13 +54,36 @@ def deadlines(job: Job, cur: Current, now: datetime) -> list[Step]:
                 )
                 for a in unresolved
             ]
-    if job.outcome is not None and not job.settled:
-        start = job.cancel.at if job.cancel is not None else job.outcome.at
-        if now >= start + job.header.options.cleanup_deadline:
-            left = blockers(job, cur)
-            if left:
-                steps.append(Escalate(id="cleanup-deadline", detail="; ".join(left)))
-    return [s for s in steps if isinstance(s, Escalate) and not job.escalated(s.id)]
+    return out
+
+
+def _cleanup_start(job: Job) -> datetime | None:
+    """When clean-up began (the cancel, else the outcome), or None before an outcome."""
+    if job.outcome is None or job.settled:
+        return None
+    return job.cancel.at if job.cancel is not None else job.outcome.at
+
+
+def _slow_cleanup(job: Job, cur: Current, now: datetime) -> list[Escalate]:
+    start = _cleanup_start(job)
+    if start is None or now < start + job.header.options.cleanup_deadline:
+        return []
+    left = blockers(job, cur)
+    return [Escalate(id="cleanup-deadline", detail="; ".join(left))] if left else []
+
+
+# The escalations time brings, in the order a pass commits them.
+DEADLINES: tuple[Callable[[Job, Current, datetime], list[Escalate]], ...] = (
+    _overdue_hold,
+    _unaccounted_launches,
+    _slow_cleanup,
+)
+
+
+def deadlines(job: Job, cur: Current, now: datetime) -> list[Step]:
+    """Escalations whose deadlines have passed and that were not yet committed."""
+    due = [e for find in DEADLINES for e in find(job, cur, now)]
+    return [e for e in due if not job.escalated(e.id)]
 
 
 def _all_unknown(job: Job, sub: SubmissionRec) -> bool:
@@ -76,26 +96,51 @@ def _all_unknown(job: Job, sub: SubmissionRec) -> bool:
     )
 
 
-def wake(job: Job, now: datetime) -> datetime | None:
-    """The next moment a deadline falls after ``now``, or None when none is pending."""
-    times: list[datetime] = []
+def _hold_until(job: Job) -> list[datetime]:
     hold = job.active_hold()
-    if hold is not None and hold.hold.until is not None:
-        times.append(hold.hold.until)
+    return [hold.hold.until] if hold is not None and hold.hold.until is not None else []
+
+
+def _unresolved_ages(job: Job) -> list[datetime]:
     age = job.header.options.unresolved_age
-    times += [a.at + age for s in job.submissions for a in s.attempts if a.unresolved]
-    if job.outcome is not None and not job.settled:
-        start = job.cancel.at if job.cancel is not None else job.outcome.at
-        times.append(start + job.header.options.cleanup_deadline)
-    times += [c.deadline for c in job.calls]
+    return [a.at + age for s in job.submissions for a in s.attempts if a.unresolved]
+
+
+def _cleanup_deadline(job: Job) -> list[datetime]:
+    start = _cleanup_start(job)
+    return [start + job.header.options.cleanup_deadline] if start is not None else []
+
+
+def _call_deadlines(job: Job) -> list[datetime]:
+    times = [c.deadline for c in job.calls]
     for rec in job.objects.values():
         for since in (rec.opening_at, rec.stopping_at):
             if since is not None and not rec.done:
                 times.append(since + CALL_DEADLINE)
+    return times
+
+
+def _cessation_asks(job: Job) -> list[datetime]:
+    times: list[datetime] = []
     for h in job.holds:
         sub = job.submission(h.submission) if h.active and h.recovery else None
         held = job.object(sub.canonical) if sub and sub.canonical else None
         if held is not None and held.ceased_at is not None and not held.ceased:
             times.append(held.ceased_at + CESSATION_INTERVAL)
-    future = [t for t in times if t > now]
+    return times
+
+
+# Every moment a waiting job must be looked at again.
+WAKES: tuple[Callable[[Job], list[datetime]], ...] = (
+    _hold_until,
+    _unresolved_ages,
+    _cleanup_deadline,
+    _call_deadlines,
+    _cessation_asks,
+)
+
+
+def wake(job: Job, now: datetime) -> datetime | None:
+    """The next moment a deadline falls after ``now``, or None when none is pending."""
+    future = [t for times in WAKES for t in times(job) if t > now]
     return min(future) if future else None

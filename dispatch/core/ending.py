@@ -50,25 +50,46 @@ def ending(
     if cause.kind is CauseKind.NONE and not refused:
         return [Outcome(state=State.SUCCEEDED, cause=NO_CAUSE)]
     ra = covering_rule(job.header.plan, cause.kind)
+    # Only a rule the supervisor enforces acts here: one the backend enforces already acted
+    # (the object still ended, so its budget is spent), and nobody acts on an unenforced one.
     if ra is not None and ra.enforcer is Enforcer.SUPERVISOR and budget_left(job, ra):
-        if ra.effective.action is Action.RESUBMIT:
-            trigger = f"{sub.n}:{cause.kind}"
-            return [Authorize(submission=sub.n + 1, rule=ra.index, trigger=trigger)]
-        again = ra.effective.action in (Action.RESTART, Action.REQUEUE)
-        if again and sub.canonical is not None and not refused:
-            return [requeue(sub.canonical, restarts, now, rule=ra.index)]
-        if ra.effective.action is Action.HOLD:
-            hold_for = ra.effective.hold_for
-            until = now + hold_for if hold_for is not None else None
-            return [
-                PlaceHold(
-                    instance=len(job.holds) + 1,
-                    submission=sub.n,
-                    rule=ra.index,
-                    cause=cause,
-                    until=until,
-                )
-            ]
+        action = _rule_action(job, sub, cause, now, refused, restarts, ra)
+        if action is not None:
+            return action
+    return _failure(job, sub, cause, refused, ra)
+
+
+def _rule_action(
+    job: Job,
+    sub: SubmissionRec,
+    cause: Cause,
+    now: datetime,
+    refused: bool,
+    restarts: int,
+    ra: RuleAssignment,
+) -> list[Step] | None:
+    """The step of ``ra``'s action, which reserves its budget; None when it cannot apply."""
+    action = ra.effective.action
+    if action is Action.RESUBMIT:
+        trigger = f"{sub.n}:{cause.kind}"
+        return [Authorize(submission=sub.n + 1, rule=ra.index, trigger=trigger)]
+    # Requeue and restart run the same object again: a launch refused has none to run.
+    if action in (Action.RESTART, Action.REQUEUE) and sub.canonical is not None and not refused:
+        return [requeue(sub.canonical, restarts, now, rule=ra.index)]
+    if action is Action.HOLD:
+        hold_for = ra.effective.hold_for
+        until = now + hold_for if hold_for is not None else None
+        hold = PlaceHold(
+            instance=len(job.holds) + 1, submission=sub.n, rule=ra.index, cause=cause, until=until
+        )
+        return [hold]
+    return None
+
+
+def _failure(
+    job: Job, sub: SubmissionRec, cause: Cause, refused: bool, ra: RuleAssignment | None
+) -> list[Step]:
+    """Outcome failed, and the escalation that says why no rule recovered the job."""
     why = _reason(job, cause, ra)
     if refused:
         label = f"refused:{sub.n}"

@@ -12,7 +12,6 @@ from typing import Any
 
 from dispatch.core.job import AttemptRec, CallRec, HoldRec, Job, ObjectRec, Outcome, SubmissionRec
 from dispatch.core.transitions import Change, transition
-from dispatch.model import mutants
 from dispatch.model.enums import HoldKind, ObjectState, State
 from dispatch.model.errors import InvalidError
 from dispatch.model.objects import ObjectObs, ObjectRef
@@ -51,6 +50,23 @@ from dispatch.model.status import Escalation, Event
 from dispatch.model.values import NO_CAUSE, Cause, Hold
 
 
+def _token_not_owners(job: Job, entry: Decision) -> bool:
+    return entry.token != job.owner
+
+
+def _settled(job: Job, entry: Decision) -> bool:
+    return job.settled
+
+
+# Why a decision entry is refused, checked in order before its handler runs. Only the current
+# owner decides (invariant 4: two supervisors never both act), and a settled record takes no
+# more decisions (its outcome and clean-up are final; only evidence and deliveries follow).
+DECISION_REFUSALS: tuple[tuple[Callable[[Job, Decision], bool], str], ...] = (
+    (_token_not_owners, "its token is not the current owner's"),
+    (_settled, "the record is settled"),
+)
+
+
 def fold(view: View, now: datetime) -> Job:
     """The job level of ``view``; ``InvalidError`` for a history the protocol cannot write."""
     folder = _Folder(Job(header=view.header, revision=view.revision))
@@ -67,44 +83,15 @@ class _Folder:
         self.job = job
         self.resume = State.PENDING
         self.canonical_ids: set[str] = set()
-        self.handlers: dict[type[Any], Callable[[Any], None]] = {
-            CancelEntry: self._cancel,
-            HoldEntry: self._hold,
-            ReleaseEntry: self._release,
-            ResubmitEntry: self._resubmit,
-            GiveUpEntry: self._give_up,
-            AbandonEntry: self._abandon,
-            RequeueEntry: self._requeue,
-            SupersededEntry: self._superseded,
-            ObserveEntry: self._observe,
-            CessationEntry: self._cessation,
-            RefusedEntry: self._refused,
-            CallEntry: self._call,
-            OwnerEntry: self._owner,
-            AuthorizeEntry: self._authorize,
-            AttemptEntry: self._attempt,
-            ReplyEntry: self._reply,
-            CanonicalEntry: self._canonical,
-            OpenEntry: self._open,
-            RetireEntry: self._retire,
-            StopEntry: self._stop,
-            VerifiedStoppedEntry: self._verified_stopped,
-            PlaceHoldEntry: self._place_hold,
-            OutcomeEntry: self._outcome,
-            EscalateEntry: self._escalate,
-            SettleEntry: self._settle,
-            DeliveredEntry: self._delivered,
-        }
 
     def apply(self, entry: Base, revision: int) -> None:
         j = self.job
         if isinstance(entry, Decision) and not isinstance(entry, OwnerEntry):
-            if entry.token != j.owner and not mutants.on("owner-token-unchecked"):
-                self._refuse(entry, revision, "its token is not the current owner's")
-            if j.settled:
-                self._refuse(entry, revision, "the record is settled")
+            for refused, why in DECISION_REFUSALS:
+                if refused(j, entry):
+                    self._refuse(entry, revision, why)
         try:
-            self.handlers[type(entry)](entry)
+            HANDLERS[type(entry)](self, entry)
         except InvalidError as err:
             raise InvalidError(f"job {j.header.job} revision {revision}: {err.message}") from None
 
@@ -139,7 +126,7 @@ class _Folder:
             self.job.objects[ref.id] = rec
         return rec
 
-    def _fire(self, rule: int) -> None:
+    def fire(self, rule: int) -> None:
         """Count one firing of ``rule``; a firing past its budget is a history the protocol
         cannot write (every firing reserves budget left, in the commit that decides it)."""
         j = self.job
@@ -261,7 +248,7 @@ class _Folder:
         if e.rule is not None:
             if e.op != "requeue" or not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"{e.op} call names rule {e.rule}, which cannot apply")
-            self._fire(e.rule)
+            self.fire(e.rule)
         if e.op == "requeue":
             self._not_terminal("requeue call")
             j.requeue = None
@@ -291,8 +278,7 @@ class _Folder:
         if e.rule is not None:
             if not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"authorize names rule {e.rule}, which the plan does not have")
-            if not mutants.on("budget-after-start"):
-                self._fire(e.rule)
+            self.fire(e.rule)
         if e.trigger == "resubmit":
             if j.resubmits <= 0:
                 raise InvalidError("authorize for a resubmit nobody asked for")
@@ -332,8 +318,6 @@ class _Folder:
             raise InvalidError(f"object {e.ref.id} cannot be canonical for {e.submission}")
         sub.canonical = e.ref
         self.canonical_ids.add(e.ref.id)
-        if mutants.on("budget-after-start") and sub.rule is not None:
-            self._fire(sub.rule)
 
     def _open(self, e: OpenEntry) -> None:
         if e.ref.id not in self.canonical_ids:
@@ -360,7 +344,7 @@ class _Folder:
             raise InvalidError(f"hold instance {e.instance} is out of order")
         if not 0 <= e.rule < len(j.header.plan.rules):
             raise InvalidError(f"place-hold names rule {e.rule}, which the plan does not have")
-        self._fire(e.rule)
+        self.fire(e.rule)
         hold = Hold(
             kind=HoldKind.RECOVERY,
             by=e.by,
@@ -410,3 +394,36 @@ class _Folder:
             self.job.escalations[e.id] = Escalation(
                 id=old.id, detail=old.detail, at=old.at, delivered=e.at
             )
+
+
+Handler = Callable[[_Folder, Any], None]
+
+# One handler per entry kind; an entry kind missing here is a programming error, not a history.
+HANDLERS: dict[type[Base], Handler] = {
+    CancelEntry: _Folder._cancel,
+    HoldEntry: _Folder._hold,
+    ReleaseEntry: _Folder._release,
+    ResubmitEntry: _Folder._resubmit,
+    GiveUpEntry: _Folder._give_up,
+    AbandonEntry: _Folder._abandon,
+    RequeueEntry: _Folder._requeue,
+    SupersededEntry: _Folder._superseded,
+    ObserveEntry: _Folder._observe,
+    CessationEntry: _Folder._cessation,
+    RefusedEntry: _Folder._refused,
+    CallEntry: _Folder._call,
+    OwnerEntry: _Folder._owner,
+    AuthorizeEntry: _Folder._authorize,
+    AttemptEntry: _Folder._attempt,
+    ReplyEntry: _Folder._reply,
+    CanonicalEntry: _Folder._canonical,
+    OpenEntry: _Folder._open,
+    RetireEntry: _Folder._retire,
+    StopEntry: _Folder._stop,
+    VerifiedStoppedEntry: _Folder._verified_stopped,
+    PlaceHoldEntry: _Folder._place_hold,
+    OutcomeEntry: _Folder._outcome,
+    EscalateEntry: _Folder._escalate,
+    SettleEntry: _Folder._settle,
+    DeliveredEntry: _Folder._delivered,
+}

@@ -3,65 +3,161 @@
 Pure and deterministic: every actor computes the same steps from the same record revision,
 discovery and ``now``. The supervisor carries the steps out in order; decisions are committed
 against the revision the job was folded from, which was read before the discovery's find.
+
+A job without an outcome is decided by one table, ``TABLE``, read top to bottom over the
+facts of its situation (``situation.Fact``, computed once). Rules of the table:
+
+* A row matches when every fact of ``when`` holds and none of ``unless``; the first match wins,
+  and the last row matches always, so every situation has exactly one answer.
+* A person's word comes first: a cancel, then a give-up, ends the job whatever else holds.
+* A person's hold keeps the job from launching or opening anything, but an execution may still
+  end under it (a hold stops starts, not runs): a success is still recorded, any other ending
+  waits for the release, so the rule that covers it is judged on the job as it is then.
+* Every answer but a person's cancel or give-up also retires and stops duplicate objects.
+
+``docs/protocol.md`` prints this table; ``tests/docs/test_protocol_doc.py`` keeps the two equal.
+Around the table, each pass also records what find showed, escalates foreign objects, makes
+the hold-family calls, and escalates what time made overdue; ``ORDERING`` then puts the steps
+in the order they are to be carried out.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
-from dispatch.core.calls import (
-    CALL_DEADLINE,
-    after_cessation,
-    hold_calls,
-    requeue,
-    requeue_in_flight,
-    restore_bits,
-)
-from dispatch.core.current import VANISHED, Current, blockers, unabandoned_foreign
+from dispatch.core.answers import ANSWERS, Answer, duplicates, stops
+from dispatch.core.calls import hold_calls, restore_bits
+from dispatch.core.current import Current, blockers, unabandoned_foreign
 from dispatch.core.deadlines import deadlines, wake
-from dispatch.core.ending import ending
-from dispatch.core.job import CANNOT_RUN, Job, SubmissionRec
-from dispatch.core.steps import (
-    Authorize,
-    Canonical,
-    Escalate,
-    Observe,
-    Open,
-    Outcome,
-    Retire,
-    Settle,
-    Start,
-    Step,
-    Stop,
-    VerifiedStopped,
-    Wait,
+from dispatch.core.job import Job
+from dispatch.core.situation import Fact, Situation, situation
+from dispatch.core.steps import Escalate, Observe, Settle, Step, Stop, VerifiedStopped, Wait
+from dispatch.model.objects import Discovery, ObjectObs
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the decision table: the facts that must hold, those that must not, and
+    the answer."""
+
+    when: tuple[Fact, ...]
+    then: Answer
+    unless: tuple[Fact, ...] = ()
+
+    def matches(self, s: Situation) -> bool:
+        """Whether this row applies to ``s``."""
+        return all(f in s for f in self.when) and not any(f in s for f in self.unless)
+
+
+F, A = Fact, Answer
+_HELD = (F.PERSON_HOLD,)
+
+TABLE: tuple[Row, ...] = (
+    Row((F.CANCEL_ASKED,), A.CANCEL),
+    Row((F.GIVE_UP_ASKED,), A.GIVE_UP),
+    # A resubmit waits for the latest submission to finish; it answers a recovery hold (the
+    # new submission lifts it) but never a person's hold, which only that person releases.
+    Row((F.RESUBMIT_ASKED, F.LATEST_FINISHED), A.RESUBMIT, unless=_HELD),
+    Row((F.RECOVERY_HOLD,), A.AFTER_CESSATION),
+    Row((F.NO_SUBMISSION,), A.AUTHORIZE_FIRST, unless=_HELD),
+    # An abandoned submission will never be heard of again: the job goes on with the next.
+    Row((F.ABANDONED,), A.AUTHORIZE_AFTER_ABANDON, unless=_HELD),
+    # Launching. A found object is made canonical before any further start, so a start
+    # whose outcome was unknown but landed is never duplicated by a retry.
+    Row((F.LAUNCHING, F.OBJECT_FOUND), A.CANONICAL, unless=_HELD),
+    Row((F.LAUNCHING, F.NO_ATTEMPT), A.START, unless=_HELD),
+    # The last attempt named an object that is not found yet (or was abandoned): wait.
+    Row((F.LAUNCHING, F.LAST_ATTEMPT_ACCOUNTED), A.NOTHING),
+    # An unknown or refused start is retried as a new attempt, never taken for a failure.
+    Row((F.LAUNCHING, F.RETRIES_LEFT), A.START, unless=_HELD),
+    Row((F.LAUNCHING, F.ALL_REFUSED), A.REFUSED_ENDING, unless=_HELD),
+    # The canonical object. A requeue can never land on a purged object: once a complete
+    # find no longer shows it, the execution has ended unseen (it is not called forever).
+    Row((F.CANONICAL, F.REQUEUE_IN_FLIGHT, F.GONE), A.VANISHED_ENDING, unless=_HELD),
+    Row((F.CANONICAL, F.REQUEUE_IN_FLIGHT, F.GONE), A.NOTHING),
+    # A requeue in flight is made again under the same intent, so its budget is reserved once.
+    Row((F.CANONICAL, F.REQUEUE_DUE), A.REQUEUE_AGAIN),
+    Row((F.CANONICAL, F.REQUEUE_IN_FLIGHT), A.NOTHING),
+    Row((F.CANONICAL, F.REQUEUE_ASKED, F.OBSERVED), A.REQUEUE, unless=_HELD),
+    # A refused open is final whatever the hold: the execution can never run.
+    Row((F.CANONICAL, F.OPEN_REFUSED), A.OPEN_REFUSED_ENDING),
+    Row((F.CANONICAL, F.ENDED, F.PERSON_HOLD), A.NOTHING, unless=(F.SUCCEEDED,)),
+    Row((F.CANONICAL, F.ENDED), A.ENDING),
+    Row((F.CANONICAL, F.VANISHED), A.VANISHED_ENDING, unless=_HELD),
+    Row((F.CANONICAL, F.VANISHED), A.NOTHING),
+    # Verified stopped before this pass (a crash came before its ending): it ended unseen, and
+    # is never judged again by its last observation, which may still say gated.
+    Row((F.CANONICAL, F.VERIFIED_STOPPED), A.ENDED_UNSEEN, unless=_HELD),
+    Row((F.CANONICAL, F.VERIFIED_STOPPED), A.NOTHING),
+    Row((F.CANONICAL, F.CANNOT_RUN), A.CANNOT_RUN_ENDING, unless=_HELD),
+    # Someone else's hold is theirs to lift: dispatch never opens it, and asks a person once.
+    Row((F.CANONICAL, F.HELD_BY_OTHER, F.ADMIN_HELD_ESCALATED), A.NOTHING),
+    Row((F.CANONICAL, F.HELD_BY_OTHER), A.ESCALATE_ADMIN_HELD),
+    # An open recorded but not showing is made again once its call had time to show.
+    Row((F.CANONICAL, F.GATED, F.OPEN_DUE), A.OPEN_AGAIN, unless=_HELD),
+    Row((F.CANONICAL, F.GATED), A.OPEN, unless=(F.PERSON_HOLD, F.OPENING)),
+    Row((), A.NOTHING),
 )
-from dispatch.model import mutants
-from dispatch.model.enums import CauseKind, ObjectState, Provenance, State
-from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
-from dispatch.model.values import Cause
+
+# A person's cancel or give-up ends the job; the clean-up after the outcome stops every
+# object anyway, duplicates included.
+_ENDS_THE_JOB = frozenset({A.CANCEL, A.GIVE_UP})
+
+
+def decide(s: Situation) -> list[Step]:
+    """The steps the first matching row of ``TABLE`` asks for in situation ``s``."""
+    row = next(r for r in TABLE if r.matches(s))
+    steps = ANSWERS[row.then](s)
+    if row.then in _ENDS_THE_JOB:
+        return steps
+    return [*duplicates(s.job, s.cur), *steps]
+
+
+def _unique_escalations(steps: list[Step]) -> list[Step]:
+    """An escalation id is committed once per job (invariant 7): keep the first of a pass."""
+    seen: set[str] = set()
+    out: list[Step] = []
+    for s in steps:
+        if isinstance(s, Escalate):
+            if s.id in seen:
+                continue
+            seen.add(s.id)
+        out.append(s)
+    return out
+
+
+def _settle_last(steps: list[Step]) -> list[Step]:
+    """Settle goes last: a settled record takes no decision, so nothing may follow it (an
+    escalation after it would be refused, and lost)."""
+    return sorted(steps, key=lambda s: isinstance(s, Settle))
+
+
+# The ordering rules, applied in turn to the steps of a pass.
+ORDERING: tuple[Callable[[list[Step]], list[Step]], ...] = (_unique_escalations, _settle_last)
 
 
 def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     """The steps to carry out now, in order; a lone ``Wait`` when there is nothing to do."""
     if job.settled:
         return _residuals(job, d)
-    cur = Current(job, d)
     steps: list[Step] = [Observe(obs=o) for o in d.objects if _changed(job, o.ref.id, o)]
-    steps += _foreign(job, cur)
     if job.outcome is None:
-        steps += _live(job, cur, now)
+        s = situation(job, d, now)
+        cur = s.cur
+        steps += _foreign(job, cur)
+        steps += decide(s)
         steps += hold_calls(job, cur, now)
         steps += restore_bits(job, cur, now)
     else:
+        cur = Current(job, d)
+        steps += _foreign(job, cur)
         steps += _cleanup(job, cur, now)
     steps += deadlines(job, cur, now)
-    steps = _unique_escalations(steps)
-    if not mutants.on("settle-before-escalations"):  # settle last: nothing may follow it
-        steps.sort(key=lambda s: isinstance(s, Settle))
-    if not steps:
-        return [Wait(wake=wake(job, now))]
-    return steps
+    for order in ORDERING:
+        steps = order(steps)
+    return steps or [Wait(wake=wake(job, now))]
 
 
 def _residuals(job: Job, d: Discovery) -> list[Step]:
@@ -97,194 +193,12 @@ def _foreign(job: Job, cur: Current) -> list[Step]:
     ]
 
 
-def _live(job: Job, cur: Current, now: datetime) -> list[Step]:
-    """Steps for a job without an outcome."""
-    if job.cancel is not None:
-        c = job.cancel
-        said = f": {c.reason}" if c.reason else ""
-        cause = Cause(
-            kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=f"by {c.by}{said}"
-        )
-        return [Outcome(state=State.CANCELLED, cause=cause), *_stops(job, cur, now)]
-    if job.give_up is not None:
-        g = job.give_up
-        hold = job.active_hold()
-        cause = hold.cause if hold is not None and hold.cause is not None else job.last_end_cause()
-        detail = f"{g.by} gave up" + (f": {g.reason}" if g.reason else "")
-        return [Outcome(state=State.FAILED, cause=cause), Escalate(id="give-up", detail=detail)]
-    steps = _duplicates(job, cur)
-    latest = job.latest()
-    hold = job.active_hold()
-    finished = latest is None or _finished(job, latest, cur)
-    if job.resubmits > 0 and finished and (hold is None or hold.recovery):
-        n = latest.n + 1 if latest else 1
-        return [*steps, Authorize(submission=n, trigger="resubmit")]
-    if hold is not None and hold.recovery:
-        return [*steps, *after_cessation(job, hold, now)]
-    if latest is None:
-        return steps if hold is not None else [Authorize(submission=1)]
-    if latest.abandoned:
-        if hold is not None:
-            return steps
-        return [*steps, Authorize(submission=latest.n + 1, trigger="abandoned")]
-    if latest.canonical is None:
-        return steps if hold is not None else [*steps, *_launch(job, latest, cur, now)]
-    return [*steps, *_execution(job, latest, cur, now, held=hold is not None)]
-
-
-def _finished(job: Job, sub: SubmissionRec, cur: Current) -> bool:
-    if sub.abandoned:
-        return True
-    if sub.canonical is None:
-        return bool(sub.attempts) and all(a.refused for a in sub.attempts)
-    return cur.ended(sub.canonical) or cur.vanished(sub.canonical)
-
-
-def _launch(job: Job, sub: SubmissionRec, cur: Current, now: datetime) -> list[Step]:
-    """Steps for a submission without a canonical object yet."""
-    found: dict[str, tuple[int, str, ObjectRef]] = {}
-    for o in cur.objects():
-        if not o.foreign and o.submission == sub.n and not _retired(job, o.ref.id):
-            found[o.ref.id] = (o.attempt or 0, o.ref.id, o.ref)
-    for a in sub.attempts:
-        if a.ref is not None and a.ref.id not in found and not _retired(job, a.ref.id):
-            found[a.ref.id] = (a.number, a.ref.id, a.ref)
-    if found:
-        return [Canonical(submission=sub.n, ref=min(found.values())[2])]
-    if not sub.attempts:
-        return [Start(submission=sub.n, attempt=1)]
-    last = sub.attempts[-1]
-    retries_left = len(sub.attempts) <= job.header.options.submit_retries
-    if last.refused is None and not last.unresolved:
-        return []
-    if retries_left:
-        return [Start(submission=sub.n, attempt=len(sub.attempts) + 1)]
-    if all(a.refused is not None for a in sub.attempts) and last.refused is not None:
-        return ending(job, sub, last.refused, now, refused=True)
-    return []
-
-
-def _retired(job: Job, ref_id: str) -> bool:
-    rec = job.objects.get(ref_id)
-    return rec is not None and rec.retired
-
-
-def _execution(job: Job, sub: SubmissionRec, cur: Current, now: datetime, held: bool) -> list[Step]:
-    """Steps for a submission whose canonical object is committed."""
-    c = sub.canonical
-    assert c is not None
-    obs = cur.obs(c)
-    restarts = obs.restarts if obs is not None else 0
-    in_flight = requeue_in_flight(job, c, restarts, now)
-    gone = cur.d.complete and not cur.seen_now(c) and not mutants.on("requeue-retried-when-gone")
-    if in_flight is not None and gone:  # a requeue can never land on a purged object
-        stopped = VerifiedStopped(ref=c, find_at=cur.at(now))
-        return [] if held else [stopped, *ending(job, sub, VANISHED, now, refused=False)]
-    if in_flight is not None:
-        return in_flight
-    if job.requeue is not None and not held and obs is not None:
-        return [requeue(c, restarts, now, rule=None)]
-    rec = job.object(c)
-    if rec is not None and rec.refused is not None:
-        # The scheduler refused to open it: this submission can never run.
-        stop = [Stop(ref=c)] if rec.stopping_at is None and cur.alive(c) else []
-        return [*stop, *ending(job, sub, rec.refused, now, refused=True, restarts=restarts)]
-    if cur.ended(c):
-        cause = cur.end_cause(c)
-        if held and cause.kind is not CauseKind.NONE:
-            return []
-        return ending(job, sub, cause, now, refused=False, restarts=restarts)
-    if cur.vanished(c):
-        if held:
-            return []
-        found = cur.at(now)
-        return [
-            VerifiedStopped(ref=c, find_at=found),
-            *ending(job, sub, VANISHED, now, refused=False),
-        ]
-    rec = job.object(c)
-    if rec is not None and rec.verified_stopped and not mutants.on("vanished-canonical-reopened"):
-        return [] if held else ending(job, sub, VANISHED, now, refused=False)  # ended unseen
-    obs = cur.obs(c)
-    if obs is None:
-        return []
-    if obs.cause.kind in CANNOT_RUN and not held:
-        # Pending or held for good (no node could ever fit it, or its launch failed on the
-        # nodes): this execution will not run, so it ends here; stop it and decide.
-        rec = job.object(c)
-        stop = [] if rec is not None and rec.stopping_at is not None else [Stop(ref=c)]
-        return [*stop, *ending(job, sub, obs.cause, now, refused=False, restarts=restarts)]
-    if obs.held_by_other:
-        if job.escalated(f"admin-held:{c.id}"):
-            return []
-        return [
-            Escalate(
-                id=f"admin-held:{c.id}",
-                detail=f"object {c.id} is held by someone other than dispatch; it is never opened",
-            )
-        ]
-    if obs.state is ObjectState.GATED and not held:
-        rec = job.object(c)
-        if rec is not None and rec.opening_at is not None:
-            # Opened before and still gated: open again once the call had time to show.
-            due = now >= rec.opening_at + CALL_DEADLINE
-            return [Open(ref=c, recorded=True)] if due else []
-        return [Open(ref=c)]
-    return []
-
-
-def _duplicates(job: Job, cur: Current) -> list[Step]:
-    """Retire and stop every object of a submission that is not its canonical one."""
-    steps: list[Step] = []
-    for o in cur.objects():
-        if o.foreign or o.submission is None:
-            continue
-        sub = job.submission(o.submission)
-        if sub is None or sub.canonical is None or sub.canonical.id == o.ref.id:
-            continue
-        rec = job.object(o.ref)
-        if rec is None or not rec.retired:
-            steps.append(Retire(ref=o.ref))
-        if cur.alive(o.ref) and not (rec is not None and rec.stopping):
-            steps.append(Stop(ref=o.ref))
-    return steps
-
-
-def _stops(job: Job, cur: Current, now: datetime) -> list[Step]:
-    """Stop every object of the job that may still run (dispatch's own, never foreign).
-
-    An object already asked to stop is asked again only once the last call had time to show.
-    """
-    steps: list[Step] = []
-    for o in cur.objects():
-        if o.foreign or not cur.alive(o.ref):
-            continue
-        rec = job.object(o.ref)
-        if rec is None or rec.stopping_at is None:
-            steps.append(Stop(ref=o.ref))
-        elif now >= rec.stopping_at + CALL_DEADLINE:
-            steps.append(Stop(ref=o.ref, recorded=False))
-    return steps
-
-
 def _cleanup(job: Job, cur: Current, now: datetime) -> list[Step]:
     """Steps for a job with an outcome: stop what lives, judge what vanished, settle."""
-    steps = _stops(job, cur, now)
+    steps = stops(job, cur, now)
     for rec in job.objects.values():
         if not rec.foreign and cur.vanished(rec.ref):
             steps.append(VerifiedStopped(ref=rec.ref, find_at=cur.at(now)))
     if not blockers(job, cur):
         steps.append(Settle())
     return steps
-
-
-def _unique_escalations(steps: list[Step]) -> list[Step]:
-    seen: set[str] = set()
-    out: list[Step] = []
-    for s in steps:
-        if isinstance(s, Escalate):
-            if s.id in seen:
-                continue
-            seen.add(s.id)
-        out.append(s)
-    return out

@@ -47,25 +47,30 @@ def _state(job: Job, cur: Current) -> tuple[State, Cause]:
         return job.outcome.state, job.outcome.cause
     latest = job.latest()
     if latest is None or latest.canonical is None:
-        if job.state is State.RECOVERING:
-            return State.RECOVERING, job.last_end_cause()
-        return job.state, NO_CAUSE
-    obs = cur.obs(latest.canonical)
+        return _between_executions(job)
     if cur.ended(latest.canonical) or cur.vanished(latest.canonical):
-        cause = cur.end_cause(latest.canonical)
-        if cause.kind is CauseKind.NONE or job.state is State.HELD:
-            return job.state, cause
-        if recovers(job, cause):
-            return State.RECOVERING, cause
-        return job.state, cause
+        return _ended(job, cur.end_cause(latest.canonical))
+    obs = cur.obs(latest.canonical)
     if obs is not None and obs.state is ObjectState.RUNNING:
         return State.RUNNING, NO_CAUSE
     if obs is not None and obs.cause.kind is not CauseKind.NONE:
         # Live but stalled (no capacity, a failed launch): say why it does not run.
         return job.state, obs.cause
+    return _between_executions(job)
+
+
+def _between_executions(job: Job) -> tuple[State, Cause]:
     if job.state is State.RECOVERING:
         return State.RECOVERING, job.last_end_cause()
     return job.state, NO_CAUSE
+
+
+def _ended(job: Job, cause: Cause) -> tuple[State, Cause]:
+    """The latest execution ended with ``cause`` and nothing was decided yet."""
+    # Invariant 8: a cause a rule with budget left covers shows as recovering, never failed.
+    if cause.kind is not CauseKind.NONE and job.state is not State.HELD and recovers(job, cause):
+        return State.RECOVERING, cause
+    return job.state, cause
 
 
 def _cleanup(job: Job, cur: Current) -> CleanupState:

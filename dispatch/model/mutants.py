@@ -1,8 +1,9 @@
 """The mutants switchboard: names of deliberately re-introduced bugs that are switched on.
 
 Only the simulator's tests switch mutants on, to prove the simulator finds each bug; in normal
-use the set is empty and every hook reads as ``False``. It lives in ``model`` so the core, the
-stores and the supervisor can consult it without importing the simulator.
+use the set is empty and every hook reads as ``False``. It lives in ``model`` so the stores and
+the supervisor can consult it without importing the simulator. The pure core never reads it:
+the simulator installs the core's mutants from outside (``dispatch.sim.mutants``).
 """
 
 from __future__ import annotations

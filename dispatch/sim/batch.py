@@ -16,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dispatch.model.mutants import switched_on
+from dispatch.sim.mutants import switched_on
 from dispatch.sim.world import run_seed
 
 

@@ -1,18 +1,37 @@
 """The mutants: switches that each put one real bug back, and the hunt that must find each.
 
-The switchboard itself lives in ``dispatch.model.mutants`` (the core and the stores consult it
-and may not import the simulator); this module names every mutant, says which bug it puts
-back, and hunts it: run seeds with the mutant on until an invariant breaks.
+The pure core knows nothing of mutants. A mutant of the core is installed from here, by
+substituting a row of one of the core's tables (the decision table, the ordering rules, the
+fold's handlers and refusals, the reasons an object has not vanished) for the block of a
+hunt. The mutants of the stores and the supervisor are read from the switchboard in
+``dispatch.model.mutants``, which the core may not import (``tests/core/test_border.py``).
+This module names every mutant, says which bug it puts back, and hunts it: run seeds with the
+mutant on until an invariant breaks.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from dispatch.model.mutants import active, on, switched_on
+from dispatch.core import current
+from dispatch.core.fold import _Folder
+from dispatch.core.job import ObjectRec
+from dispatch.core.situation import Fact
+from dispatch.model import mutants as switchboard
+from dispatch.model.mutants import active, on
+from dispatch.model.record import AuthorizeEntry, CanonicalEntry
 from dispatch.sim.outcome import Outcome
 from dispatch.sim.world import run_seed
+
+# The modules whose tables the mutants of the core substitute (``dispatch.core`` re-exports a
+# function named ``fold``, which hides the module of that name from attribute access).
+fold = importlib.import_module("dispatch.core.fold")
+next_module = importlib.import_module("dispatch.core.next")
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
@@ -38,6 +57,86 @@ MUTANTS: dict[str, str] = {
     "requeue-retried-when-gone": "a requeue whose object the scheduler purged is called "
     "again forever (bug 6, seed 880)",
 }
+
+
+
+@contextmanager
+def _substituted(module: Any, name: str, value: object) -> Iterator[None]:
+    """``module.name`` is ``value`` for the duration of the block."""
+    before = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, before)
+
+
+def _without_rows(fact: Fact) -> AbstractContextManager[None]:
+    """The decision table without its rows that need ``fact``."""
+    rows = tuple(r for r in next_module.TABLE if fact not in r.when)
+    return _substituted(next_module, "TABLE", rows)
+
+
+def _budget_after_start() -> AbstractContextManager[None]:
+    """Fold counts a rule's firing when the submission's object is canonical, not at its
+    authorize (so a crash between the two lets the rule fire again)."""
+    authorize, canonical = fold.HANDLERS[AuthorizeEntry], fold.HANDLERS[CanonicalEntry]
+
+    def authorize_unreserved(folder: _Folder, e: AuthorizeEntry) -> None:
+        authorize(folder, e.model_copy(update={"rule": None}))
+        latest = folder.job.latest()
+        assert latest is not None
+        latest.rule = e.rule
+
+    def canonical_reserving(folder: _Folder, e: CanonicalEntry) -> None:
+        canonical(folder, e)
+        sub = folder.job.submission(e.submission)
+        if sub is not None and sub.rule is not None:
+            folder.fire(sub.rule)
+
+    handlers = {
+        **fold.HANDLERS,
+        AuthorizeEntry: authorize_unreserved,
+        CanonicalEntry: canonical_reserving,
+    }
+    return _substituted(fold, "HANDLERS", handlers)
+
+
+def _never_observed(rec: ObjectRec) -> bool:
+    return rec.last is None
+
+
+# How each mutant of the core is installed; the others are read from the switchboard.
+INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
+    "budget-after-start": _budget_after_start,
+    "owner-token-unchecked": lambda: _substituted(
+        fold,
+        "DECISION_REFUSALS",
+        tuple(r for r in fold.DECISION_REFUSALS if r[0].__name__ != "_token_not_owners"),
+    ),
+    "settle-before-escalations": lambda: _substituted(
+        next_module,
+        "ORDERING",
+        tuple(o for o in next_module.ORDERING if o.__name__ != "_settle_last"),
+    ),
+    "vanished-canonical-reopened": lambda: _without_rows(Fact.VERIFIED_STOPPED),
+    "unseen-object-never-vanishes": lambda: _substituted(
+        current, "NOT_VANISHED", (*current.NOT_VANISHED, _never_observed)
+    ),
+    "requeue-retried-when-gone": lambda: _without_rows(Fact.GONE),
+}
+
+
+@contextmanager
+def switched_on(*names: str) -> Iterator[None]:
+    """Put the bugs of the mutants ``names`` back for the duration of the block."""
+    with ExitStack() as stack:
+        stack.enter_context(switchboard.switched_on(*names))
+        for name in names:
+            if name in INSTALLERS:
+                stack.enter_context(INSTALLERS[name]())
+        yield
+
 
 # Every mutant must be found within this many seeds.
 HUNT_BOUND = 3000

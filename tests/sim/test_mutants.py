@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from dispatch.model import mutants as switchboard
-from dispatch.sim.mutants import HUNT_BOUND, MUTANTS, hunt
+from dispatch.sim import mutants as sim_mutants
+from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
@@ -27,11 +28,31 @@ def test_mutants_are_off_outside_a_hunt() -> None:
     assert not switchboard.on("open-before-canonical")
 
 
-def test_every_mutant_hook_is_named_in_the_catalogue() -> None:
+def test_every_mutant_is_installed_or_read_and_each_is_named_in_the_catalogue() -> None:
     root = Path(__file__).resolve().parents[2] / "dispatch"
-    used = set()
+    read = set()
     for path in root.rglob("*.py"):
         text = path.read_text()
         for part in text.split('mutants.on("')[1:]:
-            used.add(part.split('"', 1)[0])
-    assert used == set(MUTANTS)
+            read.add(part.split('"', 1)[0])
+    assert read | set(INSTALLERS) == set(MUTANTS)
+
+
+def _core_tables() -> list[object]:
+    return [
+        sim_mutants.next_module.TABLE,
+        sim_mutants.next_module.ORDERING,
+        sim_mutants.fold.HANDLERS,
+        sim_mutants.fold.DECISION_REFUSALS,
+        sim_mutants.current.NOT_VANISHED,
+    ]
+
+
+@pytest.mark.parametrize("name", sorted(INSTALLERS))
+def test_a_core_mutant_changes_a_core_table_for_its_block_only(name: str) -> None:
+    before = _core_tables()
+    with switched_on(name):
+        during = _core_tables()
+        assert switchboard.on(name)
+    assert during != before
+    assert _core_tables() == before
