@@ -1,5 +1,5 @@
-"""Running Slurm commands: with ``pyslurm_run`` (its in-process twin), the only module that
-starts processes or imports pyslurm.
+"""Running Slurm commands. This module and ``pyslurm_run`` (the same calls in-process) are the
+only ones that start processes or import pyslurm.
 
 ``CommandRunner`` runs one command line, locally or under a prefix (``ssh HOST``, ``chroot
 DIR``, ...), each call with a timeout, and translates what went wrong into dispatch errors in
@@ -37,7 +37,7 @@ SSH_NEVER_STARTED = (
     "remote host identification has changed",
     "permission denied (",
     "kex_exchange_identification",
-    "no route to host",
+    "during banner exchange",
 )
 
 # Enters the submitter's folder, then runs the rest of its arguments, inside whatever the
