@@ -118,6 +118,16 @@ def test_command_words_and_env_values_arrive_verbatim_through_ssh(
     assert out.read_text() == expected
 
 
+def test_the_runners_own_variables_reach_the_far_end_verbatim(
+    server: live_ssh.SshServer, env: dict[str, str]
+) -> None:
+    """``env NAME=VALUE`` on the remote command line (how SLURM_CONF travels) keeps a value
+    with blanks, quotes, newlines and shell syntax whole."""
+    runner = server.runner({**env, "DISPATCH_TEST_VALUE": HOSTILE})
+    assert runner.run(["printenv", "DISPATCH_TEST_VALUE"]).stdout == HOSTILE + "\n"
+    assert runner.run(["printenv", "SLURM_CONF"]).stdout == env["SLURM_CONF"] + "\n"
+
+
 class ProcessTable:
     """Watches every process's command line while a call runs, for a given text."""
 
