@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -134,8 +135,15 @@ def object_word(session: Session) -> str:
 @click.command()
 @config_option
 @json_option
+@click.option("--timeline", is_flag=True,
+              help="Draw the job's submissions, executions, causes, holds, checkpoints and "
+              "escalations on one time axis, in plain text.")
+@click.option("--svg", "svg_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Write the timeline as SVG to this file.")
 @click.argument("job", shell_complete=complete_job)
-def status(config: str | None, as_json: bool, job: str) -> None:
+def status(
+    config: str | None, as_json: bool, timeline: bool, svg_file: Path | None, job: str
+) -> None:
     """Show JOB's whole story: state and cause, each submission and its execution (start,
     end, cause, nodes), rules and budgets left, holds, escalations and their answers, the
     history with actors, and what the scheduler says now.
@@ -143,16 +151,27 @@ def status(config: str | None, as_json: bool, job: str) -> None:
     JOB is an id, the start of one, or a job's name. The record answers even when the
     scheduler cannot be reached; "scheduler now" then says so.
 
+    --timeline draws the job on one time axis (docs/goodput.md); --svg FILE writes the
+    same picture as SVG.
+
     \b
     Example:
       $ dispatch status 7f3k
       $ dispatch status finetune --json | jq .state
+      $ dispatch status 7f3k --timeline --svg 7f3k.svg
     """
     now = datetime.now(UTC)
+    if as_json and timeline:
+        fail("give --json or --timeline, not both", 2)
     with refusals():
         session = Session(config)
         store = session.ledger
         job_id = resolve(store, job)
+        if timeline or svg_file is not None:
+            from dispatch.cli.report import draw_timeline
+
+            draw_timeline(store.read(job_id), now, timeline, svg_file)
+            return
         try:
             view = store.read(job_id)
             seen = look(session.backend, [job_id])

@@ -11,6 +11,7 @@ import csv
 import io
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -28,6 +29,8 @@ from dispatch.model.values import JobID
 from dispatch.report import Figures, figures, spans
 from dispatch.report.checkpoints import StoreName, named_store, publications
 from dispatch.report.figures import Publication
+from dispatch.report.svg import svg
+from dispatch.report.timeline import draw
 
 # The causes a CSV row always has a column for, so every row has the same columns.
 CSV_CAUSES = (*(str(c) for c in COVERABLE), str(CauseKind.CANCELLED))
@@ -118,6 +121,27 @@ def document(view: View, cp: Checkpoints, now: datetime) -> dict[str, Any]:
             "whole_runs_at_risk": not f.checkpoints,
         },
     }
+
+
+def draw_timeline(view: View, now: datetime, text: bool, svg_file: Path | None) -> None:
+    """Print the job's timeline (``text``) and write it as SVG to ``svg_file`` (if given);
+    the checkpoints drawn are those of the store the job names."""
+    job = fold(view, now)
+    s = spans(view, job)
+    cp = checkpoints(view, None)
+    found = cp.found or []
+    h = view.header
+    if svg_file is not None:
+        svg_file.write_text(svg(h.job, h.spec.name, s, found, now), encoding="utf-8")
+    if text:
+        click.echo(clean_lines(draw(h.job, h.spec.name, s, found, now)), nl=False)
+    if cp.error:
+        click.echo(f"note: checkpoints not drawn: {clean(cp.error)}", err=True)
+
+
+def clean_lines(text: str) -> str:
+    """``text`` with control characters escaped on every line, newlines kept."""
+    return "\n".join(clean(line) for line in text.split("\n"))
 
 
 def _checkpoint_line(d: dict[str, Any]) -> str:

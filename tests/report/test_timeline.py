@@ -1,0 +1,105 @@
+"""The timeline picture: the tutorial's job against its golden text, the SVG of the same
+rows, and ``dispatch status --timeline`` / ``--svg``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from records import PUBLICATIONS, at, preempted_node_lost_then_succeeded
+from tutorial import tutorial_job
+
+from dispatch.core.fold import fold
+from dispatch.report import figures, spans
+from dispatch.report.svg import svg
+from dispatch.report.timeline import WIDTH, draw
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+from cli_setup import ADA, Site  # noqa: E402
+
+import dispatch  # noqa: E402
+
+GOLDEN = Path(__file__).with_name("tutorial.timeline")
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def test_the_tutorials_timeline_is_its_golden_text() -> None:
+    view, publications, now = tutorial_job()
+    text = draw(view.header.job, view.header.spec.name, spans(view, fold(view, now)),
+                publications, now)
+    assert text == GOLDEN.read_text()
+
+
+def test_the_tutorials_timeline_is_plain_ascii_that_fits_a_log_line() -> None:
+    text = GOLDEN.read_text()
+    assert text.isascii() and "\x1b" not in text and "\t" not in text
+    picture = text.split("\n\n", 1)[0].splitlines()
+    assert all(len(line) <= 14 + WIDTH + 16 for line in picture[1:])
+
+
+def test_the_tutorials_figures_agree_with_its_timeline() -> None:
+    view, publications, now = tutorial_job()
+    f = figures(spans(view, fold(view, now)), publications, now)
+    # Preempted 12 minutes after it was seen running; its last checkpoint was 4 minutes
+    # before the sweep that saw the preemption.
+    assert {x.cause: x.seconds for x in f.losses} == {"preempted": 4 * 60}
+    assert sum(f.parts.values()) == f.wall == 30 * 60
+
+
+def test_the_svg_draws_every_row_with_a_title_on_every_mark() -> None:
+    s = preempted_node_lost_then_succeeded().spans()
+    doc = ElementTree.fromstring(svg("job1", "fine<tune>", s, PUBLICATIONS, at(10_000)))
+    assert doc.tag == f"{SVG}svg"
+    labels = [g.get("data-label") for g in doc.iter(f"{SVG}g")]
+    assert labels == ["1 101", "2 102", "3 103", "holds", "checkpoints", "record"]
+    marks = [*doc.iter(f"{SVG}rect"), *doc.iter(f"{SVG}circle")]
+    assert all(m.find(f"{SVG}title") is not None for m in marks if m.get("class"))
+    assert "fine<tune>" in (doc.findtext(f"{SVG}title") or "")
+    assert sum(1 for c in doc.iter(f"{SVG}circle") if "checkpoint" in
+               (c.findtext(f"{SVG}title") or "")) == len(PUBLICATIONS)
+
+
+def _status(site: Site, *args: str) -> tuple[int, str, str]:
+    result = site.run(["status", *args, "--config", str(site.config)], env={"USER": "ada"})
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_status_timeline_draws_the_job_and_svg_writes_it(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=2)
+    spec = site.spec.model_copy(update={"recovery": dispatch.RecoveryPolicy(rules=(rule,))})
+    job = site.cluster.operator.submit(spec, ADA, supervised=True).job
+    for _ in range(3):
+        site.sweep()
+    first = site.cluster.observer.get(job).submissions[0].canonical
+    assert first is not None
+    site.backend.env().preempt(first)
+    for _ in range(3):
+        site.sweep()
+    picture = tmp_path / "job.svg"
+    code, out, err = _status(site, job, "--timeline", "--svg", str(picture))
+    assert (code, err) == (0, "")
+    assert out.startswith(f"timeline of job {job} (finetune): ")
+    assert "preempted" in out and f"ended {first.id}: preempted" in out
+    ElementTree.parse(picture)
+    code, out, _ = _status(site, job, "--svg", str(tmp_path / "only.svg"))
+    assert (code, out) == (0, "") and (tmp_path / "only.svg").is_file()
+
+
+def test_status_timeline_with_json_is_refused(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    (job,) = site.submit()
+    code, out, err = _status(site, job, "--timeline", "--json")
+    assert code == 2 and out == "" and err.startswith("error: ")
+
+
+@pytest.mark.parametrize("minutes", [1, 90, 60 * 30])
+def test_the_axis_is_labelled_at_any_length(minutes: int) -> None:
+    s = preempted_node_lost_then_succeeded().spans()
+    text = draw("job1", "finetune", s, [], s.submitted + timedelta(minutes=minutes))
+    assert text.splitlines()[1].strip().startswith("12:00:00")
+    assert json.dumps(text)  # plain text through any JSON log shipper
