@@ -36,6 +36,45 @@ class Stamped(Protocol):
 
 
 @runtime_checkable
+class Sharded(Protocol):
+    """A store whose sweeps claim its unsettled jobs shard by shard, with one lock per shard,
+    instead of holding one owner lock per job for the whole sweep: what keeps a sweep's open
+    files constant in the number of jobs, and lets two sweepers split the shards."""
+
+    shards: int
+
+    def shard_of(self, job: JobID) -> int:
+        """The shard of ``job``, in ``range(shards)``; the same in every process."""
+        ...
+
+    def claim(self, shard: int, token: str) -> bool:
+        """Take the shard's sweep lock for ``token`` without waiting; False when it is held."""
+        ...
+
+    def unclaim(self, shard: int, token: str) -> None:
+        """Give back the shard's sweep lock taken with ``token``."""
+        ...
+
+    def revision(self, job: JobID) -> int:
+        """The record's last revision, found without reading the record."""
+        ...
+
+
+@runtime_checkable
+class ResidualIndex(Protocol):
+    """A store that lists the settled jobs that may still have residual attempts, so a sweep
+    reads those few settled records instead of all of them."""
+
+    def residual_jobs(self) -> list[JobID]:
+        """Settled jobs that may have residual attempts (a superset), sorted."""
+        ...
+
+    def resolved(self, job: JobID) -> None:
+        """Take ``job`` off the index: its record has no residual attempt left."""
+        ...
+
+
+@runtime_checkable
 class Records(Protocol):
     """Where job records live."""
 

@@ -20,6 +20,7 @@ from dispatch.model import mutants
 from dispatch.model.errors import ConflictError, DispatchError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
+from dispatch.records import file_index as index
 from dispatch.records import ledger_format as fmt
 from dispatch.records import snapshot
 from dispatch.records.contract import check_commit, owner_token, settles
@@ -33,6 +34,10 @@ SNAPSHOT_EVERY = 32
 
 # Evidence and control commits may race an acquire; it retries while it holds the lock.
 ACQUIRE_TRIES = 100
+
+# Records a store keeps read (the oldest read goes first): a sweep reads each record once, so
+# keeping them all would make its memory grow with the ledger; 1,024 covers a job's passes.
+CACHE_JOBS = 1024
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,9 @@ class FileRecords:
         self._problems: dict[Path, str] = {}
         # Job folders checked (this user's, private, not a link): once each per store.
         self._trusted: set[JobID] = set()
+        # The last revision ``revision`` found per job, so the cold read after it lists nothing.
+        self._peeked: dict[JobID, int] = {}
+        self.shards = index.SWEEP_SHARDS
 
     # --- the Records contract -------------------------------------------------------------
 
@@ -219,6 +227,17 @@ class FileRecords:
 
     def lock(self, job: JobID, token: str) -> bool:
         """Take the job's owner lock for ``token`` without waiting, committing nothing."""
+        folder = self._locate(job)
+        try:
+            os.lstat(folder / fmt.revision_name(1))
+        except FileNotFoundError:
+            raise NotFoundError(f"no record for job {job}") from None
+        # Leftover temp files are removed by reads that list the folder, not on every lock.
+        return OwnerLocks.take(folder / fmt.OWNER_LOCK, token)
+
+    def _locate(self, job: JobID) -> Path:
+        """The job's folder, checked; ``InvalidError`` naming the marker of an unsettled job
+        whose folder is missing."""
         if not fmt.is_job_id(job):
             raise NotFoundError(f"no record for job {job}")
         folder = self._jobs / job
@@ -230,19 +249,60 @@ class FileRecords:
                     f"has not settled: restore the folder, or remove {marker} if the job is gone"
                 )
             raise NotFoundError(f"no record for job {job}")
-        try:
-            os.lstat(folder / fmt.revision_name(1))
-        except FileNotFoundError:
-            raise NotFoundError(f"no record for job {job}") from None
-        if not OwnerLocks.take(folder / fmt.OWNER_LOCK, token):
-            return False
-        fmt.remove_old_temps(folder)
-        return True
+        return folder
 
     def release(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
         if fmt.is_job_id(job):
             OwnerLocks.give_back(self._jobs / job / fmt.OWNER_LOCK, token)
+
+    # --- beyond the contract: what sweeps use ---------------------------------------------------
+
+    def shard_of(self, job: JobID) -> int:
+        """The sweep shard of ``job`` (``docs/ledger.md``, sweep locks)."""
+        return index.shard_of(job)
+
+    def claim(self, shard: int, token: str) -> bool:
+        """Take the sweep lock of ``shard`` without waiting; False when it is held."""
+        return index.claim(self.root, shard, token)
+
+    def unclaim(self, shard: int, token: str) -> None:
+        """Give back the sweep lock of ``shard``."""
+        index.unclaim(self.root, shard, token)
+
+    def revision(self, job: JobID) -> int:
+        """The record's last revision, from one listing of its folder (names checked), without
+        reading a file: what a sweep learns before it asks the scheduler."""
+        folder = self._locate(job)
+        last = self._last_revision(job, folder)
+        with self._mu:
+            self._peeked[job] = last
+        return last
+
+    def residual_jobs(self) -> list[JobID]:
+        """Settled jobs that settled with residual attempts, until a sweep finds none left;
+        built from the settled records once, on a ledger an earlier release wrote."""
+        names = index.listed(self.root)
+        if names is not None:
+            return names
+        unsettled = set(self.jobs())
+        for job in self.jobs(include_settled=True):
+            if job in unsettled:
+                continue
+            try:
+                view = self.read(job)
+            except DispatchError:
+                index.mark_residual(self.root, job)  # a sweep reads it and reports why
+                continue
+            if index.has_residuals(view):
+                index.mark_residual(self.root, job)
+        index.built(self.root)
+        return index.listed(self.root) or []
+
+    def resolved(self, job: JobID) -> None:
+        """Take ``job`` off the residual index: its record has no residual attempt left."""
+        if fmt.is_job_id(job):
+            index.drop_residual(self.root, job)
 
     # --- beyond the contract ----------------------------------------------------------------
 
@@ -258,26 +318,43 @@ class FileRecords:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _read_cold(self, job: JobID, folder: Path) -> tuple[View, bool]:
+    def _last_revision(self, job: JobID, folder: Path) -> int:
+        """The last revision file of the job's folder, its names checked; leftover temp files
+        older than ``TEMP_MAX_AGE_SECONDS`` are removed when the listing shows any."""
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):
             raise NotFoundError(f"no record for job {job}") from None
         revisions = set()
+        temps = False
         for name in names:
             revision = fmt.revision_of(name)
             if revision is not None:
                 revisions.add(revision)
-            elif name not in (fmt.SNAPSHOT, fmt.OWNER_LOCK) and not name.startswith("."):
+            elif name.startswith("."):
+                temps = temps or fmt.is_temp(name)
+            elif name not in (fmt.SNAPSHOT, fmt.OWNER_LOCK):
                 raise self._problem(folder / name, "a file the ledger did not write; move it out")
         if 1 not in revisions:
             if revisions:
                 raise self._problem(folder / fmt.revision_name(1), "the header is missing")
             raise NotFoundError(f"no record for job {job}")
         last = max(revisions)
-        for revision in range(2, last):
-            if revision not in revisions:
-                raise self._problem(folder / fmt.revision_name(revision), "revision is missing")
+        if len(revisions) != last:
+            for revision in range(2, last):
+                if revision not in revisions:
+                    raise self._problem(folder / fmt.revision_name(revision), "revision is missing")
+        if temps:
+            fmt.remove_old_temps(folder)
+        return last
+
+    def _read_cold(self, job: JobID, folder: Path) -> tuple[View, bool]:
+        # Revision files never go away, so a listing made since this store last looked
+        # still stands for revisions 1..last; what came after is found by probing.
+        with self._mu:
+            last = self._peeked.pop(job, None)
+        if last is None:
+            last = self._last_revision(job, folder)
         header, first = self._load_header(job, folder / fmt.revision_name(1))
         view = self._load_snapshot(job, folder, header, first, last) or View(header=header)
         commits = list(view.commits)
@@ -391,6 +468,12 @@ class FileRecords:
         commit = Commit(revision=revision, entries=tuple(entries))
         folder = self._jobs / job
         data = commit.model_dump_json().encode()
+        settled = settles(entries)
+        new = View(header=view.header, commits=(*view.commits, commit))
+        if settled and index.has_residuals(new):
+            # Before the settle exists: a job settled with residual attempts is never out of
+            # both indexes (a commit that then loses leaves a marker a sweep ignores).
+            index.mark_residual(self.root, job)
         if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
             raise ConflictError(
                 f"job {job}: another writer committed revision {revision}; "
@@ -398,8 +481,6 @@ class FileRecords:
             )
         with self._mu:
             self._raw.setdefault(job, {})[revision] = data
-        settled = settles(entries)
-        new = View(header=view.header, commits=(*view.commits, commit))
         self._remember(job, new, settled)
         if settled:
             self._drop_marker(job)
@@ -413,6 +494,9 @@ class FileRecords:
         path = folder / fmt.SNAPSHOT
         try:
             first = self._raw_of(job, folder / fmt.revision_name(1))
+            for revision in range(2, view.revision + 1):
+                if revision not in raw:  # the store forgot it: the file's own bytes
+                    raw[revision] = self._raw_of(job, folder / fmt.revision_name(revision))
             fmt.replace(path, snapshot.dump(first, view, raw))
             fmt.remove_old_temps(folder)
         except (OSError, DispatchError) as err:
@@ -451,9 +535,12 @@ class FileRecords:
 
     def _remember(self, job: JobID, view: View, settled: bool) -> None:
         with self._mu:
-            cached = self._cache.get(job)
-            if cached is None or cached.revision < view.revision:
-                self._cache[job] = view
+            cached = self._cache.pop(job, None)
+            self._cache[job] = view if cached is None or cached.revision < view.revision else cached
+            while len(self._cache) > CACHE_JOBS:
+                oldest = next(iter(self._cache))
+                del self._cache[oldest]
+                self._raw.pop(oldest, None)
             if settled:
                 self._settled.add(job)
 

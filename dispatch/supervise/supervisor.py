@@ -28,7 +28,7 @@ from dispatch.model.objects import Discovery
 from dispatch.model.record import DeliveredEntry, View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
-from dispatch.records.contract import Records, owner_token
+from dispatch.records.contract import Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
 from dispatch.supervise.execute import Executor
 from dispatch.supervise.owner_first import OwnerFirst
@@ -86,6 +86,14 @@ class SweepReport:
     not_reached: list[JobID] = field(default_factory=list)
     # Settled jobs swept for the late objects of their residual attempts.
     residual: list[JobID] = field(default_factory=list)
+    # ``passed`` as a set: a sweep of 100,000 jobs asks "passed already?" once a pass.
+    _passed: set[JobID] = field(default_factory=set, repr=False, compare=False)
+    _progressed: set[JobID] = field(default_factory=set, repr=False, compare=False)
+
+
+# What a sweep holds of a job between its look and its pass: the record as read, or (on a
+# sharded store) only its revision, read again at the pass so no sweep holds every record.
+Seen = View | int
 
 
 class Supervisor:
@@ -230,9 +238,12 @@ class Supervisor:
     def sweep(self, budget: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
 
-        Each job's owner lock is taken without committing anything, or the job is skipped
-        (another supervisor owns it); every locked record is read, then the scheduler is asked
-        once for all of them; then each job gets one pass. Only a pass about to decide commits
+        On a sharded store (the file ledger) the unsettled jobs are claimed shard by shard, a
+        shard another sweeper holds being skipped, and each claimed job's revision is noted;
+        then the scheduler is asked once for all of them; then each job gets one pass, under
+        its owner lock taken for that pass (or skipped: another supervisor owns it), deciding
+        on the record at the noted revision. On other stores each job's owner lock is taken
+        for the whole sweep and its record read before the look. Only a pass about to decide commits
         an owner entry, so a pass that waits writes nothing. A job whose pass fails is reported
         and the others go on; nothing is deleted. With ``budget``, no pass starts after it is
         spent: the jobs not reached are left, unlocked, for the next tick.
@@ -245,26 +256,31 @@ class Supervisor:
         report = SweepReport(started=self.clock.now())
         deadline = None if budget is None else report.started + budget
         token = self._token()
+        sharded = self.store if isinstance(self.store, Sharded) else None
         locked: list[JobID] = []
-        views: dict[JobID, View] = {}
+        claimed: list[int] = []
+        seen: dict[JobID, Seen] = {}
         settled: dict[JobID, View] = {}
         with _no_cyclic_gc():
             try:
-                for job in self.store.jobs():
-                    if deadline is not None and self.clock.now() >= deadline:
-                        report.not_reached.append(job)
-                    elif self._lock_and_read(job, token, report, views):
-                        locked.append(job)
+                if sharded is not None:
+                    self._claim_and_peek(sharded, token, report, deadline, claimed, seen)
+                else:
+                    for job in self.store.jobs():
+                        if deadline is not None and self.clock.now() >= deadline:
+                            report.not_reached.append(job)
+                        elif self._lock_and_read(job, token, report, seen):
+                            locked.append(job)
                 if residuals:
-                    self._read_residuals(set(locked) | set(report.skipped), report, settled)
-                asked = [*views, *settled]
+                    self._read_residuals(set(seen) | set(report.skipped), report, settled)
+                asked = [*seen, *settled]
                 try:
                     found = find_all(self.backend, asked) if asked else {}
                 except DispatchError as err:
                     for job in asked:
                         report.failed[job] = f"the scheduler was not asked: {err}"
                     return report
-                moved = self._round(views, found, token, report, deadline)
+                moved = self._round(seen, found, token, report, deadline)
                 self._carry(moved, token, report, deadline)
                 for job, view in settled.items():
                     if deadline is not None and self.clock.now() >= deadline:
@@ -273,12 +289,53 @@ class Supervisor:
             finally:
                 for job in locked:
                     self.store.release(job, token)
+                if sharded is not None:
+                    for shard in claimed:
+                        sharded.unclaim(shard, token)
                 report.finished = self.clock.now()
         return report
 
+    def _claim_and_peek(
+        self,
+        store: Sharded,
+        token: str,
+        report: SweepReport,
+        deadline: datetime | None,
+        claimed: list[int],
+        seen: dict[JobID, Seen],
+    ) -> None:
+        """Claim the unsettled jobs shard by shard, from a random one on, and note each
+        claimed job's revision: a shard another sweeper holds is skipped, so two sweepers that
+        start together split the shards. Nothing stays open per job."""
+        by_shard: dict[int, list[JobID]] = {}
+        for job in self.store.jobs():
+            by_shard.setdefault(store.shard_of(job), []).append(job)
+        start = int(token, 16) % store.shards  # the token is random: so is where it starts
+        peeked: dict[JobID, int] = {}
+        for i in range(store.shards):
+            shard = (start + i) % store.shards
+            members = by_shard.get(shard)
+            if not members:
+                continue
+            if deadline is not None and self.clock.now() >= deadline:
+                report.not_reached.extend(members)
+                continue
+            if not store.claim(shard, token):
+                report.skipped.extend(members)
+                continue
+            claimed.append(shard)
+            for job in members:
+                try:
+                    peeked[job] = store.revision(job)
+                except Exception as err:  # noqa: BLE001 - one job's trouble must not stop it
+                    report.failed[job] = _describe(err)
+        seen.update(sorted(peeked.items()))
+        report.skipped.sort()
+        report.not_reached.sort()
+
     def _round(
         self,
-        views: dict[JobID, View],
+        views: dict[JobID, Seen],
         found: dict[JobID, Discovery],
         token: str,
         report: SweepReport,
@@ -288,7 +345,7 @@ class Supervisor:
         moved: list[JobID] = []
         for job, view in views.items():
             if deadline is not None and self.clock.now() >= deadline:
-                if job not in report.passed:
+                if job not in report._passed:
                     report.not_reached.append(job)
                 continue
             result = self._sweep_pass(job, token, view, found[job], report)
@@ -310,10 +367,13 @@ class Supervisor:
         for _ in range(LAUNCH_PASSES - 1):
             if not moved:
                 return
-            views: dict[JobID, View] = {}
+            views: dict[JobID, Seen] = {}
+            sharded = self.store if isinstance(self.store, Sharded) else None
             for job in moved:
                 try:
-                    views[job] = self.store.read(job)
+                    views[job] = (
+                        sharded.revision(job) if sharded is not None else self.store.read(job)
+                    )
                 except Exception as err:  # noqa: BLE001 - one job's trouble must not stop it
                     report.failed[job] = _describe(err)
             try:
@@ -327,10 +387,17 @@ class Supervisor:
     def _read_residuals(
         self, unsettled: set[JobID], report: SweepReport, settled: dict[JobID, View]
     ) -> None:
-        """Read every settled record; keep those with residual attempts in ``settled``."""
+        """Read the settled records that may have residual attempts (every settled record,
+        on a store without a residual index); keep those that have in ``settled``."""
         now = self.clock.now()
-        for job in self.store.jobs(include_settled=True):
-            if job in unsettled or job in report.failed or job in report.not_reached:
+        indexed = self.store if isinstance(self.store, ResidualIndex) else None
+        if indexed is not None:
+            candidates = indexed.residual_jobs()
+        else:
+            candidates = self.store.jobs(include_settled=True)
+        skip = unsettled | set(report.failed) | set(report.not_reached)
+        for job in candidates:
+            if job in skip:
                 continue
             try:
                 view = self.store.read(job)
@@ -340,6 +407,8 @@ class Supervisor:
                 continue
             if j.settled and j.residuals():
                 settled[job] = view
+            elif j.settled and indexed is not None:
+                indexed.resolved(job)
 
     def _residual_pass(
         self, job: JobID, token: str, view: View, found: Discovery, report: SweepReport
@@ -356,7 +425,7 @@ class Supervisor:
         report.residual.append(job)
 
     def _lock_and_read(
-        self, job: JobID, token: str, report: SweepReport, views: dict[JobID, View]
+        self, job: JobID, token: str, report: SweepReport, views: dict[JobID, Seen]
     ) -> bool:
         """Lock ``job`` and read its record into ``views``; True when the lock was taken."""
         try:
@@ -373,20 +442,36 @@ class Supervisor:
         return True
 
     def _sweep_pass(
-        self, job: JobID, token: str, view: View, found: Discovery, report: SweepReport
+        self, job: JobID, token: str, seen: Seen, found: Discovery, report: SweepReport
     ) -> PassResult | None:
         """One pass over ``job`` in a sweep, entered in ``report`` once however many rounds
-        it gets; None when it failed."""
+        it gets; None when it failed, or when another supervisor holds the job's owner lock.
+
+        ``seen`` is the record read before ``found`` was looked up, or its revision then: the
+        owner lock is taken for this pass alone, and the record read at that revision, never
+        a later one, so the pass decides on a record no newer than its look."""
+        lock = isinstance(seen, int)
         try:
-            result = self.pass_once(job, token, view, found)
-            if result.settled and not result.looked:
-                self._last_look(job)
+            if lock and not self.store.lock(job, token):
+                if job not in report._passed:
+                    report.skipped.append(job)
+                return None
+            try:
+                view = _at(self.store.read(job), seen) if isinstance(seen, int) else seen
+                result = self.pass_once(job, token, view, found)
+                if result.settled and not result.looked:
+                    self._last_look(job)
+            finally:
+                if lock:
+                    self.store.release(job, token)
         except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
             report.failed[job] = _describe(err)
             return None
-        if job not in report.passed:
+        if job not in report._passed:
+            report._passed.add(job)
             report.passed.append(job)
-        if result.progressed and job not in report.progressed:
+        if result.progressed and job not in report._progressed:
+            report._progressed.add(job)
             report.progressed.append(job)
         if result.settled:
             report.settled.append(job)
@@ -408,6 +493,13 @@ def _no_cyclic_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+def _at(view: View, revision: int) -> View:
+    """``view`` as it was at ``revision``: revisions never change, so that is its prefix."""
+    if view.revision <= revision:
+        return view
+    return View(header=view.header, commits=view.commits[: revision - 1])
 
 
 def _describe(err: Exception) -> str:
