@@ -112,16 +112,29 @@ def sbatch_argv(req: StartRequest, *, container_images: bool) -> list[str]:
     return argv
 
 
-def _select(names: Sequence[str], ids: Sequence[str]) -> str:
-    return f"--jobs={','.join(ids)}" if ids else f"--name={','.join(names)}"
+# Above this many names a query selects by user alone (every command already names the uid)
+# and the reply is filtered by name: one --name list of 100,000 names is about 2 MB, past
+# Linux's 128 KiB for one argument (MAX_ARG_STRLEN), which stopped squeue from starting at
+# about 6,550 jobs. 1,000 names keep the argument near 20 KB, on ssh and prefixes too, and
+# the reply no bigger than the user's own jobs.
+NAMES_PER_QUERY = 1000
+
+
+def _select(names: Sequence[str], ids: Sequence[str]) -> list[str]:
+    if ids:
+        return [f"--jobs={','.join(ids)}"]
+    if len(names) > NAMES_PER_QUERY:
+        return []
+    return [f"--name={','.join(names)}"]
 
 
 def squeue_argv(
     names: Sequence[str] = (), *, uid: int, ids: Sequence[str] = (), json: bool = False
 ) -> list[str]:
     """One squeue for every object of user ``uid`` bearing any of ``names`` (or with one of
-    ``ids``). ``--all`` means every partition, hidden ones included, not every user."""
-    selection = ["--all", f"--user={uid}", "--states=all", _select(names, ids)]
+    ``ids``); with more than ``NAMES_PER_QUERY`` names, every object of the user, for the
+    caller to filter. ``--all`` means every partition, hidden ones included, not every user."""
+    selection = ["--all", f"--user={uid}", "--states=all", *_select(names, ids)]
     if json:
         return ["squeue", "--json", *selection]
     fields = ",".join(f"{f}:{SEPARATOR}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
@@ -137,13 +150,13 @@ def sacct_argv(
     json: bool = False,
 ) -> list[str]:
     """One sacct for the history of every object of user ``uid`` bearing any of ``names``,
-    every run."""
+    every run (with more than ``NAMES_PER_QUERY`` names, of every object of the user)."""
     selection = [
         f"--uid={uid}",
         "--allocations",
         "--duplicates",
         f"--starttime={since}",
-        _select(names, ids),
+        *_select(names, ids),
     ]
     if json:
         return ["sacct", "--json", *selection]

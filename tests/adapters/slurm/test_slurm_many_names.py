@@ -1,0 +1,95 @@
+"""find_many for many jobs: the name list never becomes an argument too long to run.
+
+Linux refuses to start a program with one argument over 128 KiB (MAX_ARG_STRLEN); a --name
+list of every job's object name reached that at about 6,550 jobs. Above
+``render.NAMES_PER_QUERY`` names, squeue and sacct select by user alone (the uid is always on
+the command line) and the adapter keeps the rows whose name it asked for."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from test_slurm_backend import ScriptedRunner
+
+from dispatch.adapters.slurm import render
+from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.parse import SEPARATOR
+from dispatch.adapters.slurm.run import Reply
+from dispatch.adapters.slurm.settings import Settings
+from dispatch.model.objects import object_name
+
+MAX_ARG_STRLEN = 128 * 1024
+
+
+def names(n: int) -> list[str]:
+    return [object_name(f"job{i:06d}") for i in range(n)]
+
+
+def test_up_to_the_limit_the_queries_name_the_jobs() -> None:
+    wanted = names(render.NAMES_PER_QUERY)
+    squeue = render.squeue_argv(wanted, uid=1000)
+    sacct = render.sacct_argv(wanted, uid=1000, since="now-60days")
+    assert f"--name={','.join(wanted)}" in squeue
+    assert f"--name={','.join(wanted)}" in sacct
+
+
+def test_above_the_limit_the_queries_select_the_users_jobs_without_a_name_list() -> None:
+    wanted = names(render.NAMES_PER_QUERY + 1)
+    squeue = render.squeue_argv(wanted, uid=1000)
+    sacct = render.sacct_argv(wanted, uid=1000, since="now-60days")
+    assert "--user=1000" in squeue and "--uid=1000" in sacct
+    assert not [a for a in squeue + sacct if a.startswith("--name")]
+    json_squeue = render.squeue_argv(wanted, uid=1000, json=True)
+    assert not [a for a in json_squeue if a.startswith("--name")]
+
+
+def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_arguments() -> None:
+    """Stand-in transport (``ScriptedRunner``): squeue shows two of the jobs and one job of the
+    same user that is not dispatch's; only the asked-for names come back."""
+    jobs = [f"job{i:06d}" for i in range(100_000)]
+
+    def squeue(argv: list[str]) -> Reply:
+        # Rows shaped as 22.05 prints them (data/22.05/adapter/gated.json).
+        def row(job_id: str, name: str) -> str:
+            fields = [
+                job_id,
+                name,
+                "RUNNING",
+                "None",
+                "0",
+                "0",
+                "0",
+                "0",
+                "N/A",
+                "1796209814",
+                "n1",
+                "dispatch:1/1",
+            ]
+            return SEPARATOR.join(fields)
+
+        rows = [
+            row("11", object_name(jobs[7])),
+            row("12", object_name(jobs[99_999])),
+            row("13", "someone-elses-training"),
+        ]
+        return Reply(tuple(argv), 0, "\n".join(rows) + "\n", "")
+
+    runner = ScriptedRunner(
+        {
+            "sinfo": "slurm 22.05.8\n",
+            "id": "uid=1000(ada) gid=1000(ada) groups=1000(ada)\n",
+            "scontrol show": "AccountingStorageType   = accounting_storage/slurmdbd\n",
+            "sbatch --help": "",
+            "squeue": squeue,
+            "sacct": "",
+        }
+    )
+    backend = SlurmBackend(runner, Settings(json="no"))
+    found = backend.find_many(jobs)
+    queries = [a for a in runner.seen if a[0] in ("squeue", "sacct")]
+    assert [a[0] for a in queries] == ["squeue", "sacct"]
+    longest: Sequence[str] = max((a for q in queries for a in q), key=len)
+    assert len(longest.encode()) < MAX_ARG_STRLEN
+    assert len(found) == len(jobs)
+    shown = {job for job, d in found.items() if d.objects}
+    assert shown == {jobs[7], jobs[99_999]}
