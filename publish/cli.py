@@ -24,7 +24,7 @@ import click
 from publish.config import Config, load_config
 from publish.connect import check_bucket, open_store
 from publish.epoch import Epoch
-from publish.errors import PublishError
+from publish.errors import InvalidInput, PublishError
 from publish.inputs import check_text
 from publish.layout import parse_step
 from publish.probe import probe as run_probe
@@ -35,6 +35,8 @@ from publish.store import Store
 from publish.watch import Watcher
 
 EXIT_PROBE_FAILED = 8
+# A day between scans is already far longer than any save takes to write.
+MAX_INTERVAL = 86400.0
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -174,6 +176,11 @@ def save(store_url: str, endpoint_url: str | None, config_path: Path | None,
 def watch(store_url: str, endpoint_url: str | None, config_path: Path | None,
           epoch_text: str | None, folder: Path, interval: float, once: bool) -> None:
     """Publish each completed save that appears in FOLDER until SIGTERM."""
+    if not 0 < interval <= MAX_INTERVAL:  # also refuses NaN, which no wait can honour
+        raise InvalidInput(
+            f"--interval {interval} must be a number of seconds above 0 and at most "
+            f"{MAX_INTERVAL:.0f}"
+        )
     # Handle TERM before anything slow (a Vault login, say), so a stop is never lost.
     stopping = threading.Event()
 

@@ -289,3 +289,15 @@ def test_an_endpoint_url_with_a_bad_port_exits_5_in_one_line(
                         "--epoch", "1")
     assert code == EXIT_INVALID
     _one_line(err, "port")
+
+
+@pytest.mark.parametrize("interval", ["nan", "-1", "0", "inf", "1e308"])
+def test_a_watch_interval_that_is_not_a_sensible_number_exits_5_in_one_line(
+    root: str, tmp_path: Path, interval: str
+) -> None:
+    # --once, so that the old behaviour (a watch that never wakes, or ignores TERM) fails the
+    # test instead of hanging it; the interval is checked before anything runs either way.
+    code, _, err = _run("watch", str(tmp_path), "--once", "--interval", interval,
+                        "--store", root, "--epoch", "1")
+    assert code == EXIT_INVALID
+    _one_line(err, "--interval")
