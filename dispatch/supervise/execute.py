@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from dispatch.core import steps as st
+from dispatch.core.commits import entry_of
 from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, Enforcer, Provenance
 from dispatch.model.errors import (
@@ -24,24 +25,11 @@ from dispatch.model.errors import (
 )
 from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
 from dispatch.model.record import (
-    AttemptEntry,
-    AuthorizeEntry,
-    CallEntry,
-    CanonicalEntry,
     CessationEntry,
     Entry,
-    EscalateEntry,
     Header,
-    ObserveEntry,
-    OpenEntry,
-    OutcomeEntry,
-    PlaceHoldEntry,
     RefusedEntry,
     ReplyEntry,
-    RetireEntry,
-    SettleEntry,
-    StopEntry,
-    VerifiedStoppedEntry,
 )
 from dispatch.model.values import Actor, Cause, JobID
 from dispatch.records.contract import Records
@@ -72,67 +60,30 @@ class Executor:
         self.revision = self.store.commit(self.job, entries, self.revision)
 
     def run(self, step: st.Step) -> None:
-        """Carry out one step."""
-        at, by, token = self.now, self.actor, self.token
+        """Carry out one step: commit the entry it names (``core.commits``), then its effect."""
+        if isinstance(step, st.Canonical) and mutants.on("open-before-canonical"):
+            self.backend.open(step.ref)
+        entry = entry_of(step, self.now, self.actor, self.token)
+        if entry is not None:
+            self.commit([entry])
         match step:
-            case st.Wait():
-                pass
-            case st.Observe(obs=obs):
-                self.commit([ObserveEntry(at=at, by=by, obs=obs)])
-            case st.Authorize(submission=n, rule=rule, trigger=trigger):
-                self.commit(
-                    [
-                        AuthorizeEntry(
-                            at=at, by=by, token=token, submission=n, rule=rule, trigger=trigger
-                        )
-                    ]
-                )
             case st.Start(submission=n, attempt=a):
                 self._start(n, a)
-            case st.Canonical(submission=n, ref=ref):
-                if mutants.on("open-before-canonical"):
-                    self.backend.open(ref)
-                self.commit([CanonicalEntry(at=at, by=by, token=token, submission=n, ref=ref)])
-            case st.Open(ref=ref, recorded=recorded):
-                if not recorded:
-                    self.commit([OpenEntry(at=at, by=by, token=token, ref=ref)])
+            case st.Open(ref=ref):
                 self._open(ref)
-            case st.Retire(ref=ref):
-                self.commit([RetireEntry(at=at, by=by, token=token, ref=ref)])
-            case st.Stop(ref=ref, recorded=recorded):
-                if not recorded:
-                    self.commit([StopEntry(at=at, by=by, token=token, ref=ref)])
+            case st.Stop(ref=ref):
+                by = self.actor
                 self._call("stop", lambda: self.backend.stop(ref, f"stopped by {by}"))
-            case st.VerifiedStopped(ref=ref, find_at=find_at):
-                self.commit(
-                    [VerifiedStoppedEntry(at=at, by=by, token=token, ref=ref, find_at=find_at)]
-                )
-            case st.PlaceHold(instance=i, submission=n, rule=rule, cause=cause, until=until):
-                entry = PlaceHoldEntry(
-                    at=at,
-                    by=by,
-                    token=token,
-                    instance=i,
-                    submission=n,
-                    rule=rule,
-                    cause=cause,
-                    until=until,
-                )
-                self.commit([entry])
-            case st.Outcome(state=state, cause=cause):
-                self.commit([OutcomeEntry(at=at, by=by, token=token, state=state, cause=cause)])
-            case st.Escalate(id=eid, detail=detail):
-                self.commit([EscalateEntry(at=at, by=by, token=token, id=eid, detail=detail)])
-            case st.Settle():
-                self.commit([SettleEntry(at=at, by=by, token=token)])
             case st.Call():
                 self._backend_call(step)
             case st.Cease(ref=ref):
                 self._cease(ref)
+            case _:
+                pass  # a decision: its entry is all there is
 
     def _start(self, n: int, a: int) -> None:
+        """Call start for attempt N.a (numbered already) and commit the reply."""
         at, by, token = self.now, self.actor, self.token
-        self.commit([AttemptEntry(at=at, by=by, token=token, submission=n, attempt=a)])
         req = StartRequest(
             job=self.job,
             submission=n,
@@ -177,21 +128,8 @@ class Executor:
         self.commit([reply])
 
     def _backend_call(self, step: st.Call) -> None:
-        """Commit the call's intent and deadline (unless recorded), then make the call."""
-        at, by, token = self.now, self.actor, self.token
-        if not step.recorded:
-            entry = CallEntry(
-                at=at,
-                by=by,
-                token=token,
-                op=step.op,
-                ref=step.ref,
-                instance=step.instance,
-                rule=step.rule,
-                restarts=step.restarts,
-                deadline=step.deadline,
-            )
-            self.commit([entry])
+        """Make a hold-family, requeue or restore call whose intent and deadline are committed."""
+        by = self.actor
         meta = CallMeta(by=by, reason=f"{step.op} by {by}", deadline=step.deadline)
         backend, ref = self.backend, step.ref
         if step.op in ("hold", "release"):
