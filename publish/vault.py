@@ -10,14 +10,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import hvac
-import hvac.exceptions
-import requests
+from typing import TYPE_CHECKING
 
 from publish.credentials import Credentials, SourceFailed
 from publish.inputs import shown
 from publish.proxy import ProxyRule
+
+if TYPE_CHECKING:
+    import hvac
 
 KUBERNETES_JWT = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
@@ -56,6 +56,9 @@ class VaultSource:
     name: str = "vault"
 
     def _client(self) -> hvac.Client:
+        import hvac  # here, not at the top: only a Vault source needs it (a slow import)
+        import requests
+
         session = requests.Session()
         session.trust_env = False  # the proxy rule decides, not requests' own env reading
         session.proxies.update(self.proxy.proxies_for(self.address))
@@ -85,6 +88,9 @@ class VaultSource:
 
     def load(self) -> Credentials:
         """Log in, read the secret, and return its keys."""
+        import hvac.exceptions
+        import requests
+
         client = self._client()
         try:
             self._login(client)

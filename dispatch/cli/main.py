@@ -7,6 +7,7 @@ saying what was refused and what to do next. docs/cli.md describes every verb.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,21 +16,32 @@ from typing import Any
 import click
 from click.exceptions import NoArgsIsHelpError
 
-from dispatch.cli.act import VERBS
-from dispatch.cli.demo import run_demo
-from dispatch.cli.dispose import abandon, emergency_stop
-from dispatch.cli.escalations import escalations
-from dispatch.cli.jobs import list_jobs, status
-from dispatch.cli.logs import logs
 from dispatch.cli.render import clean
-from dispatch.cli.report import report
-from dispatch.cli.sbatch import sbatch
-from dispatch.cli.sim import sim
-from dispatch.cli.supervise import supervise
-from dispatch.cli.sweep import sweep
 from dispatch.model.errors import DispatchError, InvalidError
-from dispatch.records.contract import Records
-from dispatch.records.memory import MemoryRecords
+
+# Each command's module, imported only when the command runs or help lists it: cron starts
+# `dispatch sweep` every minute, which needs neither the simulator, nor the batch-script
+# parser, nor the report's drawing.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "abandon": ("dispatch.cli.dispose", "abandon"),
+    "cancel": ("dispatch.cli.act", "cancel"),
+    "emergency-stop": ("dispatch.cli.dispose", "emergency_stop"),
+    "escalations": ("dispatch.cli.escalations", "escalations"),
+    "give-up": ("dispatch.cli.act", "give_up"),
+    "hold": ("dispatch.cli.act", "hold"),
+    "list": ("dispatch.cli.jobs", "list_jobs"),
+    "logs": ("dispatch.cli.logs", "logs"),
+    "release": ("dispatch.cli.act", "release"),
+    "report": ("dispatch.cli.report", "report"),
+    "requeue": ("dispatch.cli.act", "requeue"),
+    "resubmit": ("dispatch.cli.act", "resubmit"),
+    "sbatch": ("dispatch.cli.sbatch", "sbatch"),
+    "sim": ("dispatch.cli.sim", "sim"),
+    "status": ("dispatch.cli.jobs", "status"),
+    "supersede": ("dispatch.cli.act", "supersede"),
+    "supervise": ("dispatch.cli.supervise", "supervise"),
+    "sweep": ("dispatch.cli.sweep", "sweep"),
+}
 
 
 def _fail(err: DispatchError) -> None:
@@ -38,7 +50,18 @@ def _fail(err: DispatchError) -> None:
 
 
 class _OneLineErrors(click.Group):
-    """The group, with click's own usage errors printed as one line, like every other error."""
+    """The group, with click's own usage errors printed as one line, like every other error,
+    and its commands' modules imported when first needed (``COMMANDS``)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            module, name = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(module), name)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def main(
         self,
@@ -96,6 +119,10 @@ def main() -> None:
 )
 def demo(ledger: Path | None) -> None:
     """Run the tutorial: submit, preempt, recover, succeed, on the memory adapter."""
+    from dispatch.cli.demo import run_demo
+    from dispatch.records.contract import Records
+    from dispatch.records.memory import MemoryRecords
+
     store: Records
     try:
         if ledger is None:
@@ -111,11 +138,6 @@ def demo(ledger: Path | None) -> None:
     if ledger is not None:
         click.echo(f"record of job {job} kept in {ledger}", err=True)
 
-
-_READ = (status, list_jobs, escalations, logs, report)
-for _command in (sbatch, sweep, supervise, *_READ, *VERBS, abandon, emergency_stop):
-    main.add_command(_command)
-main.add_command(sim)
 
 if __name__ == "__main__":
     main()
