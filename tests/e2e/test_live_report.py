@@ -1,0 +1,176 @@
+"""Live: ``dispatch report`` on a job that lost work twice. A template job submitted from the
+shell and swept from cron (as ``test_live_sbatch``) is preempted once by a ``high`` job and
+then loses its node (``scontrol update state=down``); each time it resumes from its last
+publication in a real S3 server (``moto_server``), and it finally succeeds.
+
+The report must account for every second between submit and settle (its parts add up to the
+whole, within a second), and the work it says the preemption lost must be what ran between the
+last publication before the preemption (read from the store's manifests) and the preemption
+(Slurm's own end time of that job, from ``sacct``), within one sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+
+import boto3
+import pytest
+from live_cluster import REPO, WAIT, wait_for
+from live_user import BIN, Cron, User, installed_line, kept_crontab
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+BUCKET = "runs"
+PREFIX = "report"
+# A sweep here: the crontab line runs every second (Cron) and takes a second or two; the
+# manifest's time and sacct's end time are to the second. One sweep is at most this long.
+ONE_SWEEP = 6.0
+KEYS = {"aws_access_key_id": "trainer", "aws_secret_access_key": "trainer-secret"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_url() -> Iterator[str]:
+    """A ``moto_server`` process on 127.0.0.1 holding one bucket."""
+    port = _free_port()
+    server = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **KEYS)
+
+    def created() -> bool:
+        try:
+            s3.create_bucket(Bucket=BUCKET)
+        except Exception:  # the server is not listening yet
+            return False
+        return True
+
+    try:
+        wait_for("moto_server to take a bucket", created, bool, patience=60)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def publication_times(url: str) -> dict[int, list[datetime]]:
+    """When each epoch published, read straight from the store's manifests."""
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **KEYS)
+    found: dict[int, list[datetime]] = {}
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=BUCKET, Prefix=f"{PREFIX}/manifests/")
+    for page in pages:
+        for item in page.get("Contents", []):
+            body = json.loads(s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
+            found.setdefault(body["epoch"], []).append(datetime.fromisoformat(body["time"]))
+    return found
+
+
+def slurm_end(user: User, slurm_job: str) -> datetime:
+    """When Slurm says the job ended (sacct, local time of the controller's host)."""
+    end = user.sh(f"sacct -X -n -P -j {slurm_job} -o End").strip()
+    return datetime.fromisoformat(end).astimezone()
+
+
+def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
+    s3_url: str, own_home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(REPO / "job_templates" / "tiny_train.py", folder / "train.py")
+    user = User(own_home, folder, {
+        "PUBLISH_STORE": f"s3://{BUCKET}/{PREFIX}",
+        "PUBLISH_ENDPOINT_URL": s3_url,
+        "AWS_ACCESS_KEY_ID": KEYS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": KEYS["aws_secret_access_key"],
+        "TMPDIR": str(tmp_path),
+    })
+    job = user.sh(
+        f"cp {REPO / 'job_templates' / 'single_node.sbatch'} train.sbatch\n"
+        "dispatch sbatch --parsable --partition=low train.sbatch "
+        "python3 train.py --steps 800 --save-every 40 --step-seconds 0.05"
+    ).strip()
+    config = own_home / ".dispatch" / "config.toml"
+
+    def slurm_job(n: int) -> str:
+        subs = user.status(job)["submissions"]
+        assert isinstance(subs, list)
+        return str(subs[n - 1]["object"]) if len(subs) >= n and subs[n - 1]["object"] else ""
+
+    def running(n: int) -> str:
+        sj = slurm_job(n)
+        return user.sh(f"squeue -h -j {sj} -t RUNNING -o %N").strip() if sj else ""
+
+    downed = ""
+    others: list[str] = []
+    with kept_crontab():
+        user.sh("dispatch supervise install --cron --every 1m")
+        line = installed_line(user.sh("crontab -l"), config)
+        try:
+            with Cron(line, own_home):
+                wait_for("submission 1 to publish", lambda: user.published(1_999_999),
+                         lambda p: p is not None)
+                node = wait_for("submission 1 on a node", lambda: running(1), bool)
+                others.append(user.sh(
+                    f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+                    "--output=/dev/null --job-name=preemptor --wrap='sleep 8'").strip())
+                wait_for("submission 2 to publish", lambda: user.published(2_999_999),
+                         lambda p: p is not None and p["epoch"] == 2_000_000, patience=WAIT)
+                downed = wait_for("submission 2 on a node", lambda: running(2), bool)
+                user.sh(f"scontrol update nodename={downed} state=down reason=dispatch-report")
+                settled = wait_for("the job to settle", lambda: user.status(job),
+                                   lambda s: bool(s["settled"]), patience=2 * WAIT)
+        finally:
+            if downed:
+                user.run(f"scontrol update nodename={downed} state=resume")
+            for other in others:
+                user.run(f"scancel {other}")
+            user.run(f"scancel --name=dj-{job}")
+
+    assert settled["state"] == "succeeded", settled
+    causes = [x["cause"]["kind"] for s in settled["submissions"]  # type: ignore[attr-defined]
+              for x in s["executions"]]
+    assert causes == ["preempted", "node-lost", "none"], settled
+
+    done = user.run(f"dispatch report {job} --json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    wall = report["wall_seconds"]
+    parts = report["queued_seconds"] + report["running_seconds"] + report["settling_seconds"]
+    assert abs(parts - wall) <= 1.0, report
+    assert abs(sum(report["queued"].values()) - report["queued_seconds"]) <= 1.0
+    assert (datetime.fromisoformat(report["until"])
+            - datetime.fromisoformat(report["submitted"])).total_seconds() == pytest.approx(
+        wall, abs=0.001)
+    assert report["checkpoints"]["store"] == f"s3://{BUCKET}/{PREFIX}"
+    assert report["checkpoints"]["whole_runs_at_risk"] is False
+    lost = {x["cause"]: x for x in report["lost"]}
+    assert set(lost) == {"preempted", "node-lost"} and report["executions"] == 3
+    assert lost["preempted"]["endings"] == 1 and lost["node-lost"]["endings"] == 1
+
+    # The preemption's loss: from submission 1's last publication to Slurm's end of its job.
+    preempted_at = slurm_end(user, slurm_job(1))
+    last = max(t for t in publication_times(s3_url)[1_000_000] if t <= preempted_at)
+    expected = (preempted_at - last).total_seconds()
+    assert expected - 1.0 <= lost["preempted"]["seconds"] <= expected + ONE_SWEEP, (
+        lost, expected)
+    assert 0 < report["goodput"] < 1
+
+    # Each later submission resumed from what the one before it published.
+    text = user.sh(f"dispatch report {job}")
+    assert "preempted" in text and "node-lost" in text and f"s3://{BUCKET}/{PREFIX}" in text
+    timeline = user.sh(f"dispatch status {job} --timeline")
+    assert timeline.count("^") >= 3 and "preempted" in timeline and "node-lost" in timeline
