@@ -20,17 +20,16 @@ from dispatch.cli.refs import complete_job, resolve
 from dispatch.cli.render import clean, fields, table, when
 from dispatch.cli.session import DURATION, Session, config_option, echo_json, fail, refusals
 from dispatch.core.fold import fold
-from dispatch.core.project import project
 from dispatch.model.enums import COVERABLE, CauseKind
 from dispatch.model.errors import DispatchError
-from dispatch.model.objects import Discovery
 from dispatch.model.record import View
 from dispatch.model.values import JobID
 from dispatch.report import Figures, figures, spans
 from dispatch.report.checkpoints import StoreName, named_store, publications
+from dispatch.report.events import last_seen_state
 from dispatch.report.figures import Publication
 from dispatch.report.svg import svg
-from dispatch.report.timeline import draw
+from dispatch.report.timeline import draw, hms
 
 # The causes a CSV row always has a column for, so every row has the same columns.
 CSV_CAUSES = (*(str(c) for c in COVERABLE), str(CauseKind.CANCELLED))
@@ -59,15 +58,6 @@ def checkpoints(view: View, given: StoreName | None) -> Checkpoints:
         return Checkpoints(name, None, str(err))
 
 
-def duration(seconds: float) -> str:
-    """Seconds as ``1h02m03s``, ``4m05s`` or ``7s`` (rounded to the second)."""
-    s = round(seconds)
-    h, m = s // 3600, s % 3600 // 60
-    if h:
-        return f"{h}h{m:02d}m{s % 60:02d}s"
-    return f"{m}m{s % 60:02d}s" if m else f"{s}s"
-
-
 def _r(x: float) -> float:
     return round(x, 3)
 
@@ -80,10 +70,7 @@ def document(view: View, cp: Checkpoints, now: datetime) -> dict[str, Any]:
     """The report of one job as ``--json`` prints it (docs/cli.md lists the keys)."""
     job = fold(view, now)
     f: Figures = figures(spans(view, job), cp.found, now)
-    # The state as the record's last observations show it: the report asks no scheduler.
-    seen = Discovery(objects=tuple(o.last for o in job.objects.values() if o.last),
-                     complete=False)
-    state = project(job, seen, now).state
+    state = last_seen_state(job, now)
     return {
         "job": view.header.job,
         "name": view.header.spec.name,
@@ -155,23 +142,23 @@ def _checkpoint_line(d: dict[str, Any]) -> str:
 
 def _text(d: dict[str, Any]) -> None:
     q = d["queued"]
-    lost = ", ".join(f"{x['cause']} {duration(x['seconds'])} ({x['endings']} ending"
+    lost = ", ".join(f"{x['cause']} {hms(x['seconds'])} ({x['endings']} ending"
                      f"{'' if x['endings'] == 1 else 's'})" for x in d["lost"])
-    gaps = ", ".join(f"{g['cause']} {duration(g['seconds'])}" for g in d["recovery_gaps"])
+    gaps = ", ".join(f"{g['cause']} {hms(g['seconds'])}" for g in d["recovery_gaps"])
     goodput = "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%"
     until = "settled" if d["settled"] else "now"
     fields([
         ("job", f"{d['job']} ({d['name'] or '-'}), {d['state']}"),
-        ("wall", f"{duration(d['wall_seconds'])}  submitted "
+        ("wall", f"{hms(d['wall_seconds'])}  submitted "
                  f"{when(datetime.fromisoformat(d['submitted']))}, {until} "
                  f"{when(datetime.fromisoformat(d['until']))}"),
-        ("queued", f"{duration(d['queued_seconds'])}  gate {duration(q['gate'])}, pending in "
-                   f"Slurm {duration(q['pending'])}, held {duration(q['held'])}"),
-        ("running", f"{duration(d['running_seconds'])}  {d['executions']} executions, "
+        ("queued", f"{hms(d['queued_seconds'])}  gate {hms(q['gate'])}, pending in "
+                   f"Slurm {hms(q['pending'])}, held {hms(q['held'])}"),
+        ("running", f"{hms(d['running_seconds'])}  {d['executions']} executions, "
                     f"{d['node_hours']:.3f} node-hours"),
-        ("settling", duration(d["settling_seconds"])),
-        ("lost", f"{duration(d['lost_seconds'])}" + (f"  {lost}" if lost else "")),
-        ("at risk", duration(d["at_risk_seconds"])),
+        ("settling", hms(d["settling_seconds"])),
+        ("lost", f"{hms(d['lost_seconds'])}" + (f"  {lost}" if lost else "")),
+        ("at risk", hms(d["at_risk_seconds"])),
         ("recovery gaps", f"{len(d['recovery_gaps'])}" + (f"  {gaps}" if gaps else "")),
         ("goodput", f"{goodput}  {d['useful_node_hours']:.3f} of {d['node_hours']:.3f} "
                     "node-hours trained the model"),
@@ -261,9 +248,9 @@ def report(
         table(
             ("JOB", "NAME", "STATE", "WALL", "QUEUED", "RUNNING", "LOST", "NODE-HOURS",
              "GOODPUT"),
-            [(d["job"], d["name"] or "-", d["state"], duration(d["wall_seconds"]),
-              duration(d["queued_seconds"]), duration(d["running_seconds"]),
-              duration(d["lost_seconds"]), f"{d['node_hours']:.3f}",
+            [(d["job"], d["name"] or "-", d["state"], hms(d["wall_seconds"]),
+              hms(d["queued_seconds"]), hms(d["running_seconds"]),
+              hms(d["lost_seconds"]), f"{d['node_hours']:.3f}",
               "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%") for d in docs],
         )
 

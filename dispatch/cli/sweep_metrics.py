@@ -13,11 +13,10 @@ from pathlib import Path
 
 from dispatch.cli.answers import waits
 from dispatch.core.fold import fold
-from dispatch.core.project import project
 from dispatch.model.errors import DispatchError
-from dispatch.model.objects import Discovery
 from dispatch.records.contract import Records
 from dispatch.report import spans
+from dispatch.report.events import last_seen_state
 from dispatch.report.metrics import QueryCounter, Sample, render, write
 from dispatch.supervise import SweepReport
 
@@ -36,10 +35,7 @@ def sample(store: Records, report: SweepReport, queries: QueryCounter) -> Sample
         except DispatchError:
             damaged += 1
             continue
-        seen = Discovery(
-            objects=tuple(o.last for o in job.objects.values() if o.last), complete=False
-        )
-        states[str(project(job, seen, now).state)] += 1
+        states[str(last_seen_state(job, now))] += 1
         endings.update(str(e.cause.kind) for e in spans(view, job).endings)
         rules = job.header.plan.rules
         for index, used in job.rule_use.items():

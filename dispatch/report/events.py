@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from dispatch.core.job import Job
-from dispatch.model.enums import CauseKind, HoldKind, ObjectState
-from dispatch.model.objects import EPOCH_BASE
+from dispatch.core.project import project
+from dispatch.model.enums import CauseKind, HoldKind, ObjectState, State
+from dispatch.model.objects import EPOCH_BASE, Discovery
 from dispatch.model.record import (
     AuthorizeEntry,
     CallEntry,
@@ -104,6 +105,14 @@ class Spans:
     releases: tuple[Release, ...]
     holds: tuple[HoldSpan, ...]
     marks: tuple[Mark, ...] = field(default=())
+
+
+def last_seen_state(job: Job, now: datetime) -> State:
+    """The job's state as the record's last observations show it (running included), for
+    readers that ask no scheduler."""
+    seen = Discovery(objects=tuple(o.last for o in job.objects.values() if o.last),
+                     complete=False)
+    return project(job, seen, now).state
 
 
 @dataclass
