@@ -4,12 +4,18 @@ publication before it."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from records import ADA, PUBLICATIONS, Rec, at, preempted_node_lost_then_succeeded, pub
 
 from dispatch.model import record as r
-from dispatch.model.enums import CauseKind, ObjectState
-from dispatch.report import figures
+from dispatch.model.enums import CauseKind, HoldKind, ObjectState
+from dispatch.model.values import Cause
+from dispatch.report import Publication, Spans, figures
+from dispatch.report.events import Ending, HoldSpan, Release, Run
 
 
 def test_every_second_from_submit_to_settle_falls_in_exactly_one_part() -> None:
@@ -98,3 +104,46 @@ def test_a_person_hold_while_running_does_not_stop_the_clock_of_the_run() -> Non
     f = figures(rec.spans(now=80), None, at(80))
     assert f.parts["running"] == 30
     assert f.parts["held"] == 30
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[Spans, list[Publication], datetime]:
+    """Runs one after another with gaps, endings, releases, holds and publications."""
+    t = 0.0
+    runs, endings, releases, holds, pubs = [], [], [], [], []
+    for n in range(1, draw(st.integers(1, 4)) + 1):
+        t += draw(st.floats(0, 100))
+        releases.append(Release(at(t), str(n), n, "open"))
+        if draw(st.booleans()):
+            start = t + draw(st.floats(0, 50))
+            holds.append(HoldSpan(n, HoldKind.BACKEND, "human:ada", at(start),
+                                  at(start + draw(st.floats(0, 80)))))
+        t += draw(st.floats(0, 100))
+        start = t
+        t += draw(st.floats(0, 300))
+        for _ in range(draw(st.integers(0, 3))):
+            pubs.append(Publication(at(draw(st.floats(start, t))), n * 1_000_000, n))
+        kind = draw(st.sampled_from([CauseKind.NONE, CauseKind.PREEMPTED, CauseKind.NODE_LOST]))
+        cause = Cause(kind=kind)
+        runs.append(Run(str(n), n, 0, n * 1_000_000, draw(st.integers(1, 8)), at(start),
+                        at(t), cause))
+        endings.append(Ending(at(t), str(n), n, cause))
+    outcome = t + draw(st.floats(0, 10))
+    settled = outcome + draw(st.floats(0, 10)) if draw(st.booleans()) else None
+    s = Spans(at(0), at(outcome), at(settled) if settled is not None else None, tuple(runs),
+              tuple(endings), tuple(releases), tuple(holds))
+    return s, pubs, at(max(outcome, settled or 0) + draw(st.floats(0, 100)))
+
+
+@given(histories())
+def test_the_parts_always_add_up_to_the_wall_and_running_to_its_three_shares(
+    h: tuple[Spans, list[Publication], datetime],
+) -> None:
+    s, pubs, now = h
+    for found in (pubs, None):
+        f = figures(s, found, now)
+        assert sum(f.parts.values()) == pytest.approx(f.wall, abs=1e-6)
+        assert f.useful_seconds + f.lost_seconds + f.at_risk_seconds == pytest.approx(
+            f.parts["running"], abs=1e-6)
+        assert 0 <= f.useful_node_hours <= f.node_hours + 1e-12
+        assert all(x.seconds >= 0 for x in f.losses)
