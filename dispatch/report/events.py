@@ -23,6 +23,7 @@ from dispatch.model.record import (
     ObserveEntry,
     OpenEntry,
     PlaceHoldEntry,
+    VerifiedStoppedEntry,
     View,
 )
 from dispatch.model.values import Cause
@@ -170,6 +171,10 @@ def spans(view: View, job: Job) -> Spans:
                     close(ref, e.at, obs.cause if kind is not CauseKind.NONE
                           else Cause(kind=CauseKind.REQUEUED))
                     releases.append(Release(e.at, ref, obs.submission, "requeued"))
+            elif isinstance(e, VerifiedStoppedEntry) and e.ref.id in running:
+                # Gone from the scheduler before a sweep saw it end: stopped by dispatch.
+                kind = CauseKind.CANCELLED if job.cancel is not None else CauseKind.UNKNOWN
+                close(e.ref.id, e.at, Cause(kind=kind))
             elif isinstance(e, OpenEntry):
                 n = next((s.n for s in job.submissions if s.canonical == e.ref), 0)
                 submission_of.setdefault(e.ref.id, n)

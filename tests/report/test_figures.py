@@ -147,3 +147,20 @@ def test_the_parts_always_add_up_to_the_wall_and_running_to_its_three_shares(
             f.parts["running"], abs=1e-6)
         assert 0 <= f.useful_node_hours <= f.node_hours + 1e-12
         assert all(x.seconds >= 0 for x in f.losses)
+
+
+def test_a_cancelled_run_that_no_sweep_saw_end_stops_when_it_was_verified_stopped() -> None:
+    rec = (
+        Rec()
+        .launch(10, 1, 101)
+        .running(20, 101, 1)
+        .add(50, r.CancelEntry, by=ADA)
+        .add(51, r.OutcomeEntry, state="cancelled", cause=Cause(kind=CauseKind.CANCELLED))
+        .add(52, r.StopEntry, ref=Rec.ref(101))
+        .add(60, r.VerifiedStoppedEntry, ref=Rec.ref(101), find_at=at(60))
+        .add(61, r.SettleEntry)
+    )
+    f = figures(rec.spans(), None, at(1000))
+    assert f.parts == {"running": 40, "settling": 1, "held": 0, "pending": 6, "gate": 14}
+    assert {x.cause: x.seconds for x in f.losses} == {"cancelled": 40}
+    assert f.at_risk_seconds == 0
