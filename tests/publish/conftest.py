@@ -1,5 +1,6 @@
 """Fixtures for the publish tests: a real S3 API (moto's server over HTTP, authentication on),
-a checkpoint root on local disk, and save folders to publish.
+a real Vault API (an OpenBao dev server), a checkpoint root on local disk, and save folders to
+publish.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from moto.server import ThreadedMotoServer
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from kubernetes_tokenreview import TokenReviewServer, TokenReviewState  # noqa: E402
+from openbao_server import OpenBao, PublishVault, configure_for_publish  # noqa: E402
 from publish_testbed import REGION, Bucket, S3Server  # noqa: E402
 
 from publish.credentials import Credentials  # noqa: E402
@@ -65,6 +68,29 @@ def s3_server() -> Iterator[S3Server]:
     finally:
         requests.post(f"{url}/moto-api/reset-auth", data=b"inf", timeout=10)
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def tokenreview(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenReviewState]:
+    """The stand-in of Kubernetes' TokenReview endpoint that OpenBao's kubernetes auth asks."""
+    with TokenReviewServer(tmp_path_factory.mktemp("apiserver")) as state:
+        yield state
+
+
+@pytest.fixture(scope="session")
+def openbao(tmp_path_factory: pytest.TempPathFactory,
+            tokenreview: TokenReviewState) -> Iterator[PublishVault]:
+    """One OpenBao dev server for the session, set up as `PublishVault` describes."""
+    with OpenBao(tmp_path_factory.mktemp("openbao")) as server:
+        yield configure_for_publish(server, tokenreview)
+
+
+@pytest.fixture
+def sealed_openbao(tmp_path: Path) -> Iterator[OpenBao]:
+    """An OpenBao dev server of its own, sealed with `bao operator seal`."""
+    with OpenBao(tmp_path / "sealed-openbao") as server:
+        server.bao("operator", "seal")
+        yield server
 
 
 @pytest.fixture

@@ -1,15 +1,16 @@
 """Rules of credential sources: order, refusal reasons by name, and no secret ever shown.
 
-Vault is the stand-in in vault_standin.py (no Vault server can run here), driven by real hvac.
+The Vault source is tested against a real OpenBao server in test_publish_vault.py; here it is
+one source among others.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vault_standin import VaultServer, VaultState
+from kubernetes_tokenreview import TokenReviewState
+from openbao_server import PublishVault
 
 from publish.config import load_config
 from publish.credentials import (
@@ -25,16 +26,6 @@ from publish.proxy import ProxyRule
 from publish.vault import VaultSource
 
 SECRET = "wJalrXUtnFEMI-test-secret"
-
-
-@pytest.fixture
-def vault(tmp_path: Path) -> Iterator[VaultState]:
-    with VaultServer() as state:
-        state.kubernetes_roles["trainer"] = "jwt-of-the-pod"
-        state.approles["role-1"] = "secret-1"
-        state.secrets["secret/training/s3"] = {
-            "access_key_id": "AKIAVAULT", "secret_access_key": SECRET}
-        yield state
 
 
 def _credentials_file(tmp_path: Path, mode: int) -> Path:
@@ -65,14 +56,16 @@ def test_first_source_that_yields_credentials_wins(tmp_path: Path) -> None:
 
 
 def test_every_failed_source_is_reported_by_name_without_secrets(
-    tmp_path: Path, vault: VaultState
+    tmp_path: Path, openbao: PublishVault
 ) -> None:
+    # A service-account token of the right account, but not issued by the cluster OpenBao asks.
+    forged = TokenReviewState().issue("train", "trainer")
     jwt = tmp_path / "jwt"
-    jwt.write_text("wrong-jwt")
+    jwt.write_text(forged)
     sources: list[CredentialSource] = [
         EnvSource(env={}),
         FileSource(_credentials_file(tmp_path, 0o640), name="team-file"),
-        VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
+        VaultSource(openbao.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
                     jwt_path=jwt),
     ]
     with pytest.raises(CredentialsUnavailable) as caught:
@@ -80,7 +73,7 @@ def test_every_failed_source_is_reported_by_name_without_secrets(
     message = str(caught.value)
     assert "env:" in message and "team-file:" in message and "vault:" in message
     assert "Forbidden" in message
-    assert SECRET not in message and "wrong-jwt" not in message
+    assert SECRET not in message and forged not in message
 
 
 def test_credentials_repr_hides_the_secret() -> None:
@@ -88,48 +81,14 @@ def test_credentials_repr_hides_the_secret() -> None:
     assert SECRET not in repr(creds) and "session-token-value" not in repr(creds)
 
 
-def test_vault_kubernetes_login_reads_the_kv2_secret(tmp_path: Path, vault: VaultState) -> None:
-    jwt = tmp_path / "jwt"
-    jwt.write_text("jwt-of-the-pod\n")
-    creds = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
-                        jwt_path=jwt).load()
-    assert (creds.access_key_id, creds.secret_access_key) == ("AKIAVAULT", SECRET)
-    assert vault.paths == ["POST /v1/auth/kubernetes/login", "GET /v1/secret/data/training/s3"]
-
-
-def test_vault_approle_login_reads_the_kv2_secret(
-    vault: VaultState, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("VAULT_ROLE_ID", "role-1")
-    monkeypatch.setenv("VAULT_SECRET_ID", "secret-1")
-    creds = VaultSource(vault.url, "training/s3", "approle", ProxyRule()).load()
-    assert creds.access_key_id == "AKIAVAULT"
-    assert vault.paths[0] == "POST /v1/auth/approle/login"
-
-
-def test_vault_secret_without_the_keys_is_a_failure(
-    vault: VaultState, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    vault.secrets["secret/empty"] = {"unrelated": "x"}
-    monkeypatch.setenv("VAULT_ROLE_ID", "role-1")
-    monkeypatch.setenv("VAULT_SECRET_ID", "secret-1")
-    with pytest.raises(SourceFailed, match="lacks access_key_id"):
-        VaultSource(vault.url, "empty", "approle", ProxyRule()).load()
-
-
-def test_unreachable_vault_is_reported_by_source_name() -> None:
-    source = VaultSource("http://127.0.0.1:9", "x", "approle", ProxyRule(), name="vault-a")
-    with pytest.raises(CredentialsUnavailable, match="vault-a:"):
-        resolve_credentials([source])
-
-
-def test_config_file_lists_sources_in_order(tmp_path: Path, vault: VaultState) -> None:
+def test_config_file_lists_sources_in_order(tmp_path: Path) -> None:
     config = tmp_path / "publish.toml"
     config.write_text(
         'proxy = "http://proxy.invalid:3128"\n'
         '[[credentials]]\nsource = "env"\n'
         f'[[credentials]]\nsource = "file"\npath = "{tmp_path / "creds"}"\n'
-        f'[[credentials]]\nsource = "vault"\naddress = "{vault.url}"\npath = "training/s3"\n'
+        '[[credentials]]\nsource = "vault"\naddress = "http://vault.invalid:8200"\n'
+        'path = "training/s3"\n'
         'auth = "kubernetes"\nrole = "trainer"\n'
     )
     loaded = load_config(config)
@@ -142,18 +101,3 @@ def test_config_with_an_unknown_source_is_refused(tmp_path: Path) -> None:
     config.write_text('[[credentials]]\nsource = "instance-metadata"\n')
     with pytest.raises(InvalidInput, match="credentials\\[0\\]"):
         load_config(config)
-
-
-@pytest.mark.parametrize("case", ["folder", "not utf-8"])
-def test_vault_token_file_that_is_a_folder_or_not_utf8_is_a_failure_not_a_crash(
-    tmp_path: Path, vault: VaultState, case: str
-) -> None:
-    jwt = tmp_path / "jwt"
-    if case == "folder":
-        jwt.mkdir()
-    else:
-        jwt.write_bytes(b"\xff\xfe-token")
-    source = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
-                         jwt_path=jwt)
-    with pytest.raises(CredentialsUnavailable, match="cannot read|UTF-8"):
-        resolve_credentials([source])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 from conftest import S3StoreFactory
+from openbao_server import PublishVault
 from publish_testbed import Bucket
 from recording_proxy import ProxyServer, RecordingProxy
-from vault_standin import VaultServer, VaultState
 
 from publish.config import load_config
 from publish.connect import open_store
@@ -27,11 +27,13 @@ def proxy() -> Iterator[RecordingProxy]:
 
 
 @pytest.fixture
-def vault(tmp_path: Path) -> Iterator[VaultState]:
-    with VaultServer() as state:
-        state.approles["r"] = "s"
-        state.secrets["secret/p"] = {"access_key_id": "A", "secret_access_key": "B"}
-        yield state
+def vault(openbao: PublishVault, monkeypatch: pytest.MonkeyPatch) -> PublishVault:
+    """The session's OpenBao with `secret/training/p`, and an AppRole login in the environment."""
+    openbao.write_secret("training/p", {"access_key_id": "A", "secret_access_key": "B"})
+    role_id, secret_id = openbao.approle("trainer")
+    monkeypatch.setenv("VAULT_ROLE_ID", role_id)
+    monkeypatch.setenv("VAULT_SECRET_ID", secret_id)
+    return openbao
 
 
 def test_explicit_proxy_wins_over_the_environment() -> None:
@@ -81,24 +83,37 @@ def test_s3_environment_proxy_is_ignored_for_a_no_proxy_host(
 
 
 def test_vault_requests_go_through_the_proxy_the_rule_names(
-    vault: VaultState, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+    vault: PublishVault, proxy: RecordingProxy
 ) -> None:
-    monkeypatch.setenv("VAULT_ROLE_ID", "r")
-    monkeypatch.setenv("VAULT_SECRET_ID", "s")
     rule = ProxyRule.from_env(None, {"HTTP_PROXY": proxy.url})
-    assert VaultSource(vault.url, "p", "approle", rule).load().access_key_id == "A"
+    assert VaultSource(vault.url, "training/p", "approle", rule).load().access_key_id == "A"
     assert proxy.seen("POST", "/v1/auth/approle/login") == 1
-    assert proxy.seen("GET", "/v1/secret/data/p") == 1
+    assert proxy.seen("GET", "/v1/secret/data/training/p") == 1
+
+
+def test_vault_kubernetes_login_goes_through_the_proxy_the_environment_names(
+    vault: PublishVault, proxy: RecordingProxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jwt = tmp_path / "jwt"
+    jwt.write_text(vault.tokenreview.issue("train", "trainer"))
+    config = tmp_path / "publish.toml"
+    config.write_text(f'[[credentials]]\nsource = "vault"\naddress = "{vault.url}"\n'
+                      'path = "training/p"\nauth = "kubernetes"\nrole = "trainer"\n'
+                      f'jwt_path = "{jwt}"\n')
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "vault.corp, 10.0.0.0/8, 127.0.0.1:1")  # none is this host
+    (source,) = load_config(config).sources
+    assert source.load().access_key_id == "A"
+    assert proxy.seen("POST", "/v1/auth/kubernetes/login") == 1
+    assert proxy.seen("GET", "/v1/secret/data/training/p") == 1
 
 
 def test_vault_bypasses_the_proxy_for_a_no_proxy_host(
-    vault: VaultState, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
+    vault: PublishVault, proxy: RecordingProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("VAULT_ROLE_ID", "r")
-    monkeypatch.setenv("VAULT_SECRET_ID", "s")
     monkeypatch.setenv("HTTP_PROXY", proxy.url)  # requests' own env reading must stay off
     rule = ProxyRule.from_env(None, {"HTTP_PROXY": proxy.url, "NO_PROXY": "127.0.0.1"})
-    assert VaultSource(vault.url, "p", "approle", rule).load().access_key_id == "A"
+    assert VaultSource(vault.url, "training/p", "approle", rule).load().access_key_id == "A"
     assert proxy.requests == []
 
 
