@@ -13,32 +13,24 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import subprocess
-import sys
+import signal
 import threading
+import time
+import warnings
 from pathlib import Path
 
 from dispatch.model.errors import RejectedError, UnavailableError
 from dispatch.records.ledger_format import symlink_refused
 
-# Run in a separate process: exit 0 when the lock is refused (locks work), 1 when it is granted
-# although the parent holds it (locks do not work here), 2 when locking itself fails.
-_CHILD = """
-import errno, fcntl, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOFOLLOW)
-try:
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-except OSError as err:
-    if err.errno in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
-        sys.exit(0)
-    print(err, file=sys.stderr)
-    sys.exit(2)
-sys.exit(1)
-"""
+# What the second process of the lock check exits with: the lock was refused (locks work), it
+# was granted although this process holds it (locks do not work here), or locking failed with
+# errno ``status - _FAILED`` (0 when it cannot say).
+_REFUSED, _GRANTED, _FAILED = 0, 1, 100
 
 _CONTENDED = {errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES}
-# Long enough for a cold interpreter start on a loaded login node.
+# Long enough for an NFS server that is slow to answer a lock request.
 _CHECK_TIMEOUT_SECONDS = 60
+_CHECK_POLL_SECONDS = 0.001
 
 _checked: set[str] = set()
 _checked_mu = threading.Lock()
@@ -69,29 +61,59 @@ def check_locking(path: Path) -> None:
             # Another process holds it, running this same check: the refusal is the proof.
         else:
             try:
-                child = subprocess.run(
-                    [sys.executable, "-I", "-S", "-c", _CHILD, str(path)],
-                    capture_output=True,
-                    timeout=_CHECK_TIMEOUT_SECONDS,
-                    check=False,
-                )
+                status = _second_process(path)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
-            if child.returncode == 1:
+            if status is None:
+                raise UnavailableError(_no_locks(path, "the lock check did not finish"))
+            if status == _GRANTED:
                 raise UnavailableError(
                     _no_locks(path, "a second process was granted a lock this one held")
                 )
-            if child.returncode != 0:
-                detail = child.stderr.decode(errors="replace").strip() or f"exit {child.returncode}"
+            if status != _REFUSED:
+                code = status - _FAILED
+                detail = os.strerror(code) if code > 0 else f"exit {status}"
                 raise UnavailableError(
                     _no_locks(path, f"flock failed in a second process: {detail}")
                 )
-    except subprocess.TimeoutExpired:
-        raise UnavailableError(_no_locks(path, "the lock check did not finish")) from None
     finally:
         os.close(fd)
     with _checked_mu:
         _checked.add(key)
+
+
+def _second_process(path: Path) -> int | None:
+    """Fork a process that tries the lock at ``path``; its exit status, None when it did not
+    finish in time. A fork, not a new interpreter: the check runs at the start of every
+    command that opens the ledger, and an interpreter start was most of its cost."""
+    with warnings.catch_warnings():
+        # Python 3.12 warns on fork with threads running: the child below takes no lock a
+        # thread could hold, it makes two system calls and exits.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: only system calls, then _exit (no cleanup of the parent's state)
+        status = _FAILED
+        try:
+            child_fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+            try:
+                fcntl.flock(child_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                status = _GRANTED
+            except OSError as err:
+                code = min(err.errno or 0, 150)
+                status = _REFUSED if err.errno in _CONTENDED else _FAILED + code
+        except BaseException:  # noqa: BLE001 - the child must reach _exit whatever happens
+            pass
+        os._exit(status)
+    deadline = time.monotonic() + _CHECK_TIMEOUT_SECONDS
+    while True:
+        done, wait_status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(wait_status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(_CHECK_POLL_SECONDS)
 
 
 def _no_locks(path: Path, why: str) -> str:

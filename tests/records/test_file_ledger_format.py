@@ -94,11 +94,24 @@ def test_a_folder_with_files_but_no_format_is_refused(tmp_path: Path) -> None:
 def test_a_filesystem_where_a_second_process_gets_a_held_lock_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Stand-in: local disks have working locks, so the second process is replaced by a script
+    """Stand-in: local disks have working locks, so the second process is replaced by one
     that reports being granted the lock, as on an NFS mount without lockd."""
-    monkeypatch.setattr(locks, "_CHILD", "import sys; sys.exit(1)")
+    monkeypatch.setattr(locks, "_second_process", lambda path: locks._GRANTED)
     with pytest.raises(UnavailableError, match="file locks do not work"):
         FileRecords(tmp_path / "ledger")
+
+
+def test_the_lock_checks_second_process_is_refused_a_held_lock_and_granted_a_free_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "lock-check"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        assert locks._second_process(path) == locks._GRANTED
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert locks._second_process(path) == locks._REFUSED
+    finally:
+        os.close(fd)
 
 
 def test_a_filesystem_without_flock_is_refused(
