@@ -51,8 +51,9 @@ def compare(name: str, argv: list[str], base: Path, runs: int) -> None:
     for _ in range(runs):
         results["base"].append(run_once(base, argv))
         results["this"].append(run_once(ROOT, argv))
-    ratio = statistics.median(t[0] / b[0] for t, b in zip(results["this"], results["base"]))
-    cpu_ratio = statistics.median(t[1] / b[1] for t, b in zip(results["this"], results["base"]))
+    pairs = list(zip(results["this"], results["base"], strict=True))
+    ratio = statistics.median(t[0] / b[0] for t, b in pairs)
+    cpu_ratio = statistics.median(t[1] / b[1] for t, b in pairs)
     med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in results.items()}
     goal = GOALS_MS[name]
     this_ms = med["this"][0] * 1000
