@@ -120,17 +120,20 @@ def test_a_secret_without_the_keys_is_a_failure(
         _approle(vault, "training/empty").load()
 
 
-def test_a_secret_whose_newest_version_is_deleted_is_a_failure(
-    vault: PublishVault, approle_env: tuple[str, str]
+@pytest.mark.parametrize("case", ["never written", "newest version deleted"])
+def test_a_secret_that_is_missing_or_whose_newest_version_is_deleted_is_a_failure(
+    vault: PublishVault, approle_env: tuple[str, str], case: str
 ) -> None:
-    vault.write_secret("training/deleted", {"access_key_id": "A", "secret_access_key": "B"})
-    client = vault.server.client()
-    try:
-        client.secrets.kv.v2.delete_latest_version_of_secret("training/deleted")
-    finally:
-        client.adapter.close()
+    path = f"training/{case.replace(' ', '-')}"
+    if case == "newest version deleted":
+        vault.write_secret(path, {"access_key_id": "A", "secret_access_key": "B"})
+        client = vault.server.client()
+        try:
+            client.secrets.kv.v2.delete_latest_version_of_secret(path)
+        finally:
+            client.adapter.close()
     with pytest.raises(SourceFailed, match="Vault answered InvalidPath"):
-        _approle(vault, "training/deleted").load()
+        _approle(vault, path).load()
 
 
 def test_a_secret_outside_the_roles_policy_is_forbidden(
