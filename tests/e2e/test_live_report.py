@@ -23,6 +23,7 @@ import boto3
 import pytest
 from live_cluster import REPO, WAIT, wait_for
 from live_user import BIN, Cron, User, installed_line, kept_crontab
+from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -85,6 +86,16 @@ def slurm_end(user: User, slurm_job: str) -> datetime:
     return datetime.fromisoformat(end).astimezone()
 
 
+def sample(path: Path, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """The samples of metric ``name`` in the metrics file, parsed as Prometheus parses it."""
+    found = {}
+    for family in text_string_to_metric_families(path.read_text()):
+        for s in family.samples:
+            if s.name == name:
+                found[tuple(sorted(s.labels.items()))] = s.value
+    return found
+
+
 def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
     s3_url: str, own_home: Path, tmp_path: Path
 ) -> None:
@@ -119,10 +130,18 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
     with kept_crontab():
         user.sh("dispatch supervise install --cron --every 1m")
         line = installed_line(user.sh("crontab -l"), config)
+        metrics = tmp_path / "dispatch.prom"
+        with config.open("a") as more:
+            more.write(f'\n[sweep]\nmetrics = "{metrics}"\n')
         try:
             with Cron(line, own_home):
                 wait_for("submission 1 to publish", lambda: user.published(1_999_999),
                          lambda p: p is not None)
+                # A sweep that only looks at the running job asks Slurm once (one squeue,
+                # at most one sacct), as its metrics file says.
+                wait_for("an idle sweep's metrics",
+                         lambda: sample(metrics, "dispatch_sweep_scheduler_queries")
+                         if metrics.exists() else {}, lambda v: v == {(): 1.0}, patience=30)
                 node = wait_for("submission 1 on a node", lambda: running(1), bool)
                 others.append(user.sh(
                     f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
@@ -169,7 +188,13 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
         lost, expected)
     assert 0 < report["goodput"] < 1
 
-    # Each later submission resumed from what the one before it published.
+    # The sweep's metrics count the job's endings by cause and its rule's firings.
+    user.sh("dispatch sweep")
+    assert sample(metrics, "dispatch_endings_total") == {
+        (("cause", "preempted"),): 1, (("cause", "node-lost"),): 1, (("cause", "none"),): 1}
+    assert sample(metrics, "dispatch_rule_firings_total")[(("action", "resubmit"),)] == 2
+    assert sample(metrics, "dispatch_jobs")[(("state", "succeeded"),)] == 1
+
     text = user.sh(f"dispatch report {job}")
     assert "preempted" in text and "node-lost" in text and f"s3://{BUCKET}/{PREFIX}" in text
     timeline = user.sh(f"dispatch status {job} --timeline")
