@@ -40,7 +40,7 @@ from pathlib import Path
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.records.file import FileRecords
@@ -84,7 +84,8 @@ class Site:
         )
         self.config.chmod(0o600)
         env = {"SLURM_CONF": os.environ["SLURM_CONF"]}
-        self.backend = SlurmBackend(CommandRunner(env=env, timeout=60), Settings(transport="cli"))
+        runner = CommandRunner(env=env, timeout=60)
+        self.backend = SlurmBackend(runner, SlurmSettings(transport="cli"))
         self.store = FileRecords(self.root / "ledger")
         self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
 

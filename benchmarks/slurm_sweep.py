@@ -29,7 +29,7 @@ from pathlib import Path
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.core.fold import fold
 from dispatch.records.file import FileRecords
 from dispatch.supervise import Supervisor
@@ -50,7 +50,7 @@ def reset() -> None:
 
 def run_jobs(n: int, root: Path) -> tuple[Supervisor, FileRecords, SlurmBackend, list[str]]:
     env = {"SLURM_CONF": os.environ["SLURM_CONF"]}
-    backend = SlurmBackend(CommandRunner(env=env, timeout=60), Settings(transport="cli"))
+    backend = SlurmBackend(CommandRunner(env=env, timeout=60), SlurmSettings(transport="cli"))
     store = FileRecords(root / "ledger")
     cluster = dispatch.compose(backend, dispatch.Config(store=store))
     rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=3)

@@ -6,7 +6,7 @@ import base64
 from collections.abc import Callable
 from typing import Any
 
-from dispatch.core.plan import make_plan as plan_rules
+from dispatch.core.plan import plan_rules
 from dispatch.model.enums import UnmatchedPolicy
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import JobID, JobSpec, Plan, SubmitOptions

@@ -29,7 +29,7 @@ from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError
 from dispatch.records.contract import Stamped
 from dispatch.supervise.install import (
-    Entry,
+    CronLine,
     Kind,
     Table,
     cron_daemon_running,
@@ -254,7 +254,7 @@ def install(
                 f"shorter than --every {format_duration(every)}, so a tick could overlap the "
                 "next: lower sweep.budget or choose a longer --every"
             )
-        entry = Entry(
+        entry = CronLine(
             kind=kind,
             config=settings.path,
             every=every,

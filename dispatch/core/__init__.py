@@ -1,4 +1,4 @@
-"""The pure core: ``fold``, ``next_steps``, ``project`` and ``make_plan``.
+"""The pure core: ``fold``, ``next_steps``, ``project`` and ``plan_rules``.
 
 No I/O, no clock, no threads: time comes in as ``now`` and the scheduler's view as a
 ``Discovery``, so every actor computes the same answer from the same inputs.
@@ -7,7 +7,7 @@ No I/O, no clock, no threads: time comes in as ``now`` and the scheduler's view 
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.next import next_steps
-from dispatch.core.plan import make_plan
+from dispatch.core.plan import plan_rules
 from dispatch.core.project import project
 
-__all__ = ["Job", "fold", "make_plan", "next_steps", "project"]
+__all__ = ["Job", "fold", "next_steps", "plan_rules", "project"]

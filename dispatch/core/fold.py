@@ -10,7 +10,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from dispatch.core.job import AttemptRec, CallRec, HoldRec, Job, ObjectRec, Outcome, SubmissionRec
+from dispatch.core.job import (
+    AttemptRec,
+    CallRec,
+    HoldRec,
+    Job,
+    ObjectRec,
+    OutcomeRec,
+    SubmissionRec,
+)
 from dispatch.core.transitions import Change, transition
 from dispatch.model.enums import HoldKind, ObjectState, State
 from dispatch.model.errors import InvalidError
@@ -370,7 +378,7 @@ class _Folder:
         if change is None:
             raise InvalidError(f"{e.state} is not an outcome")
         self._move(change, e.at, e.cause, self._latest_n())
-        j.outcome = Outcome(state=e.state, cause=e.cause, at=e.at)
+        j.outcome = OutcomeRec(state=e.state, cause=e.cause, at=e.at)
         for h in j.holds:
             if h.active:
                 h.active, h.released_at = False, e.at

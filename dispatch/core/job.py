@@ -120,7 +120,7 @@ class CallRec:
 
 
 @dataclass(slots=True)
-class Outcome:
+class OutcomeRec:
     """The committed terminal state, its cause, and when."""
 
     state: State
@@ -136,7 +136,7 @@ class Job:
     revision: int
     state: State = State.PENDING
     owner: str = ""
-    outcome: Outcome | None = None
+    outcome: OutcomeRec | None = None
     cancel: CancelEntry | None = None
     give_up: GiveUpEntry | None = None
     settled: bool = False

@@ -38,7 +38,7 @@ from dispatch.model.objects import Discovery, ObjectObs
 
 
 @dataclass(frozen=True)
-class Row:
+class Case:
     """One line of the decision table: the facts that must hold, those that must not, and
     the answer."""
 
@@ -54,51 +54,51 @@ class Row:
 F, A = Fact, Answer
 _HELD = (F.PERSON_HOLD,)
 
-TABLE: tuple[Row, ...] = (
-    Row((F.CANCEL_ASKED,), A.CANCEL),
-    Row((F.GIVE_UP_ASKED,), A.GIVE_UP),
+TABLE: tuple[Case, ...] = (
+    Case((F.CANCEL_ASKED,), A.CANCEL),
+    Case((F.GIVE_UP_ASKED,), A.GIVE_UP),
     # A resubmit waits for the latest submission to finish; it answers a recovery hold (the
     # new submission lifts it) but never a person's hold, which only that person releases.
-    Row((F.RESUBMIT_ASKED, F.LATEST_FINISHED), A.RESUBMIT, unless=_HELD),
-    Row((F.RECOVERY_HOLD,), A.AFTER_CESSATION),
-    Row((F.NO_SUBMISSION,), A.AUTHORIZE_FIRST, unless=_HELD),
+    Case((F.RESUBMIT_ASKED, F.LATEST_FINISHED), A.RESUBMIT, unless=_HELD),
+    Case((F.RECOVERY_HOLD,), A.AFTER_CESSATION),
+    Case((F.NO_SUBMISSION,), A.AUTHORIZE_FIRST, unless=_HELD),
     # An abandoned submission will never be heard of again: the job goes on with the next.
-    Row((F.ABANDONED,), A.AUTHORIZE_AFTER_ABANDON, unless=_HELD),
+    Case((F.ABANDONED,), A.AUTHORIZE_AFTER_ABANDON, unless=_HELD),
     # Launching. A found object is made canonical before any further start, so a start
     # whose outcome was unknown but landed is never duplicated by a retry.
-    Row((F.LAUNCHING, F.OBJECT_FOUND), A.CANONICAL, unless=_HELD),
-    Row((F.LAUNCHING, F.NO_ATTEMPT), A.START, unless=_HELD),
+    Case((F.LAUNCHING, F.OBJECT_FOUND), A.CANONICAL, unless=_HELD),
+    Case((F.LAUNCHING, F.NO_ATTEMPT), A.START, unless=_HELD),
     # The last attempt named an object that is not found yet (or was abandoned): wait.
-    Row((F.LAUNCHING, F.LAST_ATTEMPT_ACCOUNTED), A.NOTHING),
+    Case((F.LAUNCHING, F.LAST_ATTEMPT_ACCOUNTED), A.NOTHING),
     # An unknown or refused start is retried as a new attempt, never taken for a failure.
-    Row((F.LAUNCHING, F.RETRIES_LEFT), A.START, unless=_HELD),
-    Row((F.LAUNCHING, F.ALL_REFUSED), A.REFUSED_ENDING, unless=_HELD),
+    Case((F.LAUNCHING, F.RETRIES_LEFT), A.START, unless=_HELD),
+    Case((F.LAUNCHING, F.ALL_REFUSED), A.REFUSED_ENDING, unless=_HELD),
     # The canonical object. A requeue can never land on a purged object: once a complete
     # find no longer shows it, the execution has ended unseen (it is not called forever).
-    Row((F.CANONICAL, F.REQUEUE_IN_FLIGHT, F.GONE), A.VANISHED_ENDING, unless=_HELD),
-    Row((F.CANONICAL, F.REQUEUE_IN_FLIGHT, F.GONE), A.NOTHING),
+    Case((F.CANONICAL, F.REQUEUE_IN_FLIGHT, F.GONE), A.VANISHED_ENDING, unless=_HELD),
+    Case((F.CANONICAL, F.REQUEUE_IN_FLIGHT, F.GONE), A.NOTHING),
     # A requeue in flight is made again under the same intent, so its budget is reserved once.
-    Row((F.CANONICAL, F.REQUEUE_DUE), A.REQUEUE_AGAIN),
-    Row((F.CANONICAL, F.REQUEUE_IN_FLIGHT), A.NOTHING),
-    Row((F.CANONICAL, F.REQUEUE_ASKED, F.OBSERVED), A.REQUEUE, unless=_HELD),
+    Case((F.CANONICAL, F.REQUEUE_DUE), A.REQUEUE_AGAIN),
+    Case((F.CANONICAL, F.REQUEUE_IN_FLIGHT), A.NOTHING),
+    Case((F.CANONICAL, F.REQUEUE_ASKED, F.OBSERVED), A.REQUEUE, unless=_HELD),
     # A refused open is final whatever the hold: the execution can never run.
-    Row((F.CANONICAL, F.OPEN_REFUSED), A.OPEN_REFUSED_ENDING),
-    Row((F.CANONICAL, F.ENDED, F.PERSON_HOLD), A.NOTHING, unless=(F.SUCCEEDED,)),
-    Row((F.CANONICAL, F.ENDED), A.ENDING),
-    Row((F.CANONICAL, F.VANISHED), A.VANISHED_ENDING, unless=_HELD),
-    Row((F.CANONICAL, F.VANISHED), A.NOTHING),
+    Case((F.CANONICAL, F.OPEN_REFUSED), A.OPEN_REFUSED_ENDING),
+    Case((F.CANONICAL, F.ENDED, F.PERSON_HOLD), A.NOTHING, unless=(F.SUCCEEDED,)),
+    Case((F.CANONICAL, F.ENDED), A.ENDING),
+    Case((F.CANONICAL, F.VANISHED), A.VANISHED_ENDING, unless=_HELD),
+    Case((F.CANONICAL, F.VANISHED), A.NOTHING),
     # Verified stopped before this pass (a crash came before its ending): it ended unseen, and
     # is never judged again by its last observation, which may still say gated.
-    Row((F.CANONICAL, F.VERIFIED_STOPPED), A.ENDED_UNSEEN, unless=_HELD),
-    Row((F.CANONICAL, F.VERIFIED_STOPPED), A.NOTHING),
-    Row((F.CANONICAL, F.CANNOT_RUN), A.CANNOT_RUN_ENDING, unless=_HELD),
+    Case((F.CANONICAL, F.VERIFIED_STOPPED), A.ENDED_UNSEEN, unless=_HELD),
+    Case((F.CANONICAL, F.VERIFIED_STOPPED), A.NOTHING),
+    Case((F.CANONICAL, F.CANNOT_RUN), A.CANNOT_RUN_ENDING, unless=_HELD),
     # Someone else's hold is theirs to lift: dispatch never opens it, and asks a person once.
-    Row((F.CANONICAL, F.HELD_BY_OTHER, F.ADMIN_HELD_ESCALATED), A.NOTHING),
-    Row((F.CANONICAL, F.HELD_BY_OTHER), A.ESCALATE_ADMIN_HELD),
+    Case((F.CANONICAL, F.HELD_BY_OTHER, F.ADMIN_HELD_ESCALATED), A.NOTHING),
+    Case((F.CANONICAL, F.HELD_BY_OTHER), A.ESCALATE_ADMIN_HELD),
     # An open recorded but not showing is made again once its call had time to show.
-    Row((F.CANONICAL, F.GATED, F.OPEN_DUE), A.OPEN_AGAIN, unless=_HELD),
-    Row((F.CANONICAL, F.GATED), A.OPEN, unless=(F.PERSON_HOLD, F.OPENING)),
-    Row((), A.NOTHING),
+    Case((F.CANONICAL, F.GATED, F.OPEN_DUE), A.OPEN_AGAIN, unless=_HELD),
+    Case((F.CANONICAL, F.GATED), A.OPEN, unless=(F.PERSON_HOLD, F.OPENING)),
+    Case((), A.NOTHING),
 )
 
 # A person's cancel or give-up ends the job; the clean-up after the outcome stops every

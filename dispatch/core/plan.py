@@ -1,4 +1,6 @@
-"""``make_plan``: assign every recovery rule an enforcer before anything is created.
+"""``plan_rules``: assign every recovery rule an enforcer before anything is created.
+
+``dispatch.make_plan`` asks the backend about the rules and calls this.
 
 Pure: the backend's answers about the rules come in as an argument. For each rule, in order:
 an invalid rule is refused; a rule the backend cannot perform is refused; one whose support is
@@ -26,7 +28,7 @@ from dispatch.model.values import (
 )
 
 
-def make_plan(
+def plan_rules(
     job: JobID,
     spec: JobSpec,
     options: SubmitOptions,

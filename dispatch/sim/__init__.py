@@ -4,7 +4,7 @@
 ``docs/simulator.md`` for what is modelled and what is not.
 """
 
-from dispatch.sim.outcome import Outcome, Violation
+from dispatch.sim.outcome import SeedRun, Violation
 from dispatch.sim.world import run_seed
 
-__all__ = ["Outcome", "Violation", "run_seed"]
+__all__ = ["SeedRun", "Violation", "run_seed"]

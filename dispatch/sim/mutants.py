@@ -25,7 +25,7 @@ from dispatch.core.situation import Fact
 from dispatch.model import mutants as switchboard
 from dispatch.model.mutants import active, on
 from dispatch.model.record import AuthorizeEntry, CanonicalEntry
-from dispatch.sim.outcome import Outcome
+from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
 
 # The modules whose tables the mutants of the core substitute (``dispatch.core`` re-exports a
@@ -148,7 +148,7 @@ class Hunt:
 
     mutant: str
     seeds_tried: int
-    found: Outcome | None
+    found: SeedRun | None
 
 
 def hunt(mutant: str, bound: int = HUNT_BOUND, root: Path | None = None, first: int = 0) -> Hunt:

@@ -20,7 +20,7 @@ class Violation:
 
 
 @dataclass
-class Outcome:
+class SeedRun:
     """What one seed did."""
 
     seed: int

@@ -34,7 +34,7 @@ from dispatch.sim.crashfs import CrashFS
 from dispatch.sim.faults import draw
 from dispatch.sim.invariants import Checker
 from dispatch.sim.jobs import submit_jobs
-from dispatch.sim.outcome import Outcome, Violation, describe_record, describe_truth
+from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
 from dispatch.sim.wrappers import SimBackend, SimStore
 
 # Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
@@ -91,7 +91,7 @@ class World:
         self.mix = draw(self.rng)
         self.clock = VirtualClock()
         self.start = self.clock.now()
-        self.out = Outcome(seed=seed, mix=self.mix)
+        self.out = SeedRun(seed=seed, mix=self.mix)
         shape = Shape.KUBEFLOW if self.mix.kubeflow_shape else Shape.SLURM
         self.backend = MemoryBackend(shape=shape, auto_run=True, clock=self.clock.now)
         self.root = root if self.mix.file_store else None
@@ -324,7 +324,7 @@ class World:
         )
         self._people.gen = actors.people(self, self.op)
 
-    def run(self) -> Outcome:
+    def run(self) -> SeedRun:
         """Run the seed: setup, fault phase, quiet phase."""
         self._proc_count = 0
         self._sched = Mover("sched", actors.scheduler(self))
@@ -404,7 +404,7 @@ class _Observer(FileRecords):
         return
 
 
-def run_seed(seed: int, root: Path | None = None, stop_at: int | None = None) -> Outcome:
+def run_seed(seed: int, root: Path | None = None, stop_at: int | None = None) -> SeedRun:
     """Run one seed; the file store (when the seed draws it) lives under ``root``."""
     log = logging.getLogger("dispatch")
     level = log.level

@@ -64,7 +64,7 @@ def dispatch_command() -> list[str]:
 
 
 @dataclass(frozen=True)
-class Entry:
+class CronLine:
     """dispatch's entry in a periodic table, for one config file."""
 
     kind: Kind
@@ -142,7 +142,7 @@ def slurm_time(d: timedelta) -> str:
     return f"{days}-{hms}" if days else hms
 
 
-def merge(table: str, entry: Entry) -> str:
+def merge(table: str, entry: CronLine) -> str:
     """``table`` with dispatch's entry for ``entry.config`` replaced by ``entry`` (or added)."""
     kept = remove(table, entry.config)
     if kept and not kept.endswith("\n"):

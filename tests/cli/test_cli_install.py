@@ -20,7 +20,7 @@ import pytest
 from cli_setup import Site
 
 from dispatch.model.errors import InvalidError
-from dispatch.supervise.install import Entry, Kind, cron_daemon_running, merge, remove, schedule
+from dispatch.supervise.install import CronLine, Kind, cron_daemon_running, merge, remove, schedule
 
 CRON_FIELDS = re.compile(r"^(\S+ \S+ \S+ \S+ \S+) (.+)$")
 
@@ -105,10 +105,10 @@ def test_merging_replaces_only_dispatchs_entry_for_the_same_config(tmp_path: Pat
     mine = tmp_path / "a.toml"
     other = tmp_path / "b.toml"
 
-    def entry(config: Path, minutes: int) -> Entry:
+    def entry(config: Path, minutes: int) -> CronLine:
         from datetime import timedelta
 
-        return Entry(Kind.CRON, config, timedelta(minutes=minutes), tmp_path / "l", ("/d",))
+        return CronLine(Kind.CRON, config, timedelta(minutes=minutes), tmp_path / "l", ("/d",))
 
     table = "MAILTO=ada\n0 3 * * * /usr/bin/backup\n"
     once = merge(table, entry(mine, 1))
@@ -227,7 +227,7 @@ def test_install_refuses_a_table_whose_end_marker_was_removed_and_changes_nothin
 
 
 def test_merging_refuses_a_begin_marker_without_its_end(tmp_path: Path) -> None:
-    entry = Entry(Kind.CRON, tmp_path / "c.toml", timedelta(minutes=1), tmp_path / "l", ("d",))
+    entry = CronLine(Kind.CRON, tmp_path / "c.toml", timedelta(minutes=1), tmp_path / "l", ("d",))
     begin = entry.lines()[0]
     with pytest.raises(InvalidError):
         merge(f"{begin}\n0 * * * * /bin/true\n", entry)

@@ -79,12 +79,12 @@ def pyslurm_harness() -> Harness:
 
     from dispatch.adapters.slurm.backend import SlurmBackend
     from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
-    from dispatch.adapters.slurm.settings import Settings
+    from dispatch.adapters.slurm.settings import SlurmSettings
 
     controller = standin.use(standin.Controller(auto_run=True))
     backend = SlurmBackend(
         standin.ProbeRunner(),
-        Settings(transport="pyslurm"),
+        SlurmSettings(transport="pyslurm"),
         reader=PyslurmTransport(standin),
     )
 
@@ -116,9 +116,9 @@ def live_env() -> dict[str, str]:
 @pytest.fixture
 def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
     from dispatch.adapters.slurm.backend import SlurmBackend
-    from dispatch.adapters.slurm.settings import Settings
+    from dispatch.adapters.slurm.settings import SlurmSettings
 
-    backend = SlurmBackend(live_ssh.live_runner((), live_env), Settings(transport="cli"))
+    backend = SlurmBackend(live_ssh.live_runner((), live_env), SlurmSettings(transport="cli"))
     out = dict(working_directory=str(tmp_path), output_path=str(tmp_path / "out-%j.txt"))
     h = Harness(
         backend=backend,

@@ -13,7 +13,7 @@ from live_cluster import WAIT, cluster_env, wait_for
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.status import Escalation
 from dispatch.records.file import FileRecords
 from dispatch.supervise import Supervisor
@@ -30,7 +30,7 @@ class LiveWorld:
         self.env = env
         self.root = root
         self.runner = CommandRunner(env=env, timeout=60)
-        self.backend = SlurmBackend(self.runner, Settings(transport="cli"))
+        self.backend = SlurmBackend(self.runner, SlurmSettings(transport="cli"))
         self.store = FileRecords(root / "ledger")
         self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
         self.delivered: list[str] = []

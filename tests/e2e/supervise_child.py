@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.records.file import FileRecords
 from dispatch.supervise import Supervisor
 
@@ -19,7 +19,7 @@ from dispatch.supervise import Supervisor
 def main() -> None:
     ledger, job = sys.argv[1], sys.argv[2]
     env = {"SLURM_CONF": os.environ["SLURM_CONF"]}
-    backend = SlurmBackend(CommandRunner(env=env, timeout=60), Settings(transport="cli"))
+    backend = SlurmBackend(CommandRunner(env=env, timeout=60), SlurmSettings(transport="cli"))
     Supervisor(backend, FileRecords(ledger), poll=timedelta(milliseconds=200)).run(job)
 
 

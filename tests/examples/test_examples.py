@@ -27,7 +27,8 @@ def test_example_prints_its_expected_output(name: str) -> None:
 def test_the_expected_output_is_the_tutorial_s() -> None:
     assert (HERE / "supervise_a_job.out").read_text().splitlines() == [
         "rule 0 is enforced by the supervisor",
-        "uncovered: [node-lost out-of-memory time-limit non-zero-exit launch-failed no-capacity requeued unknown]",
+        "uncovered: [node-lost out-of-memory time-limit non-zero-exit launch-failed no-capacity "
+        "requeued unknown]",
         "running as submission 1",
         "running as submission 2 after 1 firing of rule 0",
         "succeeded with cause none",
@@ -45,7 +46,9 @@ def test_dispatch_demo_prints_the_tutorial_lines() -> None:
     assert run.stdout == (HERE / "supervise_a_job.out").read_text()
 
 
-def test_dispatch_demo_on_a_file_ledger_prints_the_same_and_keeps_the_record(tmp_path: Path) -> None:
+def test_dispatch_demo_on_a_file_ledger_prints_the_same_and_keeps_the_record(
+    tmp_path: Path,
+) -> None:
     ledger = tmp_path / "ledger"
     run = subprocess.run(
         [sys.executable, "-m", "dispatch.cli", "demo", "--ledger", str(ledger)],

@@ -9,10 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispatch.adapters.slurm.backend import SlurmBackend
-from dispatch.adapters.slurm.settings import Settings, load_settings
+from dispatch.adapters.slurm.settings import SlurmSettings, load_settings
 from dispatch.adapters.slurm.transport import choose_transport
 
-__all__ = ["Settings", "SlurmBackend", "factory"]
+__all__ = ["SlurmBackend", "SlurmSettings", "factory"]
 
 
 def factory(settings: Mapping[str, Any]) -> SlurmBackend:

@@ -22,7 +22,7 @@ from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
 from dispatch.adapters.slurm.row import Row
 from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.enums import Capability, CauseKind, ObjectState, Tristate
 from dispatch.model.errors import (
     InvalidError,
@@ -62,11 +62,11 @@ class SlurmBackend:
     def __init__(
         self,
         runner: CommandRunner,
-        settings: Settings | None = None,
+        settings: SlurmSettings | None = None,
         reader: PyslurmTransport | None = None,
     ) -> None:
         self.runner = runner
-        self.settings = settings or Settings()
+        self.settings = settings or SlurmSettings()
         self.reader = reader
 
     # -- the cluster, probed once -------------------------------------------------------

@@ -1,9 +1,9 @@
 """What a Slurm state and reason mean to dispatch: one table, read top to bottom.
 
 Rules of the table:
-* A row of a reader (``row.Row``) matches an entry when its state is the entry's state, its
-  reason starts with the entry's reason (``*`` matches any), and the entry's condition holds.
-  The first matching entry wins, so specific reasons come before ``*``.
+* A row of a reader (``row.Row``) matches a pattern when its state is the pattern's state, its
+  reason starts with the pattern's reason (``*`` matches any), and the pattern's condition
+  holds. The first matching pattern wins, so specific reasons come before ``*``.
 * A state the table does not know never crashes: it reads as cause ``unknown``; the object is
   kept live (pending) when the controller still shows it, and ended when only history does.
 * The exit code travels with ``non-zero-exit``; ``CANCELLED by <uid>`` keeps the uid as detail.
@@ -29,7 +29,7 @@ FAR_BEGIN_SECONDS = DISPATCH_HOLD_SECONDS // 2
 
 
 class When(Enum):
-    """The closed set of conditions an entry may add to its state and reason."""
+    """The closed set of conditions a pattern may add to its state and reason."""
 
     ALWAYS = "always"
     DISPATCH_COMMENT = "dispatch comment"
@@ -52,7 +52,7 @@ class When(Enum):
 
 
 @dataclass(frozen=True)
-class Entry:
+class Pattern:
     """One line of the table: a Slurm state, reason and condition, and what they mean."""
 
     slurm_state: str
@@ -64,7 +64,7 @@ class Entry:
     held_by_other: bool = False
 
     def matches(self, row: Row) -> bool:
-        """Whether this entry applies to ``row``."""
+        """Whether this pattern applies to ``row``."""
         if row.state != self.slurm_state:
             return False
         if self.reason != ANY and not row.reason.lower().startswith(self.reason.lower()):
@@ -76,26 +76,26 @@ _S, _A, _N = Provenance.SCHEDULER, Provenance.ACTOR, Provenance.NONE
 _APP = Provenance.APPLICATION
 S, C, W = ObjectState, CauseKind, When
 
-TABLE: tuple[Entry, ...] = (
+TABLE: tuple[Pattern, ...] = (
     # The gate: held by its user at creation (sbatch --hold), priority 0.
-    Entry("PENDING", "JobHeldUser", W.DISPATCH_COMMENT, S.GATED, C.NONE, _N),
-    Entry("PENDING", "JobHeldUser", W.OTHER_COMMENT, S.HELD, C.HELD, _A, True),
-    Entry("PENDING", "JobHeldAdmin", W.ALWAYS, S.HELD, C.HELD, _A, True),
-    Entry("PENDING", "launch failed requeued held", W.ALWAYS, S.HELD, C.LAUNCH_FAILED, _S, True),
+    Pattern("PENDING", "JobHeldUser", W.DISPATCH_COMMENT, S.GATED, C.NONE, _N),
+    Pattern("PENDING", "JobHeldUser", W.OTHER_COMMENT, S.HELD, C.HELD, _A, True),
+    Pattern("PENDING", "JobHeldAdmin", W.ALWAYS, S.HELD, C.HELD, _A, True),
+    Pattern("PENDING", "launch failed requeued held", W.ALWAYS, S.HELD, C.LAUNCH_FAILED, _S, True),
     # dispatch's backend hold (Holder): a start time ten years ahead. The reason reads None
     # until the scheduler next looks at the job, BeginTime after, so any reason matches.
-    Entry("PENDING", ANY, W.FAR_BEGIN, S.HELD, C.HELD, _A),
+    Pattern("PENDING", ANY, W.FAR_BEGIN, S.HELD, C.HELD, _A),
     # Pending reasons that mean the cluster cannot place the job as asked.
-    Entry("PENDING", "PartitionNodeLimit", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "PartitionTimeLimit", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "PartitionConfig", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "PartitionDown", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "PartitionInactive", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "ReqNodeNotAvail", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "NodeDown", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "BadConstraints", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry("PENDING", "Nodes required for job are DOWN", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
-    Entry(
+    Pattern("PENDING", "PartitionNodeLimit", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "PartitionTimeLimit", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "PartitionConfig", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "PartitionDown", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "PartitionInactive", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "ReqNodeNotAvail", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "NodeDown", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "BadConstraints", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern("PENDING", "Nodes required for job are DOWN", W.ALWAYS, S.PENDING, C.NO_CAPACITY, _S),
+    Pattern(
         "PENDING",
         "Requested node configuration is not available",
         W.ALWAYS,
@@ -104,27 +104,27 @@ TABLE: tuple[Entry, ...] = (
         _S,
     ),
     # Waiting its turn (Resources, Priority, Dependency, None, ...).
-    Entry("PENDING", ANY, W.ALWAYS, S.PENDING, C.NONE, _N),
-    Entry("REQUEUED", ANY, W.ALWAYS, S.PENDING, C.REQUEUED, _S),
-    Entry("REQUEUE_FED", ANY, W.ALWAYS, S.PENDING, C.REQUEUED, _S),
-    Entry("REQUEUE_HOLD", ANY, W.ALWAYS, S.HELD, C.REQUEUED, _S, True),
-    Entry("SUSPENDED", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
-    Entry("STOPPED", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
-    Entry("RESV_DEL_HOLD", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
-    Entry("CONFIGURING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
-    Entry("RUNNING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
-    Entry("COMPLETING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
-    Entry("STAGE_OUT", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
-    Entry("COMPLETED", ANY, W.ALWAYS, S.ENDED, C.NONE, _N),
-    Entry("PREEMPTED", ANY, W.ALWAYS, S.ENDED, C.PREEMPTED, _S),
-    Entry("NODE_FAIL", ANY, W.ALWAYS, S.ENDED, C.NODE_LOST, _S),
-    Entry("OUT_OF_MEMORY", ANY, W.ALWAYS, S.ENDED, C.OUT_OF_MEMORY, _S),
-    Entry("TIMEOUT", ANY, W.ALWAYS, S.ENDED, C.TIME_LIMIT, _S),
-    Entry("DEADLINE", ANY, W.ALWAYS, S.ENDED, C.TIME_LIMIT, _S),
-    Entry("BOOT_FAIL", ANY, W.ALWAYS, S.ENDED, C.LAUNCH_FAILED, _S),
-    Entry("FAILED", "JobLaunchFailure", W.ALWAYS, S.ENDED, C.LAUNCH_FAILED, _S),
-    Entry("FAILED", ANY, W.ALWAYS, S.ENDED, C.NON_ZERO_EXIT, _APP),
-    Entry("CANCELLED", ANY, W.ALWAYS, S.ENDED, C.CANCELLED, _A),
+    Pattern("PENDING", ANY, W.ALWAYS, S.PENDING, C.NONE, _N),
+    Pattern("REQUEUED", ANY, W.ALWAYS, S.PENDING, C.REQUEUED, _S),
+    Pattern("REQUEUE_FED", ANY, W.ALWAYS, S.PENDING, C.REQUEUED, _S),
+    Pattern("REQUEUE_HOLD", ANY, W.ALWAYS, S.HELD, C.REQUEUED, _S, True),
+    Pattern("SUSPENDED", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
+    Pattern("STOPPED", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
+    Pattern("RESV_DEL_HOLD", ANY, W.ALWAYS, S.HELD, C.HELD, _S, True),
+    Pattern("CONFIGURING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
+    Pattern("RUNNING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
+    Pattern("COMPLETING", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
+    Pattern("STAGE_OUT", ANY, W.ALWAYS, S.RUNNING, C.NONE, _N),
+    Pattern("COMPLETED", ANY, W.ALWAYS, S.ENDED, C.NONE, _N),
+    Pattern("PREEMPTED", ANY, W.ALWAYS, S.ENDED, C.PREEMPTED, _S),
+    Pattern("NODE_FAIL", ANY, W.ALWAYS, S.ENDED, C.NODE_LOST, _S),
+    Pattern("OUT_OF_MEMORY", ANY, W.ALWAYS, S.ENDED, C.OUT_OF_MEMORY, _S),
+    Pattern("TIMEOUT", ANY, W.ALWAYS, S.ENDED, C.TIME_LIMIT, _S),
+    Pattern("DEADLINE", ANY, W.ALWAYS, S.ENDED, C.TIME_LIMIT, _S),
+    Pattern("BOOT_FAIL", ANY, W.ALWAYS, S.ENDED, C.LAUNCH_FAILED, _S),
+    Pattern("FAILED", "JobLaunchFailure", W.ALWAYS, S.ENDED, C.LAUNCH_FAILED, _S),
+    Pattern("FAILED", ANY, W.ALWAYS, S.ENDED, C.NON_ZERO_EXIT, _APP),
+    Pattern("CANCELLED", ANY, W.ALWAYS, S.ENDED, C.CANCELLED, _A),
 )
 
 # sbatch refusals (stderr text) that mean the cluster can never place the job as asked.
@@ -145,26 +145,26 @@ class Meaning:
     held_by_other: bool = False
 
 
-def entry_for(row: Row) -> Entry | None:
-    """The first table entry matching ``row``, or None when the table does not know it."""
-    for entry in TABLE:
-        if entry.matches(row):
-            return entry
+def pattern_for(row: Row) -> Pattern | None:
+    """The first pattern of the table matching ``row``, or None when the table does not know it."""
+    for pattern in TABLE:
+        if pattern.matches(row):
+            return pattern
     return None
 
 
 def meaning(row: Row) -> Meaning:
     """The meaning of ``row``; an unrecognised state reads as cause unknown, never an error."""
-    entry = entry_for(row)
-    if entry is None:
+    pattern = pattern_for(row)
+    if pattern is None:
         # Unknown but shown by the controller: keep it live so nothing starts a second copy.
         state = ObjectState.PENDING if row.origin is Origin.LIVE else ObjectState.ENDED
         detail = f"slurm state {row.state or '(empty)'} reason {row.reason or '(none)'}"
         return Meaning(state, Cause(kind=CauseKind.UNKNOWN, provenance=_S, detail=detail))
-    return Meaning(entry.state, _cause(entry, row), entry.held_by_other)
+    return Meaning(pattern.state, _cause(pattern, row), pattern.held_by_other)
 
 
-def _cause(entry: Entry, row: Row) -> Cause:
+def _cause(entry: Pattern, row: Row) -> Cause:
     if entry.cause is CauseKind.NONE:
         return Cause()
     if entry.cause is CauseKind.NON_ZERO_EXIT:

@@ -12,7 +12,7 @@ TRANSPORTS = ("auto", "cli", "ssh", "pyslurm")
 
 
 @dataclass(frozen=True)
-class Settings:
+class SlurmSettings:
     """How to reach Slurm and what to declare about the cluster.
 
     ``transport``: ``auto`` (pyslurm when it imports and matches the release, else ssh when
@@ -52,15 +52,15 @@ def _choice(key: str, value: Any, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def load_settings(raw: Mapping[str, Any]) -> Settings:
+def load_settings(raw: Mapping[str, Any]) -> SlurmSettings:
     """Settings from a config mapping; ``InvalidError`` names any unknown key or bad value."""
-    known = Settings.__dataclass_fields__
+    known = SlurmSettings.__dataclass_fields__
     for key in raw:
         if key not in known:
             raise InvalidError(
                 f"slurm setting {key!r} is not known; known settings: {', '.join(sorted(known))}"
             )
-    timeout = raw.get("timeout", Settings.timeout)
+    timeout = raw.get("timeout", SlurmSettings.timeout)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise InvalidError(f"slurm setting 'timeout' = {timeout!r}: expected positive seconds")
     ssh_host = raw.get("ssh_host", "")
@@ -71,7 +71,7 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
         or any(c.isspace() for c in ssh_host)
     ):
         raise InvalidError(f"slurm setting 'ssh_host' = {ssh_host!r}: expected a host name")
-    since = raw.get("history_since", Settings.history_since)
+    since = raw.get("history_since", SlurmSettings.history_since)
     if not isinstance(since, str) or not since:
         raise InvalidError(f"slurm setting 'history_since' = {since!r}: expected a sacct time")
     paths = {}
@@ -84,7 +84,7 @@ def load_settings(raw: Mapping[str, Any]) -> Settings:
         if key == "commands" and "=" in value:
             raise InvalidError(f"slurm setting 'commands' = {value!r}: a path without '='")
         paths[key] = value
-    s = Settings(
+    s = SlurmSettings(
         **paths,
         transport=_choice("transport", raw.get("transport", "auto"), TRANSPORTS),
         prefix=_words("prefix", raw.get("prefix", ())),

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dispatch.adapters.slurm import parse, render
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport, pyslurm_version
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.errors import UnavailableError
 
 
-def command_runner(s: Settings) -> CommandRunner:
+def command_runner(s: SlurmSettings) -> CommandRunner:
     """The CLI runner the settings ask for."""
     env = {"SLURM_CONF": s.slurm_conf} if s.slurm_conf else {}
     if s.transport == "ssh" or (s.transport == "auto" and s.ssh_host):
@@ -33,7 +33,7 @@ def pyslurm_matches(version: str | None, release: tuple[int, int]) -> bool:
         return False
 
 
-def choose_transport(s: Settings) -> tuple[CommandRunner, PyslurmTransport | None]:
+def choose_transport(s: SlurmSettings) -> tuple[CommandRunner, PyslurmTransport | None]:
     """The runner, and the pyslurm transport when pyslurm is asked for or fits automatically."""
     runner = command_runner(s)
     if s.transport in ("cli", "ssh"):

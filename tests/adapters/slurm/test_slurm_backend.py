@@ -18,7 +18,7 @@ import pytest
 
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner, Reply
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.enums import Action, Capability, CauseKind, ObjectState, Source, Tristate
 from dispatch.model.errors import NotFoundError, OutcomeUnknownError, RejectedError
 from dispatch.model.objects import ObjectRef, StartRequest
@@ -59,7 +59,7 @@ def backend(**answers: Any) -> SlurmBackend:
     }
     keys = {"sbatch_help": "sbatch --help", "scontrol_show": "scontrol show"}
     base.update({keys.get(k, k): v for k, v in answers.items()})
-    return SlurmBackend(ScriptedRunner(base), Settings())
+    return SlurmBackend(ScriptedRunner(base), SlurmSettings())
 
 
 def req() -> StartRequest:

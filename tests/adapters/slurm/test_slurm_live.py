@@ -29,7 +29,7 @@ import pytest
 from dispatch.adapters.slurm import render
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.enums import (
     ActorKind,
     Capability,
@@ -68,7 +68,7 @@ def cluster_env() -> dict[str, str]:
 @pytest.fixture
 def backend(cluster_env: dict[str, str]) -> Iterator[SlurmBackend]:
     runner = live_ssh.live_runner(PREFIX, cluster_env)
-    b = SlurmBackend(runner, Settings(transport="cli"))
+    b = SlurmBackend(runner, SlurmSettings(transport="cli"))
     yield b
     b.close()
 
@@ -430,7 +430,7 @@ def test_find_through_a_quoting_prefix_reads_the_same_objects(
     ref = start(backend, job, "true")
     remote = SlurmBackend(
         CommandRunner(prefix=(*PREFIX, "sh", "-c"), quote=True, env=cluster_env, timeout=60),
-        Settings(transport="cli"),
+        SlurmSettings(transport="cli"),
     )
     direct = backend.find(job)
     assert remote.find(job).objects == direct.objects

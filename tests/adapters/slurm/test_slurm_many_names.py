@@ -15,7 +15,7 @@ from dispatch.adapters.slurm import render
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.parse import SEPARATOR
 from dispatch.adapters.slurm.run import Reply
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.objects import object_name
 
 MAX_ARG_STRLEN = 128 * 1024
@@ -84,7 +84,7 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
             "sacct": "",
         }
     )
-    backend = SlurmBackend(runner, Settings(json="no"))
+    backend = SlurmBackend(runner, SlurmSettings(json="no"))
     found = backend.find_many(jobs)
     queries = [a for a in runner.seen if a[0] in ("squeue", "sacct")]
     assert [a[0] for a in queries] == ["squeue", "sacct"]

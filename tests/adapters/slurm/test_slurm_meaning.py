@@ -11,10 +11,10 @@ from dispatch.adapters.slurm.meaning import (
     ANY,
     DISPATCH_HOLD_SECONDS,
     TABLE,
-    Entry,
+    Pattern,
     When,
-    entry_for,
     meaning,
+    pattern_for,
     refusal_cause,
 )
 from dispatch.adapters.slurm.row import Origin, Row
@@ -24,7 +24,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "slurm-mapping.md"
 SUBMIT = 1_700_000_000
 
 
-def row_for(entry: Entry) -> Row:
+def row_for(entry: Pattern) -> Row:
     """A row that satisfies ``entry``: its state, a reason it accepts, its condition."""
     reason = entry.reason if entry.reason != ANY else "Resources"
     comment = "" if entry.when is When.OTHER_COMMENT else "dispatch:1/1"
@@ -42,9 +42,9 @@ def row_for(entry: Entry) -> Row:
 
 
 @pytest.mark.parametrize("entry", TABLE, ids=lambda e: f"{e.slurm_state}-{e.reason}-{e.when.name}")
-def test_every_table_entry_is_reached_and_gives_its_meaning(entry: Entry) -> None:
+def test_every_table_entry_is_reached_and_gives_its_meaning(entry: Pattern) -> None:
     row = row_for(entry)
-    assert entry_for(row) is entry
+    assert pattern_for(row) is entry
     found = meaning(row)
     assert found.state is entry.state
     assert found.cause.kind is entry.cause

@@ -101,7 +101,7 @@ def test_another_users_pyslurm_job_named_like_ours_is_never_taken_as_our_executi
 
     from dispatch.adapters.slurm.backend import SlurmBackend
     from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
-    from dispatch.adapters.slurm.settings import Settings
+    from dispatch.adapters.slurm.settings import SlurmSettings
 
     mine = {**GATED, "id": 41, "user_id": 1000, "user_name": "ada"}
     theirs = {**GATED, "id": 42, "user_id": 2000, "user_name": "mallory"}
@@ -114,7 +114,8 @@ def test_another_users_pyslurm_job_named_like_ours_is_never_taken_as_our_executi
         }
     )
     reader = StandInReader([theirs, mine], [their_history])
-    b = SlurmBackend(runner, Settings(transport="pyslurm"), reader=cast(PyslurmTransport, reader))
+    settings = SlurmSettings(transport="pyslurm")
+    b = SlurmBackend(runner, settings, reader=cast(PyslurmTransport, reader))
     (obs,) = b.find("ab12").objects
     assert obs.ref.id == "41" and obs.state is ObjectState.GATED
     assert row_from_job(theirs).user_id == 2000

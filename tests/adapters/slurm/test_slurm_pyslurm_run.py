@@ -18,7 +18,7 @@ from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport, description
 from dispatch.adapters.slurm.render import sbatch_argv, wrapper_script
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.enums import ActorKind, CauseKind, ObjectState
 from dispatch.model.errors import (
     InvalidError,
@@ -53,7 +53,7 @@ def controller() -> standin.Controller:
 def backend(controller: standin.Controller) -> SlurmBackend:
     return SlurmBackend(
         standin.ProbeRunner(),
-        Settings(transport="pyslurm"),
+        SlurmSettings(transport="pyslurm"),
         reader=PyslurmTransport(standin),
     )
 

@@ -19,7 +19,7 @@ import pytest
 
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.core.fold import fold
 from dispatch.model.enums import ActorKind, ObjectState
 from dispatch.model.errors import OutcomeUnknownError
@@ -54,7 +54,7 @@ def env() -> dict[str, str]:
 def test_a_late_object_of_a_lost_start_call_is_stopped_after_the_job_settles_live(
     env: dict[str, str], tmp_path: Path
 ) -> None:
-    backend = LosesTheFirstStart(live_ssh.live_runner((), env), Settings(transport="cli"))
+    backend = LosesTheFirstStart(live_ssh.live_runner((), env), SlurmSettings(transport="cli"))
     store = MemoryRecords()
     cluster = dispatch.compose(backend, dispatch.Config(store=store))
     spec = JobSpec(

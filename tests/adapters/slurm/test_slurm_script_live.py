@@ -22,7 +22,7 @@ import pytest
 
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.sbatch_options import OPTIONS
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.batch import request
 from dispatch.model.enums import ActorKind, CauseKind, ObjectState
 from dispatch.model.errors import LaunchRefusedError
@@ -49,7 +49,7 @@ def cluster_env() -> dict[str, str]:
 
 @pytest.fixture
 def backend(cluster_env: dict[str, str]) -> SlurmBackend:
-    return SlurmBackend(live_ssh.live_runner(PREFIX, cluster_env), Settings())
+    return SlurmBackend(live_ssh.live_runner(PREFIX, cluster_env), SlurmSettings())
 
 
 class Folder:

@@ -23,7 +23,7 @@ import pytest
 
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.model.enums import ActorKind, CauseKind, ObjectState
 from dispatch.model.errors import InvalidError
 from dispatch.model.objects import StartRequest
@@ -49,7 +49,7 @@ def env() -> dict[str, str]:
 
 @pytest.fixture
 def backend(env: dict[str, str]) -> SlurmBackend:
-    return SlurmBackend(live_ssh.live_runner((), env), Settings(transport="cli"))
+    return SlurmBackend(live_ssh.live_runner((), env), SlurmSettings(transport="cli"))
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
-from dispatch.adapters.slurm.settings import Settings
+from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.batch import request
 from dispatch.model.enums import CauseKind, ObjectState
 from dispatch.model.errors import OutcomeUnknownError, UnreachableError
@@ -51,7 +51,7 @@ def server() -> live_ssh.SshServer:
 
 @pytest.fixture
 def backend(server: live_ssh.SshServer, env: dict[str, str]) -> SlurmBackend:
-    return SlurmBackend(server.runner(env), Settings(transport="ssh"))
+    return SlurmBackend(server.runner(env), SlurmSettings(transport="ssh"))
 
 
 @pytest.fixture
@@ -221,7 +221,7 @@ def test_a_dead_ssh_server_is_unreachable_for_reads_and_effects(
 ) -> None:
     """No connection means the command never ran: unreachable, never a Slurm cause and never
     outcome-unknown."""
-    backend = SlurmBackend(lone_server.runner(env), Settings(transport="ssh"))
+    backend = SlurmBackend(lone_server.runner(env), SlurmSettings(transport="ssh"))
     assert backend.slurm_release == (22, 5)
     lone_server.stop()
     with pytest.raises(UnreachableError, match="ssh could not start it"):

@@ -1,4 +1,4 @@
-"""make_plan: every rule gets an enforcer in a fixed order, or the plan is refused saying why."""
+"""plan_rules: every rule gets an enforcer in a fixed order, or the plan is refused saying why."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dispatch.core.plan import make_plan
+from dispatch.core.plan import plan_rules
 from dispatch.model.enums import COVERABLE, Action, CauseKind, CheckpointMode, Enforcer, Tristate
 from dispatch.model.errors import InvalidError, RejectedError
 from dispatch.model.values import (
@@ -29,13 +29,13 @@ def spec(*rules: Rule, shared: bool = False) -> JobSpec:
 
 
 def test_a_supervised_rule_is_enforced_by_the_supervisor_and_the_rest_are_uncovered() -> None:
-    plan = make_plan("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=YES)])
+    plan = plan_rules("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=YES)])
     assert plan.rules[0].enforcer is Enforcer.SUPERVISOR
     assert plan.uncovered == tuple(c for c in COVERABLE if c not in RULE.on)
 
 
 def test_native_support_goes_to_the_backend_before_the_supervisor() -> None:
-    plan = make_plan(
+    plan = plan_rules(
         "j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=YES, native=YES)]
     )
     assert plan.rules[0].enforcer is Enforcer.BACKEND
@@ -43,8 +43,8 @@ def test_native_support_goes_to_the_backend_before_the_supervisor() -> None:
 
 def test_a_rule_nobody_enforces_is_refused_unless_accepted_as_unenforced() -> None:
     with pytest.raises(RejectedError, match="nobody would enforce rule 0"):
-        make_plan("j", spec(RULE), SubmitOptions(), [RuleSupport(perform=YES)])
-    plan = make_plan(
+        plan_rules("j", spec(RULE), SubmitOptions(), [RuleSupport(perform=YES)])
+    plan = plan_rules(
         "j", spec(RULE), SubmitOptions(accept_unenforced=frozenset({0})), [RuleSupport(perform=YES)]
     )
     assert plan.rules[0].enforcer is Enforcer.NOBODY
@@ -52,20 +52,20 @@ def test_a_rule_nobody_enforces_is_refused_unless_accepted_as_unenforced() -> No
 
 def test_unknown_perform_support_is_refused_unless_accepted_as_unverified() -> None:
     with pytest.raises(RejectedError, match="cannot tell"):
-        make_plan("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=UNKNOWN)])
+        plan_rules("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=UNKNOWN)])
     opts = SubmitOptions(accept_unverified={0: Enforcer.SUPERVISOR})
-    plan = make_plan("j", spec(RULE), opts, [RuleSupport(perform=UNKNOWN)])
+    plan = plan_rules("j", spec(RULE), opts, [RuleSupport(perform=UNKNOWN)])
     assert plan.rules[0].enforcer is Enforcer.SUPERVISOR
 
 
 def test_a_rule_the_backend_cannot_perform_is_refused_naming_the_rule() -> None:
     with pytest.raises(RejectedError, match="cannot perform rule 0"):
-        make_plan("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=NO)])
+        plan_rules("j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=NO)])
 
 
 def test_acceptances_must_name_existing_rules() -> None:
     with pytest.raises(InvalidError, match="accept_unenforced names rule 3"):
-        make_plan(
+        plan_rules(
             "j",
             spec(RULE),
             SubmitOptions(accept_unenforced=frozenset({3})),
@@ -74,7 +74,7 @@ def test_acceptances_must_name_existing_rules() -> None:
 
 
 def test_a_shared_checkpoint_turns_every_rule_into_a_24h_hold() -> None:
-    plan = make_plan(
+    plan = plan_rules(
         "j",
         spec(RULE, shared=True),
         SubmitOptions(supervised=True),
