@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dispatch
 
 EXPECTED = {
@@ -32,3 +34,9 @@ def test_every_exported_name_exists() -> None:
 
 def test_the_memory_and_slurm_adapters_are_registered() -> None:
     assert {"memory", "slurm"} <= set(dispatch.adapter_names())
+
+
+def test_both_packages_say_they_are_typed() -> None:
+    root = Path(__file__).resolve().parents[1]
+    for package in ("dispatch", "publish"):
+        assert (root / package / "py.typed").is_file(), package
