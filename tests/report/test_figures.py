@@ -9,7 +9,7 @@ from datetime import datetime
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from records import ADA, PUBLICATIONS, Rec, at, preempted_node_lost_then_succeeded, pub
+from report_records import ADA, PUBLICATIONS, Rec, at, preempted_node_lost_then_succeeded, pub
 
 from dispatch.model import record as r
 from dispatch.model.enums import CauseKind, HoldKind, ObjectState

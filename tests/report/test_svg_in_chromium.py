@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from records import PUBLICATIONS, at, preempted_node_lost_then_succeeded
+from report_records import PUBLICATIONS, at, preempted_node_lost_then_succeeded
 
 from dispatch.report.svg import COLOURS, POINTS, svg
 

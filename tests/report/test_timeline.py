@@ -10,8 +10,8 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from records import PUBLICATIONS, at, preempted_node_lost_then_succeeded
-from tutorial import tutorial_job
+from report_records import PUBLICATIONS, at, preempted_node_lost_then_succeeded
+from report_tutorial import tutorial_job
 
 from dispatch.core.fold import fold
 from dispatch.report import figures, spans
