@@ -161,7 +161,7 @@ class PublishVault:
 
     KV v2 at `secret/`; a policy `training` that may read `secret/data/training/*`; AppRole at
     `approle/` with the role `trainer` (token TTL 10 minutes) and the role `short-lived` (token
-    TTL and maximum TTL 1 second); Kubernetes auth at `kubernetes/`, whose TokenReview calls go
+    TTL and maximum TTL 2 seconds); Kubernetes auth at `kubernetes/`, whose TokenReview calls go
     to the stand-in API server, with the role `trainer` bound to the service account
     train/trainer. Both roles get the `training` policy only.
     """
@@ -203,7 +203,7 @@ def configure_for_publish(server: OpenBao, tokenreview: TokenReviewState) -> Pub
         client.auth.approle.create_or_update_approle(
             "trainer", token_policies=["training"], token_ttl="10m")
         client.auth.approle.create_or_update_approle(
-            "short-lived", token_policies=["training"], token_ttl="1s", token_max_ttl="1s")
+            "short-lived", token_policies=["training"], token_ttl="2s", token_max_ttl="2s")
         client.sys.enable_auth_method("kubernetes")
         client.auth.kubernetes.configure(
             kubernetes_host=tokenreview.url, kubernetes_ca_cert=tokenreview.ca_pem,

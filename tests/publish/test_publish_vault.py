@@ -209,18 +209,19 @@ def test_each_load_logs_in_again_so_an_expired_token_is_never_reused(
     role_id, secret_id = vault.approle("short-lived")
     monkeypatch.setenv("VAULT_ROLE_ID", role_id)
     monkeypatch.setenv("VAULT_SECRET_ID", secret_id)
-    # The premise: a token of this role (TTL 1 s) is refused once its TTL has passed.
+    # The premise: a token of this role (TTL 2 s) is refused once its TTL has passed. A TTL
+    # of 2 s rather than 1 leaves a load, one login and one read, room on a busy machine.
     client = vault.server.client(token="")
     try:
         client.auth.approle.login(role_id=role_id, secret_id=secret_id)
-        time.sleep(2)
+        time.sleep(3)
         with pytest.raises(hvac.exceptions.Forbidden):
             client.auth.token.lookup_self()
     finally:
         client.adapter.close()
     source = _approle(vault)
     assert source.load().access_key_id == "AKIAVAULT"
-    time.sleep(2)
+    time.sleep(3)
     assert source.load().access_key_id == "AKIAVAULT"
 
 
@@ -230,8 +231,8 @@ def test_a_token_that_expires_between_login_and_read_is_reported_as_forbidden(
     role_id, secret_id = vault.approle("short-lived")
     monkeypatch.setenv("VAULT_ROLE_ID", role_id)
     monkeypatch.setenv("VAULT_SECRET_ID", secret_id)
-    # The login's reply is held back past the token's 1 s TTL, then the read uses it.
-    proxy.faults.append(Fault("POST", "/v1/auth/approle/login", delay=2.5))
+    # The login's reply is held back past the token's 2 s TTL, then the read uses it.
+    proxy.faults.append(Fault("POST", "/v1/auth/approle/login", delay=3.0))
     source = VaultSource(vault.url, "training/s3", "approle", ProxyRule(explicit=proxy.url))
     with pytest.raises(CredentialsUnavailable) as caught:
         resolve_credentials([source])
