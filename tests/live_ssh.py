@@ -8,9 +8,10 @@ off) and strict modes on. The client side is the real ``ssh`` with strict host k
 against a ``known_hosts`` that holds only that server's key. Through it the local cluster's
 Slurm commands run as they would on a login node: the adapter passes ``SLURM_CONF`` on.
 
-One server per test process, stopped when the process exits; its folder lives under
-``<repo>/.state/`` (git-ignored), because sshd's strict modes refuse an ``authorized_keys``
-under a world-writable folder such as ``/tmp``.
+One server per test process, stopped when the process exits. sshd's strict modes refuse an
+``authorized_keys`` below any folder others may write (``/tmp`` and every checkout under it), so
+its folder lives where no folder above it is: ``/run`` when this user may write there (root,
+as in CI), else ``<repo>/.state/`` (git-ignored) when that path qualifies, else ``~/.cache``.
 
 ``SLURM_LIVE_TRANSPORT=ssh`` makes the live adapter and conformance suites build their
 runner with ``live_runner`` through this server instead of running the commands locally.
@@ -114,15 +115,27 @@ def _keygen(path: Path, comment: str) -> str:
     return Path(f"{path}.pub").read_text().strip()
 
 
+def _others_may_write_above(path: Path) -> bool:
+    """Whether ``path`` or a folder above it is writable by group or others (strict modes)."""
+    return any(f.exists() and f.stat().st_mode & 0o022 for f in (path, *path.parents))
+
+
+def _private_parent() -> Path:
+    """A folder for the server's keys that sshd's strict modes accept."""
+    for candidate in (Path("/run"), REPO / ".state", Path.home() / ".cache"):
+        candidate.mkdir(parents=True, exist_ok=True)
+        if os.access(candidate, os.W_OK) and not _others_may_write_above(candidate.resolve()):
+            return candidate
+    raise RuntimeError("no folder without a world-writable folder above it for the sshd keys")
+
+
 def start(folder: Path | None = None) -> SshServer:
     """Start a fresh sshd; ``RuntimeError`` with its log when it does not let the client in."""
     if not Path(SSHD).exists():
         raise RuntimeError(
             f"{SSHD} is missing: apt-get install openssh-server openssh-client (.ci/test does)"
         )
-    state = REPO / ".state"
-    state.mkdir(exist_ok=True)
-    folder = folder or Path(tempfile.mkdtemp(prefix="sshd-", dir=state))
+    folder = folder or Path(tempfile.mkdtemp(prefix="dispatch-sshd-", dir=_private_parent()))
     folder.chmod(0o700)
     user = getpass.getuser()
     host_pub = _keygen(folder / "host_key", "dispatch-test-host")
