@@ -8,9 +8,13 @@ objects, and the process's peak RSS (VmHWM) reported. The memory store's figures
 process that built it, so its RSS includes the setup. The setup writes the ledger without
 fsync (the timed sweep commits nothing). Run from the repository root:
 
-    .venv/bin/python benchmarks/sweep.py [--sizes 100,1000,10000] [--dir DIR]
+    .venv/bin/python benchmarks/sweep.py [--sizes 1000,10000,100000] [--dir DIR]
+        [--baseline REF] [--runs 3] [--memory]
 
-``--dir`` picks the filesystem under test (default: a temporary folder under /tmp).
+``--dir`` picks the filesystem under test (default: a temporary folder under /tmp). The
+baseline commit is checked out with ``git worktree`` and its own copy of this script times its
+sweep on the same ledger, alternating with this tree's; each row prints issue 17's goal, the
+figure and the ratio to the baseline.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -41,6 +46,9 @@ SPEC = JobSpec(name="bench", command=("torchrun", "train.py"), nodes=4, gpus_per
 ADA = Actor(kind=ActorKind.HUMAN, id="ada")
 # A job needs authorize, start, canonical, open and one observe before its passes only wait.
 SETUP_SWEEPS = 10
+ROOT = Path(__file__).resolve().parent.parent
+# The commit before issue 17's work on the sweep: the baseline the figures are compared with.
+BASELINE = "4d95cf7"
 
 
 def peak_rss_mib() -> float:
@@ -137,20 +145,50 @@ def child_memory(n: int) -> None:
     print(json.dumps({**out, "setup_s": setup_s, "setup_sweeps": sweeps}))
 
 
-def run_child(*args: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", *args], capture_output=True, text=True, check=False
-    )
+def run_child(*args: str, tree: Path | None = None, strace: Path | None = None) -> dict[str, Any]:
+    """Run this script's ``--child`` in a fresh process, from ``tree`` (default: this one)."""
+    tree = tree or ROOT
+    argv = [sys.executable, str(tree / "benchmarks" / "sweep.py"), "--child", *args]
+    if strace is not None:
+        argv = ["strace", "-f", "-c", "-o", str(strace), *argv]
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"child {args} failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
+def syscalls(report: Path) -> int:
+    """The total of ``strace -c``'s table."""
+    for line in report.read_text().splitlines():
+        if line.rstrip().endswith(" total"):
+            return int(line.split()[3])  # % time, seconds, usecs/call, calls, [errors], total
+    return 0
+
+
+def goals(n: int) -> tuple[float, float]:
+    """Issue 17's goals for an idle sweep of ``n`` jobs: wall seconds and peak MiB, linear
+    between 10,000 jobs (1 s, 150 MiB) and 100,000 (10 s, 1 GiB)."""
+    return n / 10_000, max(150.0, 150.0 + (n - 10_000) * (1024 - 150) / 90_000)
+
+
+def worktree(ref: str, into: Path) -> Path:
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), ref],
+        check=True,
+        capture_output=True,
+    )
+    return into
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="100,1000,10000")
+    parser.add_argument("--sizes", default="1000,10000")
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--baseline", default=BASELINE, help="git ref of the baseline (or '')")
+    parser.add_argument("--runs", type=int, default=3, help="alternating pairs per size")
+    parser.add_argument("--memory", action="store_true", help="also the memory store")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -164,23 +202,72 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     base = Path(tempfile.mkdtemp(prefix="dispatch-sweep-bench-", dir=args.dir))
+    old = worktree(args.baseline, base / "baseline") if args.baseline else None
+    traced = shutil.which("strace") is not None
     print(f"one idle sweep (every pass waits) over N jobs; file ledger under {base}")
-    print(f"{'store':<7}{'N':>7}{'wall s':>9}{'us/job':>9}{'find_many':>11}{'find':>6}"
-          f"{'peak RSS MiB':>14}{'setup s':>9}")
+    print(
+        f"timed sweep in a fresh process; medians of {args.runs} pairs run alternately, "
+        f"baseline {args.baseline or '-'} then this tree, on the same ledger (shared machine: "
+        "noisy); ratio = this/baseline pair by pair; syscalls/job from strace -c of one run "
+        "each (the process's start-up included)"
+    )
+    print(
+        f"{'N':>7}{'goal s':>8}{'base s':>8}{'this s':>8}{'ratio':>7}{'us/job':>8}"
+        f"{'goal MiB':>9}{'base MiB':>9}{'this MiB':>9}{'ratio':>7}{'find_many':>10}"
+        f"{'base sys/job':>13}{'this sys/job':>13}"
+    )
     try:
         for n in sizes:
-            rows = []
-            mem = run_child("memory", str(n))
-            rows.append(("memory", mem, mem["setup_s"]))
+            if args.memory:
+                mem = run_child("memory", str(n))
+                print(
+                    f"memory store, N={n}: {mem['wall_s']:.3f} s, {mem['us_per_job']:.0f} us/job, "
+                    f"peak {mem['peak_rss_mib']:.1f} MiB (setup included)",
+                    flush=True,
+                )
             ledger, objects = base / f"ledger-{n}", base / f"objects-{n}.json"
-            made = run_child("setup-file", str(ledger), str(objects), str(n))
-            rows.append(("file", run_child("file", str(ledger), str(objects), str(n)),
-                         made["setup_s"]))
-            for store, r, setup_s in rows:
-                print(f"{store:<7}{r['jobs']:>7}{r['wall_s']:>9.3f}{r['us_per_job']:>9.0f}"
-                      f"{r['find_many']:>11}{r['find']:>6}{r['peak_rss_mib']:>14.1f}"
-                      f"{setup_s:>9.1f}", flush=True)
+            run_child("setup-file", str(ledger), str(objects), str(n))
+            child = ("file", str(ledger), str(objects), str(n))
+            this, was = [], []
+            for _ in range(args.runs):
+                if old is not None:
+                    was.append(run_child(*child, tree=old))
+                this.append(run_child(*child))
+            calls_this = calls_was = float("nan")
+            if traced:
+                run_child(*child, strace=base / "strace-this")
+                calls_this = syscalls(base / "strace-this") / n
+                if old is not None:
+                    run_child(*child, tree=old, strace=base / "strace-base")
+                    calls_was = syscalls(base / "strace-base") / n
+            wall = statistics.median(r["wall_s"] for r in this)
+            rss = statistics.median(r["peak_rss_mib"] for r in this)
+            if was:
+                wall_was = statistics.median(r["wall_s"] for r in was)
+                rss_was = statistics.median(r["peak_rss_mib"] for r in was)
+                ratio = statistics.median(
+                    t["wall_s"] / w["wall_s"] for t, w in zip(this, was, strict=True)
+                )
+                rss_ratio = rss / rss_was
+            else:
+                wall_was = rss_was = ratio = rss_ratio = float("nan")
+            goal_s, goal_mib = goals(n)
+            us_per_job = wall / n * 1e6
+            print(
+                f"{n:>7}{goal_s:>8.2f}{wall_was:>8.3f}{wall:>8.3f}{ratio:>7.2f}{us_per_job:>8.0f}"
+                f"{goal_mib:>9.0f}{rss_was:>9.1f}{rss:>9.1f}{rss_ratio:>7.2f}"
+                f"{this[0]['find_many']:>10}{calls_was:>13.1f}{calls_this:>13.1f}  "
+                f"wall {'met' if wall <= goal_s else 'not met'}, "
+                f"memory {'met' if rss <= goal_mib else 'not met'}",
+                flush=True,
+            )
     finally:
+        if old is not None:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                check=False,
+                capture_output=True,
+            )
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -59,6 +59,10 @@ class Sharded(Protocol):
         """The record's last revision, found without reading the record."""
         ...
 
+    def read_at(self, job: JobID, revision: int) -> View:
+        """The record as it was at ``revision`` (an existing one), not looking past it."""
+        ...
+
 
 @runtime_checkable
 class ResidualIndex(Protocol):

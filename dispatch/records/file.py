@@ -76,8 +76,10 @@ class FileRecords:
         self._problems: dict[Path, str] = {}
         # Job folders checked (this user's, private, not a link): once each per store.
         self._trusted: set[JobID] = set()
-        # The last revision ``revision`` found per job, so the cold read after it lists nothing.
-        self._peeked: dict[JobID, int] = {}
+        # What ``revision`` found per job (the last revision, whether a snapshot is there), so
+        # the cold read after it lists nothing.
+        self._peeked: dict[JobID, tuple[int, bool]] = {}
+        self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
 
     # --- the Records contract -------------------------------------------------------------
@@ -136,6 +138,9 @@ class FileRecords:
             view, settled = self._read_after(job, folder, cached)
             if view is cached:
                 return view
+        return self._seen(job, folder, view, settled)
+
+    def _seen(self, job: JobID, folder: Path, view: View, settled: bool) -> View:
         self._remember(job, view, settled)
         if settled:
             # Repairs a marker left by a crash between the settle commit and its removal.
@@ -228,18 +233,23 @@ class FileRecords:
     def lock(self, job: JobID, token: str) -> bool:
         """Take the job's owner lock for ``token`` without waiting, committing nothing."""
         folder = self._locate(job)
-        try:
-            os.lstat(folder / fmt.revision_name(1))
-        except FileNotFoundError:
-            raise NotFoundError(f"no record for job {job}") from None
+        with self._mu:
+            known = job in self._peeked or job in self._cache  # its header was seen
+        if not known:
+            try:
+                os.lstat(folder / fmt.revision_name(1))
+            except FileNotFoundError:
+                raise NotFoundError(f"no record for job {job}") from None
         # Leftover temp files are removed by reads that list the folder, not on every lock.
-        return OwnerLocks.take(folder / fmt.OWNER_LOCK, token)
+        return OwnerLocks.take(os.path.join(self._jobs_s, job, fmt.OWNER_LOCK), token)
 
     def _locate(self, job: JobID) -> Path:
         """The job's folder, checked; ``InvalidError`` naming the marker of an unsettled job
         whose folder is missing."""
         if not fmt.is_job_id(job):
             raise NotFoundError(f"no record for job {job}")
+        if job in self._trusted:
+            return Path(self._jobs_s, job)
         folder = self._jobs / job
         if not self._check_folder(job):
             marker = self._unsettled / job
@@ -254,7 +264,7 @@ class FileRecords:
     def release(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
         if fmt.is_job_id(job):
-            OwnerLocks.give_back(self._jobs / job / fmt.OWNER_LOCK, token)
+            OwnerLocks.give_back(os.path.join(self._jobs_s, job, fmt.OWNER_LOCK), token)
 
     # --- beyond the contract: what sweeps use ---------------------------------------------------
 
@@ -274,10 +284,26 @@ class FileRecords:
         """The record's last revision, from one listing of its folder (names checked), without
         reading a file: what a sweep learns before it asks the scheduler."""
         folder = self._locate(job)
-        last = self._last_revision(job, folder)
+        found = self._last_revision(job, folder)
         with self._mu:
-            self._peeked[job] = last
-        return last
+            self._peeked[job] = found
+        return found[0]
+
+    def read_at(self, job: JobID, revision: int) -> View:
+        """The record as it was at ``revision``, which ``revision(job)`` or a read found:
+        revisions never change, so this is exactly what was there, read without looking for
+        later ones (a sweep decides on the revision it noted before asking the scheduler)."""
+        with self._mu:
+            cached = self._cache.get(job)
+        if cached is None:
+            folder = self._locate(job)
+            view, settled = self._read_cold(job, folder, upto=revision)
+            view = self._seen(job, folder, view, settled)
+        else:
+            view = cached if cached.revision >= revision else self.read(job)
+        if view.revision <= revision:
+            return view
+        return View(header=view.header, commits=view.commits[: revision - 1])
 
     def residual_jobs(self) -> list[JobID]:
         """Settled jobs that settled with residual attempts, until a sweep finds none left;
@@ -318,9 +344,10 @@ class FileRecords:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _last_revision(self, job: JobID, folder: Path) -> int:
-        """The last revision file of the job's folder, its names checked; leftover temp files
-        older than ``TEMP_MAX_AGE_SECONDS`` are removed when the listing shows any."""
+    def _last_revision(self, job: JobID, folder: Path) -> tuple[int, bool]:
+        """The last revision file of the job's folder, its names checked, and whether it holds
+        a snapshot; leftover temp files older than ``TEMP_MAX_AGE_SECONDS`` are removed when
+        the listing shows any."""
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):
@@ -346,23 +373,31 @@ class FileRecords:
                     raise self._problem(folder / fmt.revision_name(revision), "revision is missing")
         if temps:
             fmt.remove_old_temps(folder)
-        return last
+        return last, fmt.SNAPSHOT in names
 
-    def _read_cold(self, job: JobID, folder: Path) -> tuple[View, bool]:
+    def _read_cold(self, job: JobID, folder: Path, upto: int | None = None) -> tuple[View, bool]:
+        """The record read from its files; with ``upto``, exactly revisions 1..upto (which
+        exist), else every revision there is."""
         # Revision files never go away, so a listing made since this store last looked
         # still stands for revisions 1..last; what came after is found by probing.
         with self._mu:
-            last = self._peeked.pop(job, None)
-        if last is None:
-            last = self._last_revision(job, folder)
+            peeked = self._peeked.pop(job, None)
+        last, snapshotted = peeked or self._last_revision(job, folder)
+        if upto is not None:
+            last = upto
         header, first = self._load_header(job, folder / fmt.revision_name(1))
-        view = self._load_snapshot(job, folder, header, first, last) or View(header=header)
+        view = None
+        if snapshotted:
+            view = self._load_snapshot(job, folder, header, first, last)
+        view = view or View(header=header)
         commits = list(view.commits)
         base = os.fspath(folder)  # plain strings: a Path per revision file costs more than its read
         for revision in range(view.revision + 1, last + 1):
             name = os.path.join(base, fmt.revision_name(revision))
             commits.append(self._load_commit(job, name, revision))
-        view, _ = self._read_after(job, folder, View(header=header, commits=tuple(commits)))
+        view = View(header=header, commits=tuple(commits))
+        if upto is None:
+            view, _ = self._read_after(job, folder, view)
         return view, any(settles(c.entries) for c in view.commits)
 
     def _read_after(self, job: JobID, folder: Path, view: View) -> tuple[View, bool]:
@@ -377,12 +412,10 @@ class FileRecords:
                 break
             new.append(self._parse_commit(job, path, data, revision))
             revision += 1
-        if not new:
-            with self._mu:
-                settled = job in self._settled
-            return view, settled
         with self._mu:
             settled = job in self._settled
+        if not new:
+            return view, settled
         settled = settled or any(settles(c.entries) for c in new)
         return View(header=view.header, commits=(*view.commits, *new)), settled
 

@@ -135,7 +135,7 @@ class OwnerLocks:
     _held: dict[str, tuple[str, int]] = {}
 
     @classmethod
-    def take(cls, path: Path, token: str) -> bool:
+    def take(cls, path: str | Path, token: str) -> bool:
         """Take the lock at ``path`` without waiting; False when any process holds it."""
         key = str(path)
         with cls._mu:
@@ -158,14 +158,14 @@ class OwnerLocks:
             return True
 
     @classmethod
-    def holder(cls, path: Path) -> str | None:
+    def holder(cls, path: str | Path) -> str | None:
         """The token this process holds the lock at ``path`` for, or None."""
         with cls._mu:
             held = cls._held.get(str(path))
         return None if held is None else held[0]
 
     @classmethod
-    def give_back(cls, path: Path, token: str | None) -> None:
+    def give_back(cls, path: str | Path, token: str | None) -> None:
         """Release the lock at ``path`` if held for ``token`` (any token when None)."""
         key = str(path)
         with cls._mu:

@@ -261,6 +261,7 @@ class Supervisor:
         claimed: list[int] = []
         seen: dict[JobID, Seen] = {}
         settled: dict[JobID, View] = {}
+        found: dict[JobID, Discovery] = {}
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
@@ -292,6 +293,10 @@ class Supervisor:
                 if sharded is not None:
                     for shard in claimed:
                         sharded.unclaim(shard, token)
+                # Freed before the collector is back, so that it finds little left to walk.
+                found.clear()
+                seen.clear()
+                settled.clear()
                 report.finished = self.clock.now()
         return report
 
@@ -441,6 +446,11 @@ class Supervisor:
             report.failed[job] = _describe(err)
         return True
 
+    def _read_at(self, job: JobID, revision: int) -> View:
+        if isinstance(self.store, Sharded):
+            return self.store.read_at(job, revision)
+        return _at(self.store.read(job), revision)
+
     def _sweep_pass(
         self, job: JobID, token: str, seen: Seen, found: Discovery, report: SweepReport
     ) -> PassResult | None:
@@ -457,7 +467,7 @@ class Supervisor:
                     report.skipped.append(job)
                 return None
             try:
-                view = _at(self.store.read(job), seen) if isinstance(seen, int) else seen
+                view = self._read_at(job, seen) if isinstance(seen, int) else seen
                 result = self.pass_once(job, token, view, found)
                 if result.settled and not result.looked:
                     self._last_look(job)
