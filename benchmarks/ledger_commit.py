@@ -7,13 +7,20 @@ for many jobs. Run from the repository root:
     .venv/bin/python benchmarks/ledger_commit.py [--dir DIR] [--commits 2000] [--entries 1000]
         [--jobs 1000,10000]
 
-``--dir`` picks the filesystem under test (default: a temporary folder under /tmp).
+``--dir`` picks the filesystem under test (default: a temporary folder under /tmp). First, the
+commit p50/p99 of this tree and of ``--baseline`` (default: the commit before issue 17), each
+in its own process, alternating, with issue 17's goal for p99.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -91,14 +98,79 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
+ROOT = Path(__file__).resolve().parent.parent
+# The commit before issue 17's work on commits: the baseline of the p99 goal (5 ms).
+BASELINE = "4d95cf7"
+GOAL_P99_MS = 5.0
+
+
+def child_commits(folder: Path, commits: int) -> None:
+    """Commit latencies of one growing record, as JSON (run from either tree)."""
+    lat = commit_latencies(FileRecords(folder), commits)
+    print(json.dumps({p: percentile(lat, float(q)) for p, q in (("p50", 50), ("p99", 99))}))
+
+
+def against_baseline(ref: str, folder: Path, commits: int, pairs: int) -> None:
+    """Commit p50/p99 of this tree and of ``ref`` (a git worktree), run alternately."""
+    old = folder / "baseline"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(old), ref],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        runs: dict[str, list[dict[str, float]]] = {"base": [], "this": []}
+        for i in range(pairs):
+            for name, tree in (("base", old), ("this", ROOT)):
+                done = subprocess.run(
+                    [
+                        sys.executable,
+                        str(ROOT / "benchmarks" / "ledger_commit.py"),  # PYTHONPATH: the tree
+                        "--child-commits",
+                        str(folder / f"{name}-{i}"),
+                        str(commits),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                )
+                runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(
+            f"commit latency of one record growing to {commits} revisions, fsync on; "
+            f"medians of {pairs} runs each, alternating, baseline {ref} (shared machine)"
+        )
+        print(f"{'':<6}{'goal ms':>9}{'base ms':>9}{'this ms':>9}{'ratio':>7}")
+        for p in ("p50", "p99"):
+            b = statistics.median(r[p] for r in runs["base"]) * 1000
+            t = statistics.median(r[p] for r in runs["this"]) * 1000
+            goal = f"{GOAL_P99_MS:>9.1f}" if p == "p99" else f"{'':>9}"
+            verdict = ("  met" if t <= GOAL_P99_MS else "  not met") if p == "p99" else ""
+            print(f"{p:<6}{goal}{b:>9.2f}{t:>9.2f}{t / b:>7.2f}{verdict}")
+    finally:
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+            check=False,
+            capture_output=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--commits", type=int, default=2000)
     parser.add_argument("--entries", type=int, default=1000)
     parser.add_argument("--jobs", default="1000,10000")
+    parser.add_argument("--baseline", default=BASELINE, help="git ref to compare commits with")
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--child-commits", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_commits:
+        child_commits(Path(args.child_commits[0]), int(args.child_commits[1]))
+        return
     base = Path(tempfile.mkdtemp(prefix="ledger-bench-", dir=args.dir))
+    if args.baseline:
+        against_baseline(args.baseline, base, args.commits, args.pairs)
     rows: list[tuple[str, str, str, str]] = []
     counter = iter(range(1_000_000))
 

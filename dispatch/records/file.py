@@ -530,8 +530,10 @@ class FileRecords:
             for revision in range(2, view.revision + 1):
                 if revision not in raw:  # the store forgot it: the file's own bytes
                     raw[revision] = self._raw_of(job, folder / fmt.revision_name(revision))
-            fmt.replace(path, snapshot.dump(first, view, raw))
-            fmt.remove_old_temps(folder)
+            # Not flushed: a snapshot is a cache checked byte for byte against the revision
+            # files, so one a power cut leaves partial is ignored; flushing a long record's
+            # snapshot was most of the slowest commits' time.
+            fmt.replace(path, snapshot.dump(first, view, raw), sync=False)
         except (OSError, DispatchError) as err:
             # The commit has landed; a snapshot only saves reading time.
             self._problem(path, f"snapshot not written: {err}")

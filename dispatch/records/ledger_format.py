@@ -87,14 +87,15 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _write_temp(folder: Path, data: bytes) -> Path:
+def _write_temp(folder: Path, data: bytes, *, sync: bool = True) -> Path:
     temp = _temp_path(folder)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -132,16 +133,20 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def replace(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path``, replacing what is there, without a moment of a partial file."""
-    temp = _write_temp(path.parent, data)
+def replace(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write ``data`` to ``path``, replacing what is there, without a moment of a partial file.
+
+    Without ``sync`` nothing is flushed: for a cache that readers check against the files it
+    stands for (a power cut may leave it partial, and then it is ignored)."""
+    temp = _write_temp(path.parent, data, sync=sync)
     try:
         os.rename(temp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             temp.unlink()
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 def read_bytes(path: str | Path) -> bytes | None:
