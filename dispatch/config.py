@@ -328,7 +328,6 @@ class _Checker:
         return d
 
 
-
 def backend_of(settings: Settings) -> Backend:
     """Build the configured backend; a bad name or setting is refused naming the file and key."""
     try:

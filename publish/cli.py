@@ -47,16 +47,22 @@ class _PathType(click.ParamType[Path]):
 
     name = "path"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-                ) -> Path:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
         return value if isinstance(value, Path) else Path(value)
 
 
 PATH = _PathType()
 
 # The option (or argument) each command parameter comes from, for messages.
-_FIELDS = {"store_url": "--store", "endpoint_url": "--endpoint-url", "config_path": "--config",
-           "epoch_text": "--epoch", "step_text": "--step", "folder": "FOLDER", "into": "--into"}
+_FIELDS = {
+    "store_url": "--store",
+    "endpoint_url": "--endpoint-url",
+    "config_path": "--config",
+    "epoch_text": "--epoch",
+    "step_text": "--step",
+    "folder": "FOLDER",
+    "into": "--into",
+}
 
 
 def _one_line(message: str) -> str:
@@ -85,13 +91,27 @@ def _handled(command: F) -> F:
 def _store_options(command: F) -> F:
     """The options every verb shares to name its store."""
     options = [
-        click.option("--store", "store_url", envvar="PUBLISH_STORE", required=True,
-                     help="s3://bucket/prefix or a checkpoint root folder [PUBLISH_STORE]"),
-        click.option("--endpoint-url", envvar="PUBLISH_ENDPOINT_URL", default=None,
-                     help="endpoint of an S3-compatible store [PUBLISH_ENDPOINT_URL]"),
-        click.option("--config", "config_path", envvar="PUBLISH_CONFIG", default=None,
-                     type=PATH,
-                     help="TOML file: credential sources, proxy, region [PUBLISH_CONFIG]"),
+        click.option(
+            "--store",
+            "store_url",
+            envvar="PUBLISH_STORE",
+            required=True,
+            help="s3://bucket/prefix or a checkpoint root folder [PUBLISH_STORE]",
+        ),
+        click.option(
+            "--endpoint-url",
+            envvar="PUBLISH_ENDPOINT_URL",
+            default=None,
+            help="endpoint of an S3-compatible store [PUBLISH_ENDPOINT_URL]",
+        ),
+        click.option(
+            "--config",
+            "config_path",
+            envvar="PUBLISH_CONFIG",
+            default=None,
+            type=PATH,
+            help="TOML file: credential sources, proxy, region [PUBLISH_CONFIG]",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -100,7 +120,9 @@ def _store_options(command: F) -> F:
 
 def _epoch_option(command: F) -> F:
     return click.option(
-        "--epoch", "epoch_text", default=None,
+        "--epoch",
+        "epoch_text",
+        default=None,
         help="this execution's epoch N*1000000+R [DISPATCH_EPOCH]",
     )(command)
 
@@ -128,12 +150,22 @@ def main(verbose: int) -> None:
 @main.command()
 @_store_options
 @_epoch_option
-@click.option("--into", type=PATH, default=None,
-              help="download the publication into this (empty or new) folder")
+@click.option(
+    "--into",
+    type=PATH,
+    default=None,
+    help="download the publication into this (empty or new) folder",
+)
 @click.option("--json", "as_json", is_flag=True, help="print epoch, step, files as JSON")
 @_handled
-def resolve(store_url: str, endpoint_url: str | None, config_path: Path | None,
-            epoch_text: str | None, into: Path | None, as_json: bool) -> None:
+def resolve(
+    store_url: str,
+    endpoint_url: str | None,
+    config_path: Path | None,
+    epoch_text: str | None,
+    into: Path | None,
+    as_json: bool,
+) -> None:
     """Print the newest complete publication not above this epoch (exit 3 if none)."""
     ceiling = _epoch(epoch_text)
     store = _open(store_url, endpoint_url, config_path)
@@ -142,12 +174,19 @@ def resolve(store_url: str, endpoint_url: str | None, config_path: Path | None,
         click.echo(found.location)
         return
     manifest = found.manifest
-    click.echo(json.dumps({
-        "path": found.location,
-        "epoch": manifest.publication.epoch.value,
-        "step": manifest.publication.step,
-        "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in manifest.files],
-    }, indent=1))
+    click.echo(
+        json.dumps(
+            {
+                "path": found.location,
+                "epoch": manifest.publication.epoch.value,
+                "step": manifest.publication.step,
+                "files": [
+                    {"path": f.path, "size": f.size, "sha256": f.sha256} for f in manifest.files
+                ],
+            },
+            indent=1,
+        )
+    )
 
 
 @main.command()
@@ -156,8 +195,14 @@ def resolve(store_url: str, endpoint_url: str | None, config_path: Path | None,
 @click.argument("folder", type=PATH)
 @click.option("--step", "step_text", required=True, help="the training step of this save")
 @_handled
-def save(store_url: str, endpoint_url: str | None, config_path: Path | None,
-         epoch_text: str | None, folder: Path, step_text: str) -> None:
+def save(
+    store_url: str,
+    endpoint_url: str | None,
+    config_path: Path | None,
+    epoch_text: str | None,
+    folder: Path,
+    step_text: str,
+) -> None:
     """Publish the finished save in FOLDER as this epoch's STEP (exit 4 if fenced)."""
     epoch = _epoch(epoch_text)
     step = parse_step(step_text)
@@ -173,8 +218,15 @@ def save(store_url: str, endpoint_url: str | None, config_path: Path | None,
 @click.option("--interval", default=5.0, show_default=True, help="seconds between scans")
 @click.option("--once", is_flag=True, help="publish what is complete now, then exit")
 @_handled
-def watch(store_url: str, endpoint_url: str | None, config_path: Path | None,
-          epoch_text: str | None, folder: Path, interval: float, once: bool) -> None:
+def watch(
+    store_url: str,
+    endpoint_url: str | None,
+    config_path: Path | None,
+    epoch_text: str | None,
+    folder: Path,
+    interval: float,
+    once: bool,
+) -> None:
     """Publish each completed save that appears in FOLDER until SIGTERM."""
     if not 0 < interval <= MAX_INTERVAL:  # also refuses NaN, which no wait can honour
         raise InvalidInput(
@@ -191,8 +243,9 @@ def watch(store_url: str, endpoint_url: str | None, config_path: Path | None,
     signal.signal(signal.SIGINT, stop)
     epoch = _epoch(epoch_text)
     store = _open(store_url, endpoint_url, config_path)
-    watcher = Watcher(store, folder, epoch, os.environ.get("SLURM_JOB_ID"), interval=interval,
-                      stop=stopping)
+    watcher = Watcher(
+        store, folder, epoch, os.environ.get("SLURM_JOB_ID"), interval=interval, stop=stopping
+    )
     watcher.run(once=once)
     click.echo(f"published steps: {' '.join(map(str, watcher.published)) or 'none'}")
 
@@ -202,8 +255,13 @@ def watch(store_url: str, endpoint_url: str | None, config_path: Path | None,
 @_epoch_option
 @click.option("--keep", required=True, type=int, help="how many newest publications to keep")
 @_handled
-def prune(store_url: str, endpoint_url: str | None, config_path: Path | None,
-          epoch_text: str | None, keep: int) -> None:
+def prune(
+    store_url: str,
+    endpoint_url: str | None,
+    config_path: Path | None,
+    epoch_text: str | None,
+    keep: int,
+) -> None:
     """Delete older publications; never the newest complete one, never a newer epoch's."""
     ceiling = _epoch(epoch_text)
     store = _open(store_url, endpoint_url, config_path)

@@ -101,9 +101,7 @@ class PosixStore:
             raise
         return staged
 
-    def put_files(
-        self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
-    ) -> None:
+    def put_files(self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback) -> None:
         """Copy each open file through a staging name, fsync, rename."""
         for key, source in pairs:
             final = self._path(key)
@@ -149,7 +147,7 @@ class PosixStore:
                 view = memoryview(chunk)
                 while view:
                     try:
-                        view = view[os.write(out, view):]
+                        view = view[os.write(out, view) :]
                     except OSError as exc:
                         raise unwritable(destination, exc) from None
                 progress(len(chunk))
@@ -197,8 +195,7 @@ class PosixStore:
                 for folder, _, names in os.walk(base):
                     for name in names:
                         path = os.path.join(folder, name)
-                        if stat.S_ISREG(os.lstat(path).st_mode) and not name.startswith(
-                                _STAGING):
+                        if stat.S_ISREG(os.lstat(path).st_mode) and not name.startswith(_STAGING):
                             keys.append(Path(path).relative_to(self.root).as_posix())
         for key in sorted(keys):
             if start_after is None or key > start_after:
@@ -230,4 +227,3 @@ class PosixStore:
     def local_path(self, key: str) -> Path | None:
         """The file's path."""
         return self._path(key)
-

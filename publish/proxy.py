@@ -100,8 +100,10 @@ class ProxyRule:
     def _exempt(self, host: str, port: int | None) -> bool:
         if not self.no_proxy:
             return False
-        return any(_matches(entry, host.lower().rstrip("."), port)
-                   for entry in self.no_proxy.replace(",", " ").split())
+        return any(
+            _matches(entry, host.lower().rstrip("."), port)
+            for entry in self.no_proxy.replace(",", " ").split()
+        )
 
     def proxy_for(self, url: str) -> str | None:
         """The proxy URL to use for `url`, or None for a direct connection."""

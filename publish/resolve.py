@@ -74,9 +74,7 @@ def _holds(into: Path, committed: Committed) -> bool:
     return True
 
 
-def _download(
-    store: Store, committed: Committed, into: Path, stream: TextIO | None
-) -> None:
+def _download(store: Store, committed: Committed, into: Path, stream: TextIO | None) -> None:
     staging = into.parent / f".{into.name}.partial-{uuid.uuid4().hex}"
     manifest = committed.manifest
     pairs = [(committed.entry.data_prefix + f.path, staging / f.path) for f in manifest.files]
@@ -128,9 +126,7 @@ def _still_committed(store: Store, publication: PublicationId) -> bool:
     return True
 
 
-def _use(
-    store: Store, committed: Committed, into: Path | None, stream: TextIO | None
-) -> Resolved:
+def _use(store: Store, committed: Committed, into: Path | None, stream: TextIO | None) -> Resolved:
     if into is not None:
         try:
             into.parent.mkdir(parents=True, exist_ok=True)
@@ -138,9 +134,7 @@ def _use(
             raise unwritable(into.parent, exc) from None
         if not _holds(into, committed):
             if (into / MARKER).is_file():
-                raise InvalidInput(
-                    f"--into {into} holds another publication; give an empty folder"
-                )
+                raise InvalidInput(f"--into {into} holds another publication; give an empty folder")
             _download(store, committed, into, stream)
         return Resolved(committed, str(into))
     _check_stored(store, committed)
@@ -163,8 +157,10 @@ def resolve(
     log may hold a newer one since, so the search starts again from the newest entry, up to
     RELISTS times.
     """
-    if into is not None and into.exists() and (
-        not into.is_dir() or (any(into.iterdir()) and not (into / MARKER).is_file())
+    if (
+        into is not None
+        and into.exists()
+        and (not into.is_dir() or (any(into.iterdir()) and not (into / MARKER).is_file()))
     ):
         raise InvalidInput(f"--into {into} must be an empty folder or not exist yet")
     for _ in range(RELISTS + 1):

@@ -138,9 +138,7 @@ class S3Store:
     def _missing(self, exc: botocore.exceptions.ClientError) -> bool:
         return _status(exc) == 404 or _code(exc) in ("NoSuchKey", "404")
 
-    def put_files(
-        self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
-    ) -> None:
+    def put_files(self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback) -> None:
         """Upload open files, several at once, each as a concurrent multipart transfer if large.
 
         Each is read through its descriptor, never reopened by path.
@@ -151,8 +149,11 @@ class S3Store:
             try:
                 with source.reader() as reader:
                     self.client.upload_fileobj(
-                        reader, self.location.bucket, self._key(key),
-                        Callback=progress, Config=self.transfer,
+                        reader,
+                        self.location.bucket,
+                        self._key(key),
+                        Callback=progress,
+                        Config=self.transfer,
                     )
             except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError) as exc:
                 raise self._fail("upload to", key, exc) from exc
@@ -171,8 +172,11 @@ class S3Store:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.client.download_file(
-                    self.location.bucket, self._key(key), str(path),
-                    Callback=progress, Config=self.transfer,
+                    self.location.bucket,
+                    self._key(key),
+                    str(path),
+                    Callback=progress,
+                    Config=self.transfer,
                 )
             except botocore.exceptions.ClientError as exc:
                 if self._missing(exc):

@@ -83,8 +83,9 @@ def _publish(
     entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
     progress = Progress(f"upload {publication.name}", sum(f.size for f in manifest.files), stream)
     try:
-        store.put_files([(entry.data_prefix + item.relative, item) for item in opened.files],
-                        progress)
+        store.put_files(
+            [(entry.data_prefix + item.relative, item) for item in opened.files], progress
+        )
         progress.finish()
         opened.check_unchanged()  # the uploaded bytes are the hashed bytes
         store.put_bytes(entry.manifest_key, manifest_bytes)
@@ -131,8 +132,9 @@ def _surely_absent(store: Store, key: str) -> bool:
 def _is_ours(store: Store, entry: LogEntry) -> bool:
     """Whether the committed log entry of (epoch, step) names our upload."""
     try:
-        committed = LogEntry.from_json(store.get_bytes(entry.publication.log_key),
-                                       entry.publication)
+        committed = LogEntry.from_json(
+            store.get_bytes(entry.publication.log_key), entry.publication
+        )
     except (MissingObject, CorruptPublication):
         return False
     return committed.upload == entry.upload

@@ -112,7 +112,9 @@ class SaveFolder:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None,
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
         self.close()
@@ -157,8 +159,10 @@ class SaveFolder:
 
     def _walk(self, folder_fd: int, prefix: str) -> None:
         with os.scandir(folder_fd) as listing:
-            names = sorted((entry.name, entry.is_dir(follow_symlinks=False),
-                            entry.is_symlink()) for entry in listing)
+            names = sorted(
+                (entry.name, entry.is_dir(follow_symlinks=False), entry.is_symlink())
+                for entry in listing
+            )
         for name, is_dir, is_link in names:
             relative = prefix + name
             if relative in CONTROL_FILES:
@@ -168,8 +172,9 @@ class SaveFolder:
                 try:
                     child = os.open(name, _FOLDER, dir_fd=folder_fd)
                 except OSError:
-                    raise self._refuse(relative, "changed while it was read; save it "
-                                       "again") from None
+                    raise self._refuse(
+                        relative, "changed while it was read; save it again"
+                    ) from None
                 try:
                     self._walk(child, relative + "/")
                 finally:
@@ -184,8 +189,7 @@ class SaveFolder:
             return os.open(name, _FILE, dir_fd=folder_fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise self._refuse(relative, "was swapped for a symlink; save it "
-                                   "again") from None
+                raise self._refuse(relative, "was swapped for a symlink; save it again") from None
             raise self._refuse(relative, f"cannot be read: {exc.strerror}") from None
 
     def _open_link(self, folder_fd: int, name: str, prefix: str, relative: str) -> int:
@@ -204,8 +208,9 @@ class SaveFolder:
                 return os.open(last, _FILE, dir_fd=parent_fd)
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
-                    raise self._refuse(relative, "is a dangling symlink (its target is not "
-                                       "in the save folder)") from None
+                    raise self._refuse(
+                        relative, "is a dangling symlink (its target is not in the save folder)"
+                    ) from None
                 target = os.readlink(last, dir_fd=parent_fd)
                 prefix = parent + "/" if parent else ""
             finally:
@@ -218,7 +223,7 @@ class SaveFolder:
         if posixpath.isabs(target):
             for root in {os.path.abspath(self.folder), os.path.realpath(self.folder)}:
                 if target.startswith(root.rstrip("/") + "/"):
-                    target = target[len(root.rstrip("/")) + 1:]
+                    target = target[len(root.rstrip("/")) + 1 :]
                     break
             else:
                 return None
@@ -237,8 +242,10 @@ class SaveFolder:
             except OSError:
                 if fd != self._root:
                     os.close(fd)
-                raise self._refuse(relative, "is a symlink to nothing in the save folder "
-                                   "(or through a symlinked folder)") from None
+                raise self._refuse(
+                    relative,
+                    "is a symlink to nothing in the save folder (or through a symlinked folder)",
+                ) from None
             if fd != self._root:
                 os.close(fd)
             fd = nxt

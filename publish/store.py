@@ -24,8 +24,11 @@ class MissingObject(PublishError):
 
 def unwritable(path: Path, exc: OSError) -> DestinationUnwritable:
     """The error for a download destination `path` that failed with `exc`, saying what to do."""
-    advice = ("free space there or resolve into a folder on another disk"
-              if exc.errno in (errno.ENOSPC, errno.EDQUOT) else "check that folder")
+    advice = (
+        "free space there or resolve into a folder on another disk"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        else "check that folder"
+    )
     return DestinationUnwritable(f"cannot write {shown(path)}: {exc.strerror}; {advice}")
 
 
@@ -37,9 +40,7 @@ class Store(Protocol):
         """Where the store is, for messages (never holds a secret)."""
         ...
 
-    def put_files(
-        self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
-    ) -> None:
+    def put_files(self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback) -> None:
         """Upload open save files to keys, overwriting; durable when this returns.
 
         Each file is read through its own descriptor (`SaveFile.reader`), never by path.

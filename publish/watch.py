@@ -47,8 +47,9 @@ def _open_folder(path: Path) -> int:
 def _read_marker(folder_fd: int, name: str) -> bytes | None:
     """A marker's first bytes, None when absent; InvalidInput for a symlink or non-file."""
     try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     dir_fd=folder_fd)
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd
+        )
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -85,8 +86,12 @@ def write_marker(path: Path, text: str) -> bool:
         return False
     created = False
     try:
-        fd = os.open(PUBLISHED_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
-                     | os.O_CLOEXEC, 0o644, dir_fd=folder_fd)
+        fd = os.open(
+            PUBLISHED_MARKER,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=folder_fd,
+        )
         created = True
         try:
             os.write(fd, text.encode("utf-8", "backslashreplace"))

@@ -40,8 +40,12 @@ class User:
     def run(self, script: str) -> subprocess.CompletedProcess[str]:
         """Run ``script`` in bash as the user would type it; what it did."""
         return subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script], cwd=self.folder, env=self.env,
-            capture_output=True, text=True, timeout=120,
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
 
     def sh(self, script: str) -> str:
@@ -92,8 +96,12 @@ class Cron:
 
     def __init__(self, line: str, home: Path) -> None:
         self.command = line.split(None, 5)[5]
-        self.env = {"HOME": str(home), "LOGNAME": "root", "SHELL": "/bin/sh",
-                    "PATH": "/usr/bin:/bin"}
+        self.env = {
+            "HOME": str(home),
+            "LOGNAME": "root",
+            "SHELL": "/bin/sh",
+            "PATH": "/usr/bin:/bin",
+        }
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._tick, daemon=True)
 

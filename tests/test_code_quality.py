@@ -1,9 +1,11 @@
-"""The code checks every change must pass: ruff and mypy --strict on dispatch/ and publish/,
-and no function of the pure core as branchy as the protocol it replaced."""
+"""The code checks every change must pass: ruff (lint and format) on dispatch/, publish/ and the
+tests, mypy --strict on dispatch/ and publish/, no function of the pure core as branchy as the
+protocol it replaced, and one name per public class."""
 
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +13,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run(*argv: str) -> subprocess.CompletedProcess[str]:
+def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", *argv],
         cwd=REPO,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -27,9 +30,39 @@ def test_ruff_finds_nothing_in_dispatch_publish_and_the_tests() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+def test_ruff_format_would_change_nothing() -> None:
+    done = run("ruff", "format", "--check", "dispatch", "publish", "tests")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_mypy_strict_finds_nothing_in_dispatch_and_publish() -> None:
     done = run("mypy", "--strict", "dispatch", "publish")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+# Test files still to be typed: report tests that work in flight is moving (their helper
+# module report_records is also left out in pyproject.toml).
+MYPY_PENDING = {"tests/report/report_records.py", "tests/report/test_figures.py"}
+
+
+def test_mypy_strict_finds_nothing_in_the_tests() -> None:
+    # One run per folder, as pytest imports them: a folder's helper modules (core_records,
+    # cli_setup, ...) beside its tests, with tests/ and tests/cli on the path. Folders hold
+    # helpers of the same name (conftest, records), so one run over all would mix them up.
+    failed = []
+    folders = sorted({p.parent for p in (REPO / "tests").rglob("*.py") if "data" not in p.parts})
+    for folder in folders:
+        here = str(folder.relative_to(REPO))
+        files = [
+            str(p.relative_to(REPO))
+            for p in sorted(folder.glob("*.py"))
+            if str(p.relative_to(REPO)) not in MYPY_PENDING
+        ]
+        path = os.pathsep.join(["tests", "tests/cli", here])
+        done = run("mypy", "--strict", *files, env={**os.environ, "MYPYPATH": path})
+        if done.returncode != 0:
+            failed.append(done.stdout + done.stderr)
+    assert not failed, "\n".join(failed)
 
 
 # The core's decisions live in tables (``next.TABLE``, ``transitions.TRANSITIONS``); a

@@ -135,11 +135,19 @@ def object_word(session: Session) -> str:
 @click.command()
 @config_option
 @json_option
-@click.option("--timeline", is_flag=True,
-              help="Draw the job's submissions, executions, causes, holds, checkpoints and "
-              "escalations on one time axis, in plain text.")
-@click.option("--svg", "svg_file", type=click.Path(dir_okay=False, path_type=Path),
-              default=None, help="Write the timeline as SVG to this file.")
+@click.option(
+    "--timeline",
+    is_flag=True,
+    help="Draw the job's submissions, executions, causes, holds, checkpoints and "
+    "escalations on one time axis, in plain text.",
+)
+@click.option(
+    "--svg",
+    "svg_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write the timeline as SVG to this file.",
+)
 @click.argument("job", shell_complete=complete_job)
 def status(
     config: str | None, as_json: bool, timeline: bool, svg_file: Path | None, job: str

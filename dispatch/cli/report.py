@@ -90,15 +90,22 @@ def document(view: View, cp: Checkpoints, now: datetime) -> dict[str, Any]:
         "goodput": None if f.goodput is None else round(f.goodput, 4),
         "lost_seconds": _r(f.lost_seconds),
         "lost": [
-            {"cause": x.cause, "endings": x.endings, "seconds": _r(x.seconds),
-             "node_hours": _nh(x.node_hours)}
+            {
+                "cause": x.cause,
+                "endings": x.endings,
+                "seconds": _r(x.seconds),
+                "node_hours": _nh(x.node_hours),
+            }
             for x in f.losses
         ],
         "at_risk_seconds": _r(f.at_risk_seconds),
         "recovery_gaps": [
-            {"cause": g.cause, "ended": g.ended.isoformat(),
-             "released": g.released.isoformat() if g.released else None,
-             "seconds": _r(g.seconds)}
+            {
+                "cause": g.cause,
+                "ended": g.ended.isoformat(),
+                "released": g.released.isoformat() if g.released else None,
+                "seconds": _r(g.seconds),
+            }
             for g in f.gaps
         ],
         "checkpoints": {
@@ -142,51 +149,103 @@ def _checkpoint_line(d: dict[str, Any]) -> str:
 
 def _text(d: dict[str, Any]) -> None:
     q = d["queued"]
-    lost = ", ".join(f"{x['cause']} {hms(x['seconds'])} ({x['endings']} ending"
-                     f"{'' if x['endings'] == 1 else 's'})" for x in d["lost"])
+    lost = ", ".join(
+        f"{x['cause']} {hms(x['seconds'])} ({x['endings']} ending"
+        f"{'' if x['endings'] == 1 else 's'})"
+        for x in d["lost"]
+    )
     gaps = ", ".join(f"{g['cause']} {hms(g['seconds'])}" for g in d["recovery_gaps"])
     goodput = "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%"
     until = "settled" if d["settled"] else "now"
-    fields([
-        ("job", f"{d['job']} ({d['name'] or '-'}), {d['state']}"),
-        ("wall", f"{hms(d['wall_seconds'])}  submitted "
-                 f"{when(datetime.fromisoformat(d['submitted']))}, {until} "
-                 f"{when(datetime.fromisoformat(d['until']))}"),
-        ("queued", f"{hms(d['queued_seconds'])}  gate {hms(q['gate'])}, pending in "
-                   f"Slurm {hms(q['pending'])}, held {hms(q['held'])}"),
-        ("running", f"{hms(d['running_seconds'])}  {d['executions']} executions, "
-                    f"{d['node_hours']:.3f} node-hours"),
-        ("settling", hms(d["settling_seconds"])),
-        ("lost", f"{hms(d['lost_seconds'])}" + (f"  {lost}" if lost else "")),
-        ("at risk", hms(d["at_risk_seconds"])),
-        ("recovery gaps", f"{len(d['recovery_gaps'])}" + (f"  {gaps}" if gaps else "")),
-        ("goodput", f"{goodput}  {d['useful_node_hours']:.3f} of {d['node_hours']:.3f} "
-                    "node-hours trained the model"),
-        ("checkpoints", _checkpoint_line(d)),
-    ])
+    fields(
+        [
+            ("job", f"{d['job']} ({d['name'] or '-'}), {d['state']}"),
+            (
+                "wall",
+                f"{hms(d['wall_seconds'])}  submitted "
+                f"{when(datetime.fromisoformat(d['submitted']))}, {until} "
+                f"{when(datetime.fromisoformat(d['until']))}",
+            ),
+            (
+                "queued",
+                f"{hms(d['queued_seconds'])}  gate {hms(q['gate'])}, pending in "
+                f"Slurm {hms(q['pending'])}, held {hms(q['held'])}",
+            ),
+            (
+                "running",
+                f"{hms(d['running_seconds'])}  {d['executions']} executions, "
+                f"{d['node_hours']:.3f} node-hours",
+            ),
+            ("settling", hms(d["settling_seconds"])),
+            ("lost", f"{hms(d['lost_seconds'])}" + (f"  {lost}" if lost else "")),
+            ("at risk", hms(d["at_risk_seconds"])),
+            ("recovery gaps", f"{len(d['recovery_gaps'])}" + (f"  {gaps}" if gaps else "")),
+            (
+                "goodput",
+                f"{goodput}  {d['useful_node_hours']:.3f} of {d['node_hours']:.3f} "
+                "node-hours trained the model",
+            ),
+            ("checkpoints", _checkpoint_line(d)),
+        ]
+    )
 
 
 def _csv(docs: list[dict[str, Any]]) -> str:
-    head = ["job", "name", "state", "submitted", "until", "settled", "wall_seconds",
-            "gate_seconds", "pending_seconds", "held_seconds", "running_seconds",
-            "settling_seconds", "executions", "node_hours", "useful_node_hours", "goodput",
-            "lost_seconds", *(f"lost_{c.replace('-', '_')}_seconds" for c in CSV_CAUSES),
-            "at_risk_seconds", "recovery_gaps", "recovery_gap_seconds", "checkpoint_store",
-            "publications"]
+    head = [
+        "job",
+        "name",
+        "state",
+        "submitted",
+        "until",
+        "settled",
+        "wall_seconds",
+        "gate_seconds",
+        "pending_seconds",
+        "held_seconds",
+        "running_seconds",
+        "settling_seconds",
+        "executions",
+        "node_hours",
+        "useful_node_hours",
+        "goodput",
+        "lost_seconds",
+        *(f"lost_{c.replace('-', '_')}_seconds" for c in CSV_CAUSES),
+        "at_risk_seconds",
+        "recovery_gaps",
+        "recovery_gap_seconds",
+        "checkpoint_store",
+        "publications",
+    ]
     out = io.StringIO()
     w = csv.writer(out, lineterminator="\n")
     w.writerow(head)
     for d in docs:
         by_cause = {x["cause"]: x["seconds"] for x in d["lost"]}
-        w.writerow([
-            d["job"], d["name"], d["state"], d["submitted"], d["until"], d["settled"],
-            d["wall_seconds"], *d["queued"].values(), d["running_seconds"],
-            d["settling_seconds"], d["executions"], d["node_hours"], d["useful_node_hours"],
-            "" if d["goodput"] is None else d["goodput"], d["lost_seconds"],
-            *(by_cause.get(c, 0.0) for c in CSV_CAUSES), d["at_risk_seconds"],
-            len(d["recovery_gaps"]), _r(sum(g["seconds"] for g in d["recovery_gaps"])),
-            d["checkpoints"]["store"] or "", d["checkpoints"]["publications"],
-        ])
+        w.writerow(
+            [
+                d["job"],
+                d["name"],
+                d["state"],
+                d["submitted"],
+                d["until"],
+                d["settled"],
+                d["wall_seconds"],
+                *d["queued"].values(),
+                d["running_seconds"],
+                d["settling_seconds"],
+                d["executions"],
+                d["node_hours"],
+                d["useful_node_hours"],
+                "" if d["goodput"] is None else d["goodput"],
+                d["lost_seconds"],
+                *(by_cause.get(c, 0.0) for c in CSV_CAUSES),
+                d["at_risk_seconds"],
+                len(d["recovery_gaps"]),
+                _r(sum(g["seconds"] for g in d["recovery_gaps"])),
+                d["checkpoints"]["store"] or "",
+                d["checkpoints"]["publications"],
+            ]
+        )
     return out.getvalue()
 
 
@@ -194,16 +253,30 @@ def _csv(docs: list[dict[str, Any]]) -> str:
 @config_option
 @click.argument("job", required=False, shell_complete=complete_job)
 @click.option("--all", "everything", is_flag=True, help="Report every job of the ledger.")
-@click.option("--since", type=DURATION, default=None,
-              help="Every job submitted or still running within this long (e.g. 7d).")
-@click.option("--store", metavar="URL", default=None,
-              help="The checkpoint store to read (default: PUBLISH_STORE of the job).")
+@click.option(
+    "--since",
+    type=DURATION,
+    default=None,
+    help="Every job submitted or still running within this long (e.g. 7d).",
+)
+@click.option(
+    "--store",
+    metavar="URL",
+    default=None,
+    help="The checkpoint store to read (default: PUBLISH_STORE of the job).",
+)
 @click.option("--endpoint-url", metavar="URL", default=None, help="The store's S3 endpoint.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV, one row per job.")
 def report(
-    config: str | None, job: str | None, everything: bool, since: timedelta | None,
-    store: str | None, endpoint_url: str | None, as_json: bool, as_csv: bool,
+    config: str | None,
+    job: str | None,
+    everything: bool,
+    since: timedelta | None,
+    store: str | None,
+    endpoint_url: str | None,
+    as_json: bool,
+    as_csv: bool,
 ) -> None:
     """Where JOB's hours went, across all its submissions and requeues: wall time, time
     queued (gate, pending in Slurm, held), running, node-hours, the time lost to each cause,
@@ -246,11 +319,19 @@ def report(
         _text(docs[0])
     else:
         table(
-            ("JOB", "NAME", "STATE", "WALL", "QUEUED", "RUNNING", "LOST", "NODE-HOURS",
-             "GOODPUT"),
-            [(d["job"], d["name"] or "-", d["state"], hms(d["wall_seconds"]),
-              hms(d["queued_seconds"]), hms(d["running_seconds"]),
-              hms(d["lost_seconds"]), f"{d['node_hours']:.3f}",
-              "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%") for d in docs],
+            ("JOB", "NAME", "STATE", "WALL", "QUEUED", "RUNNING", "LOST", "NODE-HOURS", "GOODPUT"),
+            [
+                (
+                    d["job"],
+                    d["name"] or "-",
+                    d["state"],
+                    hms(d["wall_seconds"]),
+                    hms(d["queued_seconds"]),
+                    hms(d["running_seconds"]),
+                    hms(d["lost_seconds"]),
+                    f"{d['node_hours']:.3f}",
+                    "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%",
+                )
+                for d in docs
+            ],
         )
-

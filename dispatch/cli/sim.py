@@ -27,8 +27,13 @@ from dispatch.sim.world import run_seed
     type=click.Path(dir_okay=False, path_type=Path),
     help="Rerun the seeds in this file first; add the batch's failing seeds to it.",
 )
-@click.option("--mutant", "mutants", multiple=True, type=click.Choice(sorted(MUTANTS)),
-              help="Switch a mutant (a re-introduced bug) on.")
+@click.option(
+    "--mutant",
+    "mutants",
+    multiple=True,
+    type=click.Choice(sorted(MUTANTS)),
+    help="Switch a mutant (a re-introduced bug) on.",
+)
 @click.option("--hunt", "hunt_all", is_flag=True, help="Hunt every mutant; print seeds each took.")
 def sim(
     seed: int | None,
@@ -108,6 +113,7 @@ def _hunt() -> int:
             click.echo(f"{name:<36} SURVIVED {h.seeds_tried} seeds")
             continue
         v = h.found.violations[0]
-        click.echo(f"{name:<36} found after {h.seeds_tried:5d} seeds (seed {h.found.seed}): "
-                   f"{v.invariant}")
+        click.echo(
+            f"{name:<36} found after {h.seeds_tried:5d} seeds (seed {h.found.seed}): {v.invariant}"
+        )
     return 1 if survived else 0

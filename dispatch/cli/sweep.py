@@ -23,9 +23,7 @@ def raise_open_file_limit() -> None:
 
 def summary(report: SweepReport) -> str:
     """The one line a sweep prints."""
-    jobs = (
-        len(report.passed) + len(report.skipped) + len(report.failed) + len(report.not_reached)
-    )
+    jobs = len(report.passed) + len(report.skipped) + len(report.failed) + len(report.not_reached)
     took = ""
     if report.finished is not None:
         took = f" in {(report.finished - report.started).total_seconds():.2f}s"

@@ -45,9 +45,7 @@ def hold_calls(job: Job, cur: Current, now: datetime) -> list[Step]:
     return steps
 
 
-def _hold_call(
-    job: Job, ref: ObjectRef, obs: ObjectObs, h: HoldRec, now: datetime
-) -> Call | None:
+def _hold_call(job: Job, ref: ObjectRef, obs: ObjectObs, h: HoldRec, now: datetime) -> Call | None:
     """The hold or release call person's hold ``h`` asks of ``ref`` now, if any.
 
     A call is made again under its recorded intent once its deadline passed without its effect

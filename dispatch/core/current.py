@@ -21,7 +21,6 @@ VANISHED = Cause(
 )
 
 
-
 def _end_known(rec: ObjectRec) -> bool:
     return rec.ended or rec.verified_stopped
 

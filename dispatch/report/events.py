@@ -111,8 +111,7 @@ class Spans:
 def last_seen_state(job: Job, now: datetime) -> State:
     """The job's state as the record's last observations show it (running included), for
     readers that ask no scheduler."""
-    seen = Discovery(objects=tuple(o.last for o in job.objects.values() if o.last),
-                     complete=False)
+    seen = Discovery(objects=tuple(o.last for o in job.objects.values() if o.last), complete=False)
     return project(job, seen, now).state
 
 
@@ -140,8 +139,16 @@ def spans(view: View, job: Job) -> Spans:
         o = running.pop(ref)
         n = submission_of.get(ref, 0)
         runs.append(
-            Run(ref, n, o.restarts, (h.lineage_base + n) * EPOCH_BASE + o.restarts, o.nodes,
-                o.start, at, cause)
+            Run(
+                ref,
+                n,
+                o.restarts,
+                (h.lineage_base + n) * EPOCH_BASE + o.restarts,
+                o.nodes,
+                o.start,
+                at,
+                cause,
+            )
         )
         endings.append(Ending(at, ref, n, cause))
 
@@ -168,8 +175,11 @@ def spans(view: View, job: Job) -> Spans:
                     ended.add(ref)
                 elif current is not None:  # back in the queue: requeued under the same id
                     kind = obs.cause.kind
-                    close(ref, e.at, obs.cause if kind is not CauseKind.NONE
-                          else Cause(kind=CauseKind.REQUEUED))
+                    close(
+                        ref,
+                        e.at,
+                        obs.cause if kind is not CauseKind.NONE else Cause(kind=CauseKind.REQUEUED),
+                    )
                     releases.append(Release(e.at, ref, obs.submission, "requeued"))
             elif isinstance(e, VerifiedStoppedEntry) and e.ref.id in running:
                 # Gone from the scheduler before a sweep saw it end: stopped by dispatch.
@@ -182,8 +192,11 @@ def spans(view: View, job: Job) -> Spans:
             elif isinstance(e, CallEntry) and e.op == "requeue":
                 releases.append(Release(e.at, e.ref.id, submission_of.get(e.ref.id, 0), "requeue"))
             elif isinstance(e, AuthorizeEntry):
-                why = "first" if e.submission == 1 and e.rule is None else (
-                    f"rule {e.rule}" if e.rule is not None else "asked for")
+                why = (
+                    "first"
+                    if e.submission == 1 and e.rule is None
+                    else (f"rule {e.rule}" if e.rule is not None else "asked for")
+                )
                 marks.append(Mark(e.at, "authorize", f"submission {e.submission} ({why})"))
             elif isinstance(e, HoldEntry | PlaceHoldEntry):
                 rec = job.holds[e.instance - 1] if 0 < e.instance <= len(job.holds) else None
@@ -193,15 +206,24 @@ def spans(view: View, job: Job) -> Spans:
     for ref, o in running.items():
         n = submission_of.get(ref, 0)
         runs.append(
-            Run(ref, n, o.restarts, (h.lineage_base + n) * EPOCH_BASE + o.restarts, o.nodes,
-                o.start, None, None)
+            Run(
+                ref,
+                n,
+                o.restarts,
+                (h.lineage_base + n) * EPOCH_BASE + o.restarts,
+                o.nodes,
+                o.start,
+                None,
+                None,
+            )
         )
     for esc in job.escalations.values():
         marks.append(Mark(esc.at, "escalation", esc.id))
     outcome = job.outcome.at if job.outcome is not None else None
     if job.outcome is not None:
-        marks.append(Mark(job.outcome.at, "outcome",
-                          f"{job.outcome.state} ({job.outcome.cause.kind})"))
+        marks.append(
+            Mark(job.outcome.at, "outcome", f"{job.outcome.state} ({job.outcome.cause.kind})")
+        )
     if job.settled_at is not None:
         marks.append(Mark(job.settled_at, "settle", "settled"))
     return Spans(

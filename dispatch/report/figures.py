@@ -131,10 +131,17 @@ def figures(s: Spans, publications: Sequence[Publication] | None, now: datetime)
     until = s.settled or now
     start = s.submitted
     runs = [(max(r.start, start), min(r.end or until, until)) for r in s.runs]
-    cuts = sorted({start, until, *(t for ab in runs for t in ab),
-                   *(t for t in (s.outcome,) if t is not None),
-                   *(t for h in s.holds for t in (h.start, h.end) if t is not None),
-                   *(r.at for r in s.releases), *(e.at for e in s.endings)})
+    cuts = sorted(
+        {
+            start,
+            until,
+            *(t for ab in runs for t in ab),
+            *(t for t in (s.outcome,) if t is not None),
+            *(t for h in s.holds for t in (h.start, h.end) if t is not None),
+            *(r.at for r in s.releases),
+            *(e.at for e in s.endings),
+        }
+    )
     cuts = [t for t in cuts if start <= t <= until]
     parts = dict.fromkeys(PARTS, 0.0)
     for a, b in zip(cuts, cuts[1:], strict=False):

@@ -39,8 +39,9 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _family(name: str, kind: str, help_text: str, rows: list[tuple[dict[str, str], float]]
-            ) -> list[str]:
+def _family(
+    name: str, kind: str, help_text: str, rows: list[tuple[dict[str, str], float]]
+) -> list[str]:
     out = [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
     for labels, value in rows:
         shown = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
@@ -53,26 +54,60 @@ def render(s: Sample) -> str:
     jobs = {str(st): 0 for st in State} | dict(s.jobs)
     firings = {str(a): 0 for a in Action} | dict(s.firings)
     lines = [
-        *_family("dispatch_jobs", "gauge", "Jobs of the ledger by state.",
-                 [({"state": k}, v) for k, v in sorted(jobs.items())]),
-        *_family("dispatch_endings_total", "counter",
-                 "Executions ended, by cause, over every job of the ledger.",
-                 [({"cause": k}, v) for k, v in sorted(s.endings.items())]),
-        *_family("dispatch_rule_firings_total", "counter",
-                 "Recovery rule firings, by the rule's action.",
-                 [({"action": k}, v) for k, v in sorted(firings.items())]),
-        *_family("dispatch_escalations_waiting", "gauge", "Escalations waiting on a person.",
-                 [({}, s.escalations_waiting)]),
-        *_family("dispatch_records_damaged", "gauge", "Records the sweep could not read.",
-                 [({}, s.damaged)]),
-        *_family("dispatch_sweep_duration_seconds", "gauge", "How long the last sweep took.",
-                 [({}, s.sweep_seconds)]),
-        *_family("dispatch_sweep_scheduler_queries", "gauge",
-                 "Scheduler queries the last sweep made.", [({}, s.scheduler_queries)]),
-        *_family("dispatch_sweep_jobs", "gauge", "The last sweep's jobs, by what it did.",
-                 [({"result": k}, v) for k, v in sorted(s.sweep_jobs.items())]),
-        *_family("dispatch_sweep_timestamp_seconds", "gauge",
-                 "When the last sweep finished (Unix time).", [({}, s.finished_at)]),
+        *_family(
+            "dispatch_jobs",
+            "gauge",
+            "Jobs of the ledger by state.",
+            [({"state": k}, v) for k, v in sorted(jobs.items())],
+        ),
+        *_family(
+            "dispatch_endings_total",
+            "counter",
+            "Executions ended, by cause, over every job of the ledger.",
+            [({"cause": k}, v) for k, v in sorted(s.endings.items())],
+        ),
+        *_family(
+            "dispatch_rule_firings_total",
+            "counter",
+            "Recovery rule firings, by the rule's action.",
+            [({"action": k}, v) for k, v in sorted(firings.items())],
+        ),
+        *_family(
+            "dispatch_escalations_waiting",
+            "gauge",
+            "Escalations waiting on a person.",
+            [({}, s.escalations_waiting)],
+        ),
+        *_family(
+            "dispatch_records_damaged",
+            "gauge",
+            "Records the sweep could not read.",
+            [({}, s.damaged)],
+        ),
+        *_family(
+            "dispatch_sweep_duration_seconds",
+            "gauge",
+            "How long the last sweep took.",
+            [({}, s.sweep_seconds)],
+        ),
+        *_family(
+            "dispatch_sweep_scheduler_queries",
+            "gauge",
+            "Scheduler queries the last sweep made.",
+            [({}, s.scheduler_queries)],
+        ),
+        *_family(
+            "dispatch_sweep_jobs",
+            "gauge",
+            "The last sweep's jobs, by what it did.",
+            [({"result": k}, v) for k, v in sorted(s.sweep_jobs.items())],
+        ),
+        *_family(
+            "dispatch_sweep_timestamp_seconds",
+            "gauge",
+            "When the last sweep finished (Unix time).",
+            [({}, s.finished_at)],
+        ),
     ]
     return "\n".join(lines) + "\n"
 

@@ -17,10 +17,15 @@ from dispatch.report.timeline import hms, rows
 
 LEFT, PLOT, ROW, TOP = 150, 760, 26, 56
 COLOURS = {".": "#c9d3df", "=": "#2f6fb3", "h": "#e0a030", "r": "#c05030"}
-POINTS = {"X": ("#c0392b", "ended, work lost"), "|": ("#2e8b57", "ended well"),
-          "^": ("#2e8b57", "checkpoint"), "a": ("#555555", "authorized"),
-          "!": ("#c0392b", "escalation"), "o": ("#000000", "outcome"),
-          "s": ("#000000", "settled")}
+POINTS = {
+    "X": ("#c0392b", "ended, work lost"),
+    "|": ("#2e8b57", "ended well"),
+    "^": ("#2e8b57", "checkpoint"),
+    "a": ("#555555", "authorized"),
+    "!": ("#c0392b", "escalation"),
+    "o": ("#000000", "outcome"),
+    "s": ("#000000", "settled"),
+}
 
 
 def _x(t: datetime, start: datetime, until: datetime) -> float:
@@ -33,15 +38,16 @@ def _when(t: datetime) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def svg(job: str, name: str, s: Spans, publications: Sequence[Publication],
-        now: datetime) -> str:
+def svg(job: str, name: str, s: Spans, publications: Sequence[Publication], now: datetime) -> str:
     """The timeline of job ``job`` as an SVG document."""
     start, until = s.submitted, s.settled or now
     drawn = rows(s, publications, until)
     height = TOP + ROW * len(drawn) + 40
     width = LEFT + PLOT + 160
-    title = (f"timeline of job {job} ({name or '-'}): {_when(start)} to {_when(until)} "
-             f"({hms((until - start).total_seconds())})")
+    title = (
+        f"timeline of job {job} ({name or '-'}): {_when(start)} to {_when(until)} "
+        f"({hms((until - start).total_seconds())})"
+    )
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" font-family="monospace" font-size="12">',
@@ -52,10 +58,10 @@ def svg(job: str, name: str, s: Spans, publications: Sequence[Publication],
     for k in range(5):
         t = start + (until - start) * (k / 4)
         x = _x(t, start, until)
-        out.append(f'<line x1="{x}" y1="{TOP - 14}" x2="{x}" y2="{height - 30}" '
-                   'stroke="#dddddd"/>')
-        out.append(f'<text x="{x}" y="{TOP - 18}" text-anchor="middle">'
-                   f"{t.strftime('%H:%M:%S')}</text>")
+        out.append(f'<line x1="{x}" y1="{TOP - 14}" x2="{x}" y2="{height - 30}" stroke="#dddddd"/>')
+        out.append(
+            f'<text x="{x}" y="{TOP - 18}" text-anchor="middle">{t.strftime("%H:%M:%S")}</text>'
+        )
     for i, row in enumerate(drawn):
         y = TOP + ROW * i
         out.append(f'<g class="row" data-label={quoteattr(row.label)}>')

@@ -79,12 +79,24 @@ def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list
         if e.object not in ran:
             out.append(Row(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind)))
     if s.holds:
-        out.append(Row("holds", tuple(
-            Bar(h.start, h.end or until, "h" if h.kind is HoldKind.BACKEND else "r")
-            for h in s.holds)))
+        out.append(
+            Row(
+                "holds",
+                tuple(
+                    Bar(h.start, h.end or until, "h" if h.kind is HoldKind.BACKEND else "r")
+                    for h in s.holds
+                ),
+            )
+        )
     if publications:
-        out.append(Row("checkpoints", (), tuple((p.at, "^") for p in publications),
-                       f"{len(publications)} publications"))
+        out.append(
+            Row(
+                "checkpoints",
+                (),
+                tuple((p.at, "^") for p in publications),
+                f"{len(publications)} publications",
+            )
+        )
     chars = {"authorize": "a", "escalation": "!", "outcome": "o", "settle": "s"}
     out.append(Row("record", (), tuple((m.at, chars[m.kind]) for m in s.marks)))
     return out
@@ -103,20 +115,39 @@ def _when(t: datetime) -> str:
 
 
 # At one moment, events are listed in the order the protocol makes them happen.
-ORDER = ("submitted", "ended", "hold", "authorized", "released", "running", "checkpoint",
-         "escalation", "outcome", "settled")
+ORDER = (
+    "submitted",
+    "ended",
+    "hold",
+    "authorized",
+    "released",
+    "running",
+    "checkpoint",
+    "escalation",
+    "outcome",
+    "settled",
+)
 
 
 def events(s: Spans, publications: Sequence[Publication]) -> list[tuple[datetime, str]]:
     """Every event of the picture, with its time, in time order."""
     found: list[tuple[datetime, str]] = [(s.submitted, "submitted")]
-    found += [(m.at, f"{MARK_WORDS[m.kind]} {m.text}" if m.kind in MARK_WORDS else m.text)
-              for m in s.marks]
+    found += [
+        (m.at, f"{MARK_WORDS[m.kind]} {m.text}" if m.kind in MARK_WORDS else m.text)
+        for m in s.marks
+    ]
     found += [(r.at, f"released {r.object} ({r.how})") for r in s.releases]
     for run in s.runs:
         found.append((run.start, f"running {run.object} (epoch {run.epoch}, {run.nodes} nodes)"))
-    found += [(e.at, f"ended {e.object}: {e.cause.kind}" if e.cause.kind != "none"
-               else f"ended {e.object} well") for e in s.endings]
+    found += [
+        (
+            e.at,
+            f"ended {e.object}: {e.cause.kind}"
+            if e.cause.kind != "none"
+            else f"ended {e.object} well",
+        )
+        for e in s.endings
+    ]
     for h in s.holds:
         found.append((h.start, f"hold {h.instance} ({h.kind}) by {h.by}"))
         if h.end is not None:
@@ -125,8 +156,7 @@ def events(s: Spans, publications: Sequence[Publication]) -> list[tuple[datetime
     return sorted(found, key=lambda x: (x[0], ORDER.index(x[1].split()[0])))
 
 
-def draw(job: str, name: str, s: Spans, publications: Sequence[Publication],
-         now: datetime) -> str:
+def draw(job: str, name: str, s: Spans, publications: Sequence[Publication], now: datetime) -> str:
     """The timeline of job ``job`` as text: a header, the picture, the legend, the events."""
     start, until = s.submitted, s.settled or now
     lines = [

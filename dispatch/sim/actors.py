@@ -41,7 +41,12 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
         w.deliver(p, job, esc)
 
     sup = Supervisor(
-        p.backend, p.store, deliver=deliver, clock=w.clock, poll=POLL, actor=p.actor,
+        p.backend,
+        p.store,
+        deliver=deliver,
+        clock=w.clock,
+        poll=POLL,
+        actor=p.actor,
         rand=w.rand_bytes,
     )
     if w.mix.sweep_mode:

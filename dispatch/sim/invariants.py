@@ -110,14 +110,16 @@ class Checker:
             budget = plan.rules[e.rule].effective.budget
             if c.rule_use[e.rule] > budget:
                 self.report(
-                    "2-budget", f"job {job} r{r}: rule {e.rule} fired {c.rule_use[e.rule]} times, "
-                    f"budget {budget}"
+                    "2-budget",
+                    f"job {job} r{r}: rule {e.rule} fired {c.rule_use[e.rule]} times, "
+                    f"budget {budget}",
                 )
         if isinstance(e, CanonicalEntry):
             c.canonical[e.submission] = e.ref.id
         if isinstance(e, ReplyEntry) and e.refused is not None:
             made = [
-                o.ref.id for o in self.backend.objects.values()
+                o.ref.id
+                for o in self.backend.objects.values()
                 if o.job == job and o.submission == e.submission and o.attempt == e.attempt
             ]
             if made:
@@ -191,8 +193,8 @@ class Checker:
             self.report("7-deliver-committed", f"job {job}: {escalation_id} delivered uncommitted")
         if escalation_id in c.delivered and fenced:
             self.report(
-                "7-no-redelivery", f"job {job}: {escalation_id} delivered after its delivery was "
-                "recorded"
+                "7-no-redelivery",
+                f"job {job}: {escalation_id} delivered after its delivery was recorded",
             )
 
     # --- ground truth ---------------------------------------------------------------------
@@ -206,8 +208,11 @@ class Checker:
             if not obj.gated and obj.ref.id not in self.ungated:
                 self.ungated[obj.ref.id] = True
                 others = [
-                    o.ref.id for o in self.backend.objects.values()
-                    if o.job == obj.job and o.submission == obj.submission and not o.gated
+                    o.ref.id
+                    for o in self.backend.objects.values()
+                    if o.job == obj.job
+                    and o.submission == obj.submission
+                    and not o.gated
                     and o.ref.id != obj.ref.id
                 ]
                 if others:
@@ -228,7 +233,8 @@ class Checker:
                 line = self.lineage.get(obj.job, obj.job)
                 if e <= self.max_epoch.get(line, -1):
                     self.report(
-                        "9-epoch", f"job {obj.job}: {obj.ref.id} runs at epoch {e}, not above "
+                        "9-epoch",
+                        f"job {obj.job}: {obj.ref.id} runs at epoch {e}, not above "
                         f"{self.max_epoch[line]} of an older execution of lineage {line}",
                     )
                 self.max_epoch[line] = max(e, self.max_epoch.get(line, -1))

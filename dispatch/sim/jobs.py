@@ -21,22 +21,41 @@ UNRESOLVED_AGE = timedelta(seconds=60)
 def draw_spec(w: World, i: int) -> JobSpec:
     """A job spec whose rules cover some causes, with small budgets."""
     rng = w.rng
-    rules = [Rule(on=(CauseKind.PREEMPTED, CauseKind.NODE_LOST), action=Action.RESUBMIT,
-                  budget=rng.randint(0, 3))]
+    rules = [
+        Rule(
+            on=(CauseKind.PREEMPTED, CauseKind.NODE_LOST),
+            action=Action.RESUBMIT,
+            budget=rng.randint(0, 3),
+        )
+    ]
     if rng.random() < 0.5:
-        rules.append(Rule(on=(CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY),
-                          action=Action.RESUBMIT, budget=rng.randint(0, 2)))
+        rules.append(
+            Rule(
+                on=(CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY),
+                action=Action.RESUBMIT,
+                budget=rng.randint(0, 2),
+            )
+        )
     if rng.random() < 0.4:
-        rules.append(Rule(on=(CauseKind.OUT_OF_MEMORY,), action=Action.HOLD, budget=1,
-                          hold_for=timedelta(seconds=rng.randint(20, 120))))
+        rules.append(
+            Rule(
+                on=(CauseKind.OUT_OF_MEMORY,),
+                action=Action.HOLD,
+                budget=1,
+                hold_for=timedelta(seconds=rng.randint(20, 120)),
+            )
+        )
     if rng.random() < 0.3:
         rules.append(Rule(on=(CauseKind.NON_ZERO_EXIT,), action=Action.ESCALATE, budget=1))
     if rng.random() < 0.4:
         # The Slurm shape requeues natively; the Kubeflow shape leaves it to the supervisor.
-        rules.append(Rule(on=(CauseKind.TIME_LIMIT,), action=Action.REQUEUE,
-                          budget=rng.randint(0, 2)))
+        rules.append(
+            Rule(on=(CauseKind.TIME_LIMIT,), action=Action.REQUEUE, budget=rng.randint(0, 2))
+        )
     return JobSpec(
-        name=f"sim{i}", command=("train",), nodes=rng.randint(1, 2),
+        name=f"sim{i}",
+        command=("train",),
+        nodes=rng.randint(1, 2),
         recovery=RecoveryPolicy(rules=tuple(rules)),
     )
 

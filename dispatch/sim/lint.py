@@ -47,9 +47,16 @@ SIMULATED_PATH: tuple[str, ...] = (
 _THREAD_ATTRS = {("threading", "Thread"), ("threading", "Timer")}
 _THREAD_MODULES = {"_thread", "asyncio", "concurrent", "concurrent.futures", "multiprocessing"}
 _TIME_ATTRS = {
-    ("time", "time"), ("time", "monotonic"), ("time", "perf_counter"), ("time", "sleep"),
-    ("time", "time_ns"), ("time", "monotonic_ns"), ("datetime", "now"), ("datetime", "utcnow"),
-    ("datetime", "today"), ("date", "today"),
+    ("time", "time"),
+    ("time", "monotonic"),
+    ("time", "perf_counter"),
+    ("time", "sleep"),
+    ("time", "time_ns"),
+    ("time", "monotonic_ns"),
+    ("datetime", "now"),
+    ("datetime", "utcnow"),
+    ("datetime", "today"),
+    ("date", "today"),
 }
 _RANDOM_CALLS = {("os", "urandom"), ("uuid", "uuid4"), ("uuid", "uuid1")}
 _SET_METHODS = {"union", "intersection", "difference", "symmetric_difference"}

@@ -59,7 +59,6 @@ MUTANTS: dict[str, str] = {
 }
 
 
-
 @contextmanager
 def _substituted(module: Any, name: str, value: object) -> Iterator[None]:
     """``module.name`` is ``value`` for the duration of the block."""

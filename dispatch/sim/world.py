@@ -319,8 +319,10 @@ class World:
         self._reader = self.open_reader()
         self.raw_people = self.open_store()
         self.op = Operator(
-            SimBackend(self, None, self.backend), SimStore(self, None, self.raw_people),
-            self.clock, self.rand_bytes,
+            SimBackend(self, None, self.backend),
+            SimStore(self, None, self.raw_people),
+            self.clock,
+            self.rand_bytes,
         )
         self._people.gen = actors.people(self, self.op)
 
@@ -377,7 +379,6 @@ class World:
     def _all_settled(self) -> bool:
         self.check()
         return all(self._settled_and_delivered(j) for j in self.job_ids)
-
 
     def release_everything(self) -> None:
         """Give back every owner lock this process table holds (file store), as at exit."""

@@ -12,12 +12,12 @@ import json
 from datetime import timedelta
 from itertools import count
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_setup import ADA, Site
 
 import dispatch
-from dispatch.model.record import Base
 
 ME = {"USER": "ada"}
 
@@ -46,7 +46,8 @@ def act(site: Site, *args: str, env: dict[str, str] | None = None) -> tuple[int,
     return result.exit_code, result.stdout, result.stderr
 
 
-def last_control(site: Site, job: str) -> Base:
+def last_control(site: Site, job: str) -> Any:
+    """The last entry of the job's record, read for the fields of its kind."""
     return site.store.read(job).commits[-1].entries[-1]
 
 

@@ -32,8 +32,20 @@ def test_verbs_complete(tmp_path: Path) -> None:
 def test_job_ids_complete_for_every_verb_that_takes_a_job(tmp_path: Path) -> None:
     site = Site(tmp_path)
     a, b = site.submit(2)
-    for verb in ("status", "logs", "escalations", "hold", "release", "cancel", "requeue",
-                 "resubmit", "supersede", "give-up", "abandon", "emergency-stop"):
+    for verb in (
+        "status",
+        "logs",
+        "escalations",
+        "hold",
+        "release",
+        "cancel",
+        "requeue",
+        "resubmit",
+        "supersede",
+        "give-up",
+        "abandon",
+        "emergency-stop",
+    ):
         assert sorted(complete(site, f"dispatch {verb} ")) == sorted([a, b]), verb
         assert complete(site, f"dispatch {verb} {a[:3]}") == [
             j for j in sorted([a, b]) if j.startswith(a[:3])

@@ -50,7 +50,12 @@ def test_the_scrontab_entry_has_scron_options_a_cron_schedule_and_the_sweep(
     tmp_path: Path,
 ) -> None:
     code, out, _ = install(
-        Site(tmp_path), "--scrontab", "--every", "10m", "--log", str(tmp_path / "s.log"),
+        Site(tmp_path),
+        "--scrontab",
+        "--every",
+        "10m",
+        "--log",
+        str(tmp_path / "s.log"),
         "--dry-run",
     )
     assert code == 0
@@ -73,8 +78,13 @@ def test_the_scrontab_entry_has_scron_options_a_cron_schedule_and_the_sweep(
 
 @pytest.mark.parametrize(
     ("every", "fields"),
-    [("1m", "* * * * *"), ("15m", "*/15 * * * *"), ("1h", "0 * * * *"), ("6h", "0 */6 * * *"),
-     ("24h", "0 0 * * *")],
+    [
+        ("1m", "* * * * *"),
+        ("15m", "*/15 * * * *"),
+        ("1h", "0 * * * *"),
+        ("6h", "0 */6 * * *"),
+        ("24h", "0 0 * * *"),
+    ],
 )
 def test_every_becomes_a_cron_schedule(every: str, fields: str) -> None:
     from dispatch.config import parse_duration
@@ -145,19 +155,20 @@ def crontab() -> str:
 
 @pytest.mark.usefixtures("root_crontab")
 def test_install_writes_the_crontab_once_and_a_new_every_replaces_it(tmp_path: Path) -> None:
-    subprocess.run(["crontab", "-"], input="MAILTO=\"\"\n17 4 * * * /bin/true\n", text=True,
-                   check=True)
+    subprocess.run(
+        ["crontab", "-"], input='MAILTO=""\n17 4 * * * /bin/true\n', text=True, check=True
+    )
     site = Site(tmp_path)
     code, printed, err = install(site, "--cron")
     assert code == 0 and err.startswith("installed in your crontab\n")
     assert printed in crontab()
     assert install(site, "--cron")[0] == 0
     table = crontab()
-    assert table == "MAILTO=\"\"\n17 4 * * * /bin/true\n" + printed
+    assert table == 'MAILTO=""\n17 4 * * * /bin/true\n' + printed
     code, changed, _ = install(site, "--cron", "--every", "5m")
     assert code == 0
     table = crontab()
-    assert table == "MAILTO=\"\"\n17 4 * * * /bin/true\n" + changed
+    assert table == 'MAILTO=""\n17 4 * * * /bin/true\n' + changed
     (line,) = [ln for ln in table.splitlines() if "dispatch.toml" in ln and not ln.startswith("#")]
     assert line.startswith("*/5 * * * * ")
 
@@ -183,9 +194,7 @@ def test_install_writes_scrontab_once_through_its_file_argument(
     table.write_text("#SCRON --partition=debug\n0 * * * * /bin/true\n")
     fake = bin_dir / "scrontab"
     fake.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = "-l" ]; then cat {table}; exit 0; fi\n'
-        f'cp "$1" {table}\n'
+        f'#!/bin/sh\nif [ "$1" = "-l" ]; then cat {table}; exit 0; fi\ncp "$1" {table}\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
@@ -280,8 +289,9 @@ def test_the_cron_daemon_is_found_by_its_process_name(tmp_path: Path) -> None:
 def test_cron_and_scrontab_together_are_refused(tmp_path: Path) -> None:
     site = Site(tmp_path)
     for verb in (["install"], ["uninstall"]):
-        result = site.run(["supervise", *verb, "--config", str(site.config), "--cron",
-                           "--scrontab"])
+        result = site.run(
+            ["supervise", *verb, "--config", str(site.config), "--cron", "--scrontab"]
+        )
         assert result.exit_code == 2 and "not both" in result.stderr
 
 
@@ -304,13 +314,20 @@ def test_scron_options_become_scron_lines_of_the_entry_and_go_with_scrontab_only
     tmp_path: Path,
 ) -> None:
     site = Site(tmp_path)
-    code, out, _ = install(site, "--scrontab", "--scron-option=--partition=high",
-                           "--scron-option=--account=ml", "--dry-run")
+    code, out, _ = install(
+        site,
+        "--scrontab",
+        "--scron-option=--partition=high",
+        "--scron-option=--account=ml",
+        "--dry-run",
+    )
     assert code == 0
     options = [ln for ln in out.splitlines() if ln.startswith("#SCRON ")]
     assert options[-2:] == ["#SCRON --partition=high", "#SCRON --account=ml"]
-    for bad, why in [(("--cron", "--scron-option=--partition=high"), "goes with --scrontab"),
-                     (("--scrontab", "--scron-option=partition"), "is not an sbatch option"),
-                     (("--scrontab", "--scron-option=--x=\n* * * * * evil"), "control character")]:
+    for bad, why in [
+        (("--cron", "--scron-option=--partition=high"), "goes with --scrontab"),
+        (("--scrontab", "--scron-option=partition"), "is not an sbatch option"),
+        (("--scrontab", "--scron-option=--x=\n* * * * * evil"), "control character"),
+    ]:
         code, out, err = install(site, *bad, "--dry-run")
         assert code == 2 and why in err and out == "", err

@@ -40,8 +40,13 @@ class Shell:
 
     def attempt(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [DISPATCH, *args], cwd=self.folder, env=self.env, capture_output=True, text=True,
-            timeout=live_cluster.WAIT, check=False,
+            [DISPATCH, *args],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=live_cluster.WAIT,
+            check=False,
         )
 
     def run(self, *args: str) -> str:
@@ -75,7 +80,10 @@ def shell(tmp_path: Path) -> Iterator[Shell]:
     sh = Shell(folder, cluster)
     sweeper = subprocess.Popen(
         [DISPATCH, "supervise", "--follow", "--every", "1s"],
-        cwd=folder, env=sh.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=folder,
+        env=sh.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         yield sh
@@ -110,10 +118,13 @@ def test_a_job_is_held_released_and_cancelled_from_the_shell(shell: Shell) -> No
     done = shell.wait(job, "the job to settle", lambda d: d["settled"])
     assert done["state"] == "cancelled"
     assert actions(done) == [
-        ("hold", "human:ada"), ("release", "human:ada"), ("cancel", "human:ada"),
+        ("hold", "human:ada"),
+        ("release", "human:ada"),
+        ("cancel", "human:ada"),
     ]
     assert [(e["to"], e["by"]) for e in done["history"] if e["by"] == "human:ada"] == [
-        ("held", "human:ada"), ("pending", "human:ada"),
+        ("held", "human:ada"),
+        ("pending", "human:ada"),
     ]
     text = shell.run("status", job)
     assert "hold by human:ada: dataset rebuild" in text
@@ -179,5 +190,6 @@ def test_the_output_paths_are_read_from_scontrols_one_line_reply() -> None:
         "StdIn=/dev/null StdOut=/tmp/p/out-185.txt Power= TresPerNode=gres:fake:2\n"
     )
     assert paths_from_scontrol(reply) == {
-        "stdout": "/tmp/p/out-185.txt", "stderr": "/tmp/p/err-185.txt"
+        "stdout": "/tmp/p/out-185.txt",
+        "stderr": "/tmp/p/err-185.txt",
     }

@@ -17,13 +17,39 @@ from dispatch.model.errors import UnreachableError
 ME = {"USER": "ada"}
 
 STATUS_KEYS = {
-    "job", "name", "state", "cause", "created_at", "created_by", "age_seconds", "supervised",
-    "supersedes", "superseded_by", "settled", "cleanup", "submissions", "rules", "uncovered",
-    "holds", "escalations", "waiting", "history", "actions", "scheduler",
+    "job",
+    "name",
+    "state",
+    "cause",
+    "created_at",
+    "created_by",
+    "age_seconds",
+    "supervised",
+    "supersedes",
+    "superseded_by",
+    "settled",
+    "cleanup",
+    "submissions",
+    "rules",
+    "uncovered",
+    "holds",
+    "escalations",
+    "waiting",
+    "history",
+    "actions",
+    "scheduler",
 }
 LIST_KEYS = {
-    "job", "name", "state", "cause", "submissions", "created_at", "created_by", "age_seconds",
-    "settled", "waiting",
+    "job",
+    "name",
+    "state",
+    "cause",
+    "submissions",
+    "created_at",
+    "created_by",
+    "age_seconds",
+    "settled",
+    "waiting",
 }
 
 
@@ -75,6 +101,7 @@ def test_status_tells_the_whole_story_of_a_preempted_then_recovered_job(tmp_path
 
     data = json.loads(read(site, "status", job, "--json")[1])
     assert set(data) == STATUS_KEYS
+    assert first.canonical is not None and second.canonical is not None
     assert [s["object"] for s in data["submissions"]] == [first.canonical.id, second.canonical.id]
     execution = data["submissions"][0]["executions"][0]
     assert execution["cause"]["kind"] == "preempted" and execution["nodes"] == ["n1"]
@@ -88,7 +115,8 @@ def test_status_json_history_names_from_not_the_python_field_from_(tmp_path: Pat
     job = preempted_then_recovered(site)
     data = json.loads(read(site, "status", job, "--json")[1])
     assert [(e["from"], e["to"]) for e in data["history"]] == [
-        ("pending", "recovering"), ("recovering", "succeeded"),
+        ("pending", "recovering"),
+        ("recovering", "succeeded"),
     ]
     assert all("from_" not in e for e in data["history"])
     assert all(e["by"].startswith("supervisor:") for e in data["history"])
@@ -104,10 +132,12 @@ def test_status_history_and_actions_name_each_actor(tmp_path: Path) -> None:
     assert site.run(args, env=bob).exit_code == 0
     data = json.loads(read(site, "status", job, "--json")[1])
     assert [(e["to"], e["by"]) for e in data["history"]][-2:] == [
-        ("held", "human:ada"), ("pending", "human:bob"),
+        ("held", "human:ada"),
+        ("pending", "human:bob"),
     ]
     assert [(a["action"], a["by"]) for a in data["actions"]] == [
-        ("hold", "human:ada"), ("release", "human:bob"),
+        ("hold", "human:ada"),
+        ("release", "human:bob"),
     ]
     assert data["holds"][0]["override"] is True
 
@@ -142,9 +172,7 @@ def test_list_shows_a_table_and_filters_by_state_escalation_and_user(tmp_path: P
     sweeps(site)
     code, out, _ = read(site, "list")
     table = out.splitlines()
-    assert table[0].split() == [
-        "JOB", "NAME", "STATE", "CAUSE", "SUBMISSIONS", "AGE", "WAITING"
-    ]
+    assert table[0].split() == ["JOB", "NAME", "STATE", "CAUSE", "SUBMISSIONS", "AGE", "WAITING"]
     assert [row.split()[0] for row in table[1:]] == [live]
     everything = json.loads(read(site, "list", "--all", "--json")[1])
     assert all(set(row) == LIST_KEYS for row in everything)

@@ -112,8 +112,17 @@ def test_follow_sweeps_until_a_signal_then_finishes_and_exits_0(
     site.submit(2)
     config = config_for_a_process(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatch.cli.main", "supervise", "--follow", "--every", "1h",
-         "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "dispatch.cli.main",
+            "supervise",
+            "--follow",
+            "--every",
+            "1h",
+            "--config",
+            str(config),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -142,8 +151,17 @@ def test_follow_sweeps_at_once_when_a_job_is_submitted_or_a_person_acts(
     site = Site(tmp_path)
     config = config_for_a_process(tmp_path)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dispatch.cli.main", "supervise", "--follow", "--every", "1h",
-         "--config", str(config)],
+        [
+            sys.executable,
+            "-m",
+            "dispatch.cli.main",
+            "supervise",
+            "--follow",
+            "--every",
+            "1h",
+            "--config",
+            str(config),
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

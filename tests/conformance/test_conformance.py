@@ -123,8 +123,8 @@ def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
     h = Harness(
         backend=backend,
         new_job=lambda: "c" + secrets.token_hex(4),
-        quick=JobSpec(command=("true",), **out),  # type: ignore[arg-type]
-        lasting=JobSpec(command=("sleep", "600"), **out),  # type: ignore[arg-type]
+        quick=JobSpec(command=("true",), **out),
+        lasting=JobSpec(command=("sleep", "600"), **out),
         wait=wait_for,
     )
     yield h

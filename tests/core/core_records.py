@@ -8,12 +8,11 @@ from typing import Any
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.model import record as r
-from dispatch.model.enums import Action, ActorKind, CauseKind, ObjectState, Provenance
+from dispatch.model.enums import Action, ActorKind, CauseKind, Enforcer, ObjectState, Provenance
 from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
 from dispatch.model.values import (
     Actor,
     Cause,
-    Enforcer,
     JobSpec,
     Plan,
     RecoveryPolicy,

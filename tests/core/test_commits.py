@@ -10,6 +10,7 @@ from core_records import T0, obs, ref
 from dispatch.core import steps as st
 from dispatch.core.commits import ENTRY_OF, entry_of
 from dispatch.model import record as r
+from dispatch.model.base import Value
 from dispatch.model.enums import ActorKind, ObjectState
 from dispatch.model.values import Actor
 
@@ -17,7 +18,8 @@ BY = Actor(kind=ActorKind.SUPERVISOR, id="s1")
 
 
 def test_every_step_but_wait_and_cease_names_the_entry_it_commits() -> None:
-    assert set(st.STEP_TYPES) - set(ENTRY_OF) == {st.Wait, st.Cease}
+    without: set[type[Value]] = {st.Wait, st.Cease}
+    assert set(st.STEP_TYPES) - set(ENTRY_OF) == without
 
 
 @pytest.mark.parametrize("step", list(ENTRY_OF), ids=lambda t: t.__name__)

@@ -101,7 +101,7 @@ def test_a_bad_rule_is_refused_naming_the_field_and_value(
     data: dict[str, object], field: str
 ) -> None:
     with pytest.raises(InvalidError) as err:
-        Rule(**data)  # type: ignore[arg-type]
+        Rule(**data)
     assert field in str(err.value)
 
 
@@ -122,5 +122,5 @@ def test_a_bad_spec_is_refused_naming_the_field_and_value(
     data: dict[str, object], field: str
 ) -> None:
     with pytest.raises(InvalidError) as err:
-        JobSpec(**data)  # type: ignore[arg-type]
+        JobSpec(**data)
     assert field in str(err.value)

@@ -91,8 +91,22 @@ def test_the_cli_doc_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyP
         else:
             world.act(hook, variables)
     assert commands >= 16
-    verbs = {"sbatch", "list", "status", "logs", "hold", "release", "requeue", "resubmit",
-             "cancel", "supersede", "give-up", "abandon", "emergency-stop", "supervise"}
+    verbs = {
+        "sbatch",
+        "list",
+        "status",
+        "logs",
+        "hold",
+        "release",
+        "requeue",
+        "resubmit",
+        "cancel",
+        "supersede",
+        "give-up",
+        "abandon",
+        "emergency-stop",
+        "supervise",
+    }
     for verb in verbs:
         assert re.search(rf"^\$ dispatch {verb}\b", DOC.read_text(), re.M), verb
 
@@ -100,7 +114,7 @@ def test_the_cli_doc_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def documented(section: str) -> set[str]:
     """The keys of the first table after ``section``: the backticked names of its first column."""
     text = DOC.read_text()
-    table = text[text.index(section):].split("\n| key |", 1)[1].split("\n\n", 1)[0]
+    table = text[text.index(section) :].split("\n| key |", 1)[1].split("\n\n", 1)[0]
     keys: set[str] = set()
     for row in table.splitlines()[2:]:
         first = row.split("|")[1]

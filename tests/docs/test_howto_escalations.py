@@ -15,6 +15,7 @@ from typing import Any
 from console_blocks import run_block
 
 import dispatch
+from dispatch.spi import Backend
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "howto-escalations.md"
 BLOCK = re.compile(r"```(python|console)\n(.*?)```", re.S)
@@ -32,7 +33,11 @@ def test_the_howto_runs_as_written_in_python_and_in_the_shell(tmp_path: Path) ->
             if "backend" in namespace and not (tmp_path / "dispatch.toml").exists():
                 # What a site's config does: name the ledger and the scheduler's adapter.
                 adapter = f"howto-{uuid.uuid4().hex[:12]}"
-                dispatch.register(adapter, lambda settings, b=namespace["backend"]: b)
+
+                def registered(_: dict[str, Any], b: Backend = namespace["backend"]) -> Backend:
+                    return b
+
+                dispatch.register(adapter, registered)
                 (tmp_path / "dispatch.toml").write_text(
                     f'ledger = "{namespace["store"].root}"\n[backend]\nname = "{adapter}"\n'
                 )
@@ -43,12 +48,27 @@ def test_the_howto_runs_as_written_in_python_and_in_the_shell(tmp_path: Path) ->
 
 def test_the_howto_names_every_escalation_id_and_its_shell_answer() -> None:
     text = DOC.read_text()
-    for eid in ["failed:<cause>", "refused:<N>", "overdue:<instance>", "all-unknown:<N>",
-                "unmatched:<N>/<a>", "foreign:<object id>", "admin-held:<object id>",
-                "cleanup-deadline", "give-up"]:
+    for eid in [
+        "failed:<cause>",
+        "refused:<N>",
+        "overdue:<instance>",
+        "all-unknown:<N>",
+        "unmatched:<N>/<a>",
+        "foreign:<object id>",
+        "admin-held:<object id>",
+        "cleanup-deadline",
+        "give-up",
+    ]:
         assert f"`{eid}`" in text, eid
-    for answer in ["$ dispatch supersede", "$ dispatch release", "$ dispatch resubmit",
-                   "$ dispatch abandon $job all-unknown:", "$ dispatch abandon $job unmatched:",
-                   "$ dispatch abandon $job foreign:", "$ dispatch cancel",
-                   "$ dispatch emergency-stop", "$ dispatch give-up"]:
+    for answer in [
+        "$ dispatch supersede",
+        "$ dispatch release",
+        "$ dispatch resubmit",
+        "$ dispatch abandon $job all-unknown:",
+        "$ dispatch abandon $job unmatched:",
+        "$ dispatch abandon $job foreign:",
+        "$ dispatch cancel",
+        "$ dispatch emergency-stop",
+        "$ dispatch give-up",
+    ]:
         assert answer in text, answer

@@ -36,7 +36,11 @@ def test_the_readme_shell_example_submits_supervises_and_succeeds(
         assert job, commands
         line = installed_line(user.sh("crontab -l"), own_home / ".dispatch" / "config.toml")
         with Cron(line, own_home):
-            st = wait_for("the job to settle", lambda: user.status(job),
-                          lambda s: bool(s["settled"]), patience=WAIT)
+            st = wait_for(
+                "the job to settle",
+                lambda: user.status(job),
+                lambda s: bool(s["settled"]),
+                patience=WAIT,
+            )
     assert st["state"] == "succeeded", st
     assert "trained" in "".join(p.read_text() for p in folder.glob("slurm-*.out"))

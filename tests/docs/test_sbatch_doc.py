@@ -94,8 +94,12 @@ def test_the_three_steps_run_as_written_and_the_job_succeeds(
         config = own_home / ".dispatch" / "config.toml"
         line = installed_line(user.sh("crontab -l"), config)
         with Cron(line, own_home):
-            st = wait_for("the job to settle", lambda: user.status(job),
-                          lambda s: bool(s["settled"]), patience=WAIT)
+            st = wait_for(
+                "the job to settle",
+                lambda: user.status(job),
+                lambda s: bool(s["settled"]),
+                patience=WAIT,
+            )
     assert st["state"] == "succeeded", st
     outputs = list(folder.glob("finetune-*.out"))
     assert len(outputs) == 1 and "trained --epochs 3" in outputs[0].read_text()

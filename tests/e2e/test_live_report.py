@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -32,7 +33,7 @@ PREFIX = "report"
 # A sweep here: the crontab line runs every second (Cron) and takes a second or two; the
 # manifest's time and sacct's end time are to the second. One sweep is at most this long.
 ONE_SWEEP = 6.0
-KEYS = {"aws_access_key_id": "trainer", "aws_secret_access_key": "trainer-secret"}
+KEYS: dict[str, Any] = {"aws_access_key_id": "trainer", "aws_secret_access_key": "trainer-secret"}
 
 
 def _free_port() -> int:
@@ -47,7 +48,8 @@ def s3_url() -> Iterator[str]:
     port = _free_port()
     server = subprocess.Popen(
         [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **KEYS)
@@ -72,7 +74,8 @@ def publication_times(url: str) -> dict[int, list[datetime]]:
     s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **KEYS)
     found: dict[int, list[datetime]] = {}
     pages = s3.get_paginator("list_objects_v2").paginate(
-        Bucket=BUCKET, Prefix=f"{PREFIX}/manifests/")
+        Bucket=BUCKET, Prefix=f"{PREFIX}/manifests/"
+    )
     for page in pages:
         for item in page.get("Contents", []):
             body = json.loads(s3.get_object(Bucket=BUCKET, Key=item["Key"])["Body"].read())
@@ -102,13 +105,17 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
     folder = tmp_path / "project"
     folder.mkdir()
     shutil.copy(REPO / "job_templates" / "tiny_train.py", folder / "train.py")
-    user = User(own_home, folder, {
-        "PUBLISH_STORE": f"s3://{BUCKET}/{PREFIX}",
-        "PUBLISH_ENDPOINT_URL": s3_url,
-        "AWS_ACCESS_KEY_ID": KEYS["aws_access_key_id"],
-        "AWS_SECRET_ACCESS_KEY": KEYS["aws_secret_access_key"],
-        "TMPDIR": str(tmp_path),
-    })
+    user = User(
+        own_home,
+        folder,
+        {
+            "PUBLISH_STORE": f"s3://{BUCKET}/{PREFIX}",
+            "PUBLISH_ENDPOINT_URL": s3_url,
+            "AWS_ACCESS_KEY_ID": KEYS["aws_access_key_id"],
+            "AWS_SECRET_ACCESS_KEY": KEYS["aws_secret_access_key"],
+            "TMPDIR": str(tmp_path),
+        },
+    )
     job = user.sh(
         f"cp {REPO / 'job_templates' / 'single_node.sbatch'} train.sbatch\n"
         "dispatch sbatch --parsable --partition=low train.sbatch "
@@ -135,23 +142,44 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
             more.write(f'\n[sweep]\nmetrics = "{metrics}"\n')
         try:
             with Cron(line, own_home):
-                wait_for("submission 1 to publish", lambda: user.published(1_999_999),
-                         lambda p: p is not None)
+                wait_for(
+                    "submission 1 to publish",
+                    lambda: user.published(1_999_999),
+                    lambda p: p is not None,
+                )
                 # A sweep that only looks at the running job asks Slurm once (one squeue,
                 # at most one sacct), as its metrics file says.
-                wait_for("an idle sweep's metrics",
-                         lambda: sample(metrics, "dispatch_sweep_scheduler_queries")
-                         if metrics.exists() else {}, lambda v: v == {(): 1.0}, patience=30)
+                wait_for(
+                    "an idle sweep's metrics",
+                    lambda: (
+                        sample(metrics, "dispatch_sweep_scheduler_queries")
+                        if metrics.exists()
+                        else {}
+                    ),
+                    lambda v: v == {(): 1.0},
+                    patience=30,
+                )
                 node = wait_for("submission 1 on a node", lambda: running(1), bool)
-                others.append(user.sh(
-                    f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
-                    "--output=/dev/null --job-name=preemptor --wrap='sleep 8'").strip())
-                wait_for("submission 2 to publish", lambda: user.published(2_999_999),
-                         lambda p: p is not None and p["epoch"] == 2_000_000, patience=WAIT)
+                others.append(
+                    user.sh(
+                        f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+                        "--output=/dev/null --job-name=preemptor --wrap='sleep 8'"
+                    ).strip()
+                )
+                wait_for(
+                    "submission 2 to publish",
+                    lambda: user.published(2_999_999),
+                    lambda p: p is not None and p["epoch"] == 2_000_000,
+                    patience=WAIT,
+                )
                 downed = wait_for("submission 2 on a node", lambda: running(2), bool)
                 user.sh(f"scontrol update nodename={downed} state=down reason=dispatch-report")
-                settled = wait_for("the job to settle", lambda: user.status(job),
-                                   lambda s: bool(s["settled"]), patience=2 * WAIT)
+                settled = wait_for(
+                    "the job to settle",
+                    lambda: user.status(job),
+                    lambda s: bool(s["settled"]),
+                    patience=2 * WAIT,
+                )
         finally:
             if downed:
                 user.run(f"scontrol update nodename={downed} state=resume")
@@ -160,8 +188,11 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
             user.run(f"scancel --name=dj-{job}")
 
     assert settled["state"] == "succeeded", settled
-    causes = [x["cause"]["kind"] for s in settled["submissions"]  # type: ignore[attr-defined]
-              for x in s["executions"]]
+    causes = [
+        x["cause"]["kind"]
+        for s in settled["submissions"]  # type: ignore[attr-defined]
+        for x in s["executions"]
+    ]
     assert causes == ["preempted", "node-lost", "none"], settled
 
     done = user.run(f"dispatch report {job} --json")
@@ -171,9 +202,9 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
     parts = report["queued_seconds"] + report["running_seconds"] + report["settling_seconds"]
     assert abs(parts - wall) <= 1.0, report
     assert abs(sum(report["queued"].values()) - report["queued_seconds"]) <= 1.0
-    assert (datetime.fromisoformat(report["until"])
-            - datetime.fromisoformat(report["submitted"])).total_seconds() == pytest.approx(
-        wall, abs=0.001)
+    assert (
+        datetime.fromisoformat(report["until"]) - datetime.fromisoformat(report["submitted"])
+    ).total_seconds() == pytest.approx(wall, abs=0.001)
     assert report["checkpoints"]["store"] == f"s3://{BUCKET}/{PREFIX}"
     assert report["checkpoints"]["whole_runs_at_risk"] is False
     lost = {x["cause"]: x for x in report["lost"]}
@@ -184,14 +215,16 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
     preempted_at = slurm_end(user, slurm_job(1))
     last = max(t for t in publication_times(s3_url)[1_000_000] if t <= preempted_at)
     expected = (preempted_at - last).total_seconds()
-    assert expected - 1.0 <= lost["preempted"]["seconds"] <= expected + ONE_SWEEP, (
-        lost, expected)
+    assert expected - 1.0 <= lost["preempted"]["seconds"] <= expected + ONE_SWEEP, (lost, expected)
     assert 0 < report["goodput"] < 1
 
     # The sweep's metrics count the job's endings by cause and its rule's firings.
     user.sh("dispatch sweep")
     assert sample(metrics, "dispatch_endings_total") == {
-        (("cause", "preempted"),): 1, (("cause", "node-lost"),): 1, (("cause", "none"),): 1}
+        (("cause", "preempted"),): 1,
+        (("cause", "node-lost"),): 1,
+        (("cause", "none"),): 1,
+    }
     assert sample(metrics, "dispatch_rule_firings_total")[(("action", "resubmit"),)] == 2
     assert sample(metrics, "dispatch_jobs")[(("state", "succeeded"),)] == 1
 

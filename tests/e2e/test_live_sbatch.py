@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import boto3
 import pytest
@@ -76,8 +77,11 @@ def s3_url() -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     s3 = boto3.client(
-        "s3", endpoint_url=url, region_name="us-east-1",
-        aws_access_key_id="trainer", aws_secret_access_key="trainer-secret",
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id="trainer",
+        aws_secret_access_key="trainer-secret",
     )
 
     def created() -> bool:
@@ -114,13 +118,17 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     folder = tmp_path / "project"
     folder.mkdir()
     shutil.copy(TEMPLATES / case.trainer, folder / "train.py")
-    user = User(own_home, folder, {
-        "PUBLISH_STORE": f"s3://{BUCKET}/{name}",
-        "PUBLISH_ENDPOINT_URL": s3_url,
-        "AWS_ACCESS_KEY_ID": "trainer",
-        "AWS_SECRET_ACCESS_KEY": "trainer-secret",
-        "TMPDIR": str(tmp_path),
-    })
+    user = User(
+        own_home,
+        folder,
+        {
+            "PUBLISH_STORE": f"s3://{BUCKET}/{name}",
+            "PUBLISH_ENDPOINT_URL": s3_url,
+            "AWS_ACCESS_KEY_ID": "trainer",
+            "AWS_SECRET_ACCESS_KEY": "trainer-secret",
+            "TMPDIR": str(tmp_path),
+        },
+    )
 
     # What the user types: copy the template, submit it, install the sweep.
     job = user.sh(
@@ -136,7 +144,8 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
         with Cron(line, own_home):
             first = wait_for(
                 "submission 1 to publish a checkpoint",
-                lambda: user.published(1_999_999), lambda p: p is not None,
+                lambda: user.published(1_999_999),
+                lambda p: p is not None,
             )
             nodes = user.sh(f"squeue -h --name=dj-{job} -t RUNNING -o %N").strip()
             node = user.sh(f"scontrol show hostnames {nodes} | head -n 1").strip()
@@ -147,7 +156,9 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
             jobs_of_the_test.append(preemptor)
             settled = wait_for(
                 "the job to settle after the preemption",
-                lambda: user.status(job), lambda s: bool(s["settled"]), patience=2 * WAIT,
+                lambda: user.status(job),
+                lambda s: bool(s["settled"]),
+                patience=2 * WAIT,
             )
     finally:
         for other in jobs_of_the_test:
@@ -169,7 +180,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     # epoch, and trained to the end.
     out = (folder / f"slurm-{slurm_jobs[f'dispatch:{last}/1']}.out").read_text()
     before = user.published(last * 1_000_000 - 1)
-    assert before is not None and before["epoch"] < last * 1_000_000
+    assert before is not None and cast(int, before["epoch"]) < last * 1_000_000
     assert f"{case.resumed}{before['step']}" in out, out
     final = user.published(last * 1_000_000 + 999_999)
     steps = int(re.search(r"--steps (\d+)", case.args).group(1))  # type: ignore[union-attr]

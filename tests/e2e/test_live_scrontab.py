@@ -41,12 +41,30 @@ def _chroot() -> Path:
 
 def _in(root: Path, script: str, timeout: float = 300) -> str:
     """Run ``script`` with bash inside the chroot as the user, with a login-like environment."""
-    env = [f"HOME={HOME}", "USER=root", "LOGNAME=root", f"SLURM_CONF={SLURM_CONF}",
-           f"PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8"]
+    env = [
+        f"HOME={HOME}",
+        "USER=root",
+        "LOGNAME=root",
+        f"SLURM_CONF={SLURM_CONF}",
+        f"PATH={VENV}/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LC_ALL=C.UTF-8",
+    ]
     done = subprocess.run(
-        ["chroot", str(root), "env", "-i", *env, "bash", "-euo", "pipefail", "-c",
-         f"mkdir -p {HOME} && cd {HOME} && {script}"],
-        capture_output=True, text=True, timeout=timeout,
+        [
+            "chroot",
+            str(root),
+            "env",
+            "-i",
+            *env,
+            "bash",
+            "-euo",
+            "pipefail",
+            "-c",
+            f"mkdir -p {HOME} && cd {HOME} && {script}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
     return done.stdout
@@ -59,8 +77,11 @@ def root() -> Iterator[Path]:
     source = root / SOURCE.lstrip("/")
     subprocess.run(["rm", "-rf", str(source)], check=True)
     source.mkdir(parents=True)
-    files = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True,
-                           check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     bundle = source / "src.tar"
     with tarfile.open(bundle, "w") as tar:
         for name in files:
@@ -70,22 +91,45 @@ def root() -> Iterator[Path]:
         tar.extractall(source, filter="data")
     bundle.unlink()
     if not (root / VENV.lstrip("/") / "bin" / "python").exists():
-        _in(root, "DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null "
-                  f"|| (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
-                  f"python3-venv >/dev/null) && python3 -m venv {VENV}", timeout=900)
+        _in(
+            root,
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null "
+            f"|| (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+            f"python3-venv >/dev/null) && python3 -m venv {VENV}",
+            timeout=900,
+        )
     # The wheels for the chroot's Python are fetched by the host's pip (its index and
     # certificates), then installed inside with no index at all.
     version = _in(root, "python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'")
     wheels = source / "wheels"
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check",
-         "--only-binary=:all:", "--python-version", version.strip(), "-d", str(wheels),
-         "setuptools>=68", "wheel", *_requirements()],
-        check=True, capture_output=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--disable-pip-version-check",
+            "--only-binary=:all:",
+            "--python-version",
+            version.strip(),
+            "-d",
+            str(wheels),
+            "setuptools>=68",
+            "wheel",
+            *_requirements(),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=900,
     )
     pip = f"{VENV}/bin/pip install -q --disable-pip-version-check --no-index --find-links "
-    _in(root, f"{pip} {SOURCE}/wheels setuptools wheel && "
-              f"{pip} {SOURCE}/wheels --no-build-isolation {SOURCE}", timeout=900)
+    _in(
+        root,
+        f"{pip} {SOURCE}/wheels setuptools wheel && "
+        f"{pip} {SOURCE}/wheels --no-build-isolation {SOURCE}",
+        timeout=900,
+    )
     yield root
     _in(root, "scrontab -r >/dev/null 2>&1 || true; scancel --name=dispatch-sweep || true")
 
@@ -125,8 +169,11 @@ def test_scrontab_sweeps_recover_a_preempted_job_and_settle_it(root: Path) -> No
         lambda row: len(row) == 2,
     )
     node = _in(root, f"scontrol show hostnames {first[1]} | head -n 1").strip()
-    _in(root, f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
-              "--output=/dev/null --job-name=preemptor --wrap='sleep 5'")
+    _in(
+        root,
+        f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+        "--output=/dev/null --job-name=preemptor --wrap='sleep 5'",
+    )
     wait_for(
         "a scrontab sweep to recover the job as submission 2",
         lambda: _in(root, f"squeue -h --name=dj-{job} -t RUNNING -o '%i %k'").split(),
@@ -134,8 +181,12 @@ def test_scrontab_sweeps_recover_a_preempted_job_and_settle_it(root: Path) -> No
         patience=TICKS,
     )
     _in(root, "touch go-2")
-    st = wait_for("a scrontab sweep to settle the job", lambda: _state(root, job),
-                  lambda s: s["settled"] == "True", patience=TICKS)
+    st = wait_for(
+        "a scrontab sweep to settle the job",
+        lambda: _state(root, job),
+        lambda s: s["settled"] == "True",
+        patience=TICKS,
+    )
     assert (st["state"], st["cause"]) == ("succeeded", "none"), st
     sweeps = _in(root, "sacct -X -n -P --name=dispatch-sweep -S now-1hour -o JobID,State")
     assert sweeps.strip(), "no sweep ran as a Slurm job"

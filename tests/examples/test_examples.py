@@ -18,7 +18,10 @@ EXAMPLES = ["supervise_a_job", "make_plan", "make_plan_shared_checkpoint"]
 def test_example_prints_its_expected_output(name: str) -> None:
     run = subprocess.run(
         [sys.executable, str(REPO / "examples" / f"{name}.py")],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout == (HERE / f"{name}.out").read_text()
@@ -40,7 +43,10 @@ def test_the_expected_output_is_the_tutorial_s() -> None:
 def test_dispatch_demo_prints_the_tutorial_lines() -> None:
     run = subprocess.run(
         [sys.executable, "-m", "dispatch.cli", "demo"],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout == (HERE / "supervise_a_job.out").read_text()
@@ -52,7 +58,10 @@ def test_dispatch_demo_on_a_file_ledger_prints_the_same_and_keeps_the_record(
     ledger = tmp_path / "ledger"
     run = subprocess.run(
         [sys.executable, "-m", "dispatch.cli", "demo", "--ledger", str(ledger)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout == (HERE / "supervise_a_job.out").read_text()

@@ -32,10 +32,23 @@ from publish.store import Store  # noqa: E402
 @pytest.fixture(autouse=True)
 def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Keep the developer's AWS settings, proxies and epoch out of every test."""
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy",
-                 "http_proxy", "no_proxy", "DISPATCH_EPOCH", "PUBLISH_STORE",
-                 "PUBLISH_ENDPOINT_URL", "PUBLISH_CONFIG", "SLURM_JOB_ID"):
+    for name in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "NO_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "no_proxy",
+        "DISPATCH_EPOCH",
+        "PUBLISH_STORE",
+        "PUBLISH_ENDPOINT_URL",
+        "PUBLISH_CONFIG",
+        "SLURM_JOB_ID",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
@@ -54,13 +67,24 @@ def s3_server() -> Iterator[S3Server]:
     server.start()
     host, port = server.get_host_and_port()
     url = f"http://{host}:{port}"
-    iam = boto3.client("iam", endpoint_url=url, region_name=REGION,
-                       aws_access_key_id="setup", aws_secret_access_key="setup")
+    iam = boto3.client(
+        "iam",
+        endpoint_url=url,
+        region_name=REGION,
+        aws_access_key_id="setup",
+        aws_secret_access_key="setup",
+    )
     iam.create_user(UserName="trainer")
-    iam.put_user_policy(UserName="trainer", PolicyName="s3", PolicyDocument=json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
-    }))
+    iam.put_user_policy(
+        UserName="trainer",
+        PolicyName="s3",
+        PolicyDocument=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}],
+            }
+        ),
+    )
     key = iam.create_access_key(UserName="trainer")["AccessKey"]
     requests.post(f"{url}/moto-api/reset-auth", data=b"0", timeout=10).raise_for_status()
     try:
@@ -78,8 +102,9 @@ def tokenreview(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TokenRevie
 
 
 @pytest.fixture(scope="session")
-def openbao(tmp_path_factory: pytest.TempPathFactory,
-            tokenreview: TokenReviewState) -> Iterator[PublishVault]:
+def openbao(
+    tmp_path_factory: pytest.TempPathFactory, tokenreview: TokenReviewState
+) -> Iterator[PublishVault]:
     """One OpenBao dev server for the session, set up as `PublishVault` describes."""
     with OpenBao(tmp_path_factory.mktemp("openbao")) as server:
         yield configure_for_publish(server, tokenreview)
@@ -118,11 +143,21 @@ S3StoreFactory = Callable[..., S3Store]
 def s3_store(bucket: Bucket) -> S3StoreFactory:
     """Build an S3Store on the test bucket, optionally through a proxy or with tight timeouts."""
 
-    def build(proxy: str | None = None, read_timeout: float = 60.0,
-              max_attempts: int = 5, credentials: Credentials | None = None) -> S3Store:
+    def build(
+        proxy: str | None = None,
+        read_timeout: float = 60.0,
+        max_attempts: int = 5,
+        credentials: Credentials | None = None,
+    ) -> S3Store:
         rule = ProxyRule(explicit=proxy)
-        client = make_client(credentials or bucket.server.credentials, rule, bucket.server.url,
-                             REGION, read_timeout=read_timeout, max_attempts=max_attempts)
+        client = make_client(
+            credentials or bucket.server.credentials,
+            rule,
+            bucket.server.url,
+            REGION,
+            read_timeout=read_timeout,
+            max_attempts=max_attempts,
+        )
         return S3Store(client, S3Location.parse(bucket.store_url))
 
     return build
@@ -170,8 +205,11 @@ def tiny_filesystem(tmp_path: Path) -> Iterator[TinyFilesystem]:
     def mount(size: int) -> Path:
         point = tmp_path / f"tiny-{len(mounted)}"
         point.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                               str(point)], capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
         mounted.append(point)

@@ -63,11 +63,18 @@ class TokenReviewState:
             "iat": now,
             "iss": "https://kubernetes.default.svc",
             "sub": f"system:serviceaccount:{namespace}:{name}",
-            "kubernetes.io": {"namespace": namespace,
-                              "serviceaccount": {"name": name, "uid": account.uid}},
+            "kubernetes.io": {
+                "namespace": namespace,
+                "serviceaccount": {"name": name, "uid": account.uid},
+            },
         }
-        token = ".".join([_b64({"alg": "RS256", "kid": "stand-in"}), _b64(claims),
-                          base64.urlsafe_b64encode(secrets.token_bytes(64)).decode().rstrip("=")])
+        token = ".".join(
+            [
+                _b64({"alg": "RS256", "kid": "stand-in"}),
+                _b64(claims),
+                base64.urlsafe_b64encode(secrets.token_bytes(64)).decode().rstrip("="),
+            ]
+        )
         with self.lock:
             self.issued[token] = account
         return token
@@ -80,12 +87,18 @@ class TokenReviewState:
             self.reviews.append((label, account is not None))
         if account is None:
             return {"authenticated": False, "error": "token not issued by this API server"}
-        return {"authenticated": True, "user": {
-            "username": f"system:serviceaccount:{account.namespace}:{account.name}",
-            "uid": account.uid,
-            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{account.namespace}",
-                       "system:authenticated"],
-        }}
+        return {
+            "authenticated": True,
+            "user": {
+                "username": f"system:serviceaccount:{account.namespace}:{account.name}",
+                "uid": account.uid,
+                "groups": [
+                    "system:serviceaccounts",
+                    f"system:serviceaccounts:{account.namespace}",
+                    "system:authenticated",
+                ],
+            },
+        }
 
 
 def _b64(value: dict[str, Any]) -> str:
@@ -99,21 +112,29 @@ def _self_signed(folder: Path) -> tuple[Path, Path, str]:
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name).issuer_name(name).public_key(key.public_key())
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(key, hashes.SHA256())
     )
     pem = cert.public_bytes(serialization.Encoding.PEM).decode()
     key_file, cert_file = folder / "apiserver.key", folder / "apiserver.crt"
-    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                           serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     cert_file.write_text(pem)
     return key_file, cert_file, pem
 
@@ -134,8 +155,16 @@ def _handler(state: TokenReviewState) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(raw)
 
         def _status(self, code: int, reason: str) -> None:
-            self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                              "reason": reason, "code": code})
+            self._send(
+                code,
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "reason": reason,
+                    "code": code,
+                },
+            )
 
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -153,8 +182,16 @@ def _handler(state: TokenReviewState) -> type[BaseHTTPRequestHandler]:
                 return
             status = state.review(str(token))
             status["audiences"] = request["spec"].get("audiences") or []
-            self._send(201, {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
-                             "metadata": {}, "spec": request["spec"], "status": status})
+            self._send(
+                201,
+                {
+                    "kind": "TokenReview",
+                    "apiVersion": "authentication.k8s.io/v1",
+                    "metadata": {},
+                    "spec": request["spec"],
+                    "status": status,
+                },
+            )
 
         def do_GET(self) -> None:
             self._status(404, "NotFound")

@@ -39,6 +39,9 @@ class Bucket:
         """A plain boto3 client with the good key."""
         creds = self.server.credentials
         return boto3.client(
-            "s3", endpoint_url=self.server.url, region_name=REGION,
-            aws_access_key_id=creds.access_key_id, aws_secret_access_key=creds.secret_access_key,
+            "s3",
+            endpoint_url=self.server.url,
+            region_name=REGION,
+            aws_access_key_id=creds.access_key_id,
+            aws_secret_access_key=creds.secret_access_key,
         )

@@ -15,8 +15,17 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-_HOP_BY_HOP = {"connection", "proxy-connection", "keep-alive", "transfer-encoding", "expect",
-               "te", "trailer", "upgrade", "proxy-authorization"}
+_HOP_BY_HOP = {
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "transfer-encoding",
+    "expect",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+}
 
 
 @dataclass
@@ -111,8 +120,10 @@ def _handler(state: RecordingProxy) -> type[BaseHTTPRequestHandler]:
             body = self._body()
             fault = state.take_fault(self.command, self.path)
             if fault is not None and fault.status is not None:
-                error = (f"<Error><Code>Injected{fault.status}</Code>"
-                         f"<Message>injected by the test proxy</Message></Error>").encode()
+                error = (
+                    f"<Error><Code>Injected{fault.status}</Code>"
+                    f"<Message>injected by the test proxy</Message></Error>"
+                ).encode()
                 if fault.status < 300:
                     error = b""  # a success that never reached the store
                 self._reply(fault.status, [("Content-Type", "application/xml")], error)

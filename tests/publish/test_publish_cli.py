@@ -40,11 +40,17 @@ def test_resolve_with_nothing_published_exits_3(root: str) -> None:
 
 
 def test_save_then_resolve_json_reports_epoch_step_and_files(root: str, tmp_path: Path) -> None:
-    code, out, _ = _run("save", str(_save_folder(tmp_path)), "--step", "12",
-                        env={"PUBLISH_STORE": root, "DISPATCH_EPOCH": "3000001"})
+    code, out, _ = _run(
+        "save",
+        str(_save_folder(tmp_path)),
+        "--step",
+        "12",
+        env={"PUBLISH_STORE": root, "DISPATCH_EPOCH": "3000001"},
+    )
     assert code == 0 and "published" in out
-    code, out, _ = _run("resolve", "--json", env={"PUBLISH_STORE": root,
-                                                  "DISPATCH_EPOCH": "3000001"})
+    code, out, _ = _run(
+        "resolve", "--json", env={"PUBLISH_STORE": root, "DISPATCH_EPOCH": "3000001"}
+    )
     body = json.loads(out)
     assert code == 0
     assert (body["epoch"], body["step"]) == (3000001, 12)
@@ -53,10 +59,26 @@ def test_save_then_resolve_json_reports_epoch_step_and_files(root: str, tmp_path
 
 
 def test_zombie_save_exits_4_and_publishes_nothing(root: str, tmp_path: Path) -> None:
-    _run("save", str(_save_folder(tmp_path, "a")), "--step", "1", "--store", root,
-         "--epoch", "2000000")
-    code, _, err = _run("save", str(_save_folder(tmp_path, "b")), "--step", "9",
-                        "--store", root, "--epoch", "1000003")
+    _run(
+        "save",
+        str(_save_folder(tmp_path, "a")),
+        "--step",
+        "1",
+        "--store",
+        root,
+        "--epoch",
+        "2000000",
+    )
+    code, _, err = _run(
+        "save",
+        str(_save_folder(tmp_path, "b")),
+        "--step",
+        "9",
+        "--store",
+        root,
+        "--epoch",
+        "1000003",
+    )
     assert code == EXIT_FENCED
     assert "outranked" in err
     assert len(list((Path(root) / "log").iterdir())) == 1
@@ -66,8 +88,9 @@ def test_zombie_save_exits_4_and_publishes_nothing(root: str, tmp_path: Path) ->
 def test_save_with_a_step_that_is_not_a_number_exits_5_and_publishes_nothing(
     root: str, tmp_path: Path, step: str
 ) -> None:
-    code, _, err = _run("save", str(_save_folder(tmp_path)), "--step", step, "--store", root,
-                        "--epoch", "1000000")
+    code, _, err = _run(
+        "save", str(_save_folder(tmp_path)), "--step", step, "--store", root, "--epoch", "1000000"
+    )
     assert code == EXIT_INVALID
     assert "step" in err
     assert not Path(root).exists()
@@ -86,10 +109,15 @@ def test_missing_store_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_s3_round_trip_through_the_cli(s3_env: Bucket, tmp_path: Path) -> None:
-    common = ["--store", s3_env.store_url, "--endpoint-url", s3_env.server.url,
-              "--epoch", "1000000"]
-    code, _, err = _run("save", str(_save_folder(tmp_path, content=b"abc")), "--step", "4",
-                        *common)
+    common = [
+        "--store",
+        s3_env.store_url,
+        "--endpoint-url",
+        s3_env.server.url,
+        "--epoch",
+        "1000000",
+    ]
+    code, _, err = _run("save", str(_save_folder(tmp_path, content=b"abc")), "--step", "4", *common)
     assert code == 0, err
     code, out, err = _run("resolve", "--into", str(tmp_path / "resume"), *common)
     assert code == 0, err
@@ -98,15 +126,15 @@ def test_s3_round_trip_through_the_cli(s3_env: Bucket, tmp_path: Path) -> None:
 
 
 def test_s3_without_credentials_exits_6_naming_the_source(bucket: Bucket) -> None:
-    code, _, err = _run("resolve", "--store", bucket.store_url, "--endpoint-url",
-                        bucket.server.url, "--epoch", "1")
+    code, _, err = _run(
+        "resolve", "--store", bucket.store_url, "--endpoint-url", bucket.server.url, "--epoch", "1"
+    )
     assert code == EXIT_UNAVAILABLE
     assert "env:" in err
 
 
 def test_probe_prints_a_line_per_check_and_exits_0(s3_env: Bucket) -> None:
-    code, out, _ = _run("probe", "--store", s3_env.store_url,
-                        "--endpoint-url", s3_env.server.url)
+    code, out, _ = _run("probe", "--store", s3_env.store_url, "--endpoint-url", s3_env.server.url)
     assert code == 0
     assert len(out.splitlines()) == 7
     assert all(line.startswith("ok") for line in out.splitlines())
@@ -117,8 +145,7 @@ def test_probe_with_a_wrong_key_exits_8_without_printing_the_secret(
 ) -> None:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", bucket.server.credentials.access_key_id)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "the-wrong-secret")
-    code, out, _ = _run("probe", "--store", bucket.store_url,
-                        "--endpoint-url", bucket.server.url)
+    code, out, _ = _run("probe", "--store", bucket.store_url, "--endpoint-url", bucket.server.url)
     assert code == EXIT_PROBE
     assert "FAIL bucket" in out
     assert "the-wrong-secret" not in out
@@ -126,24 +153,48 @@ def test_probe_with_a_wrong_key_exits_8_without_printing_the_secret(
 
 def test_prune_prints_what_it_removed(root: str, tmp_path: Path) -> None:
     for step in ("1", "2", "3"):
-        _run("save", str(_save_folder(tmp_path, step, step.encode())), "--step", step,
-             "--store", root, "--epoch", "1000000")
+        _run(
+            "save",
+            str(_save_folder(tmp_path, step, step.encode())),
+            "--step",
+            step,
+            "--store",
+            root,
+            "--epoch",
+            "1000000",
+        )
     code, out, _ = _run("prune", "--keep", "1", "--store", root, "--epoch", "1000000")
     assert code == 0
-    assert out.splitlines() == ["pruned 000001000000-000000000000002",
-                                "pruned 000001000000-000000000000001"]
+    assert out.splitlines() == [
+        "pruned 000001000000-000000000000002",
+        "pruned 000001000000-000000000000001",
+    ]
 
 
 def test_debug_output_never_contains_the_secret_key(s3_env: Bucket, tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    env = {**os.environ, "PUBLISH_STORE": s3_env.store_url,
-           "PUBLISH_ENDPOINT_URL": s3_env.server.url, "DISPATCH_EPOCH": "1000000"}
+    env = {
+        **os.environ,
+        "PUBLISH_STORE": s3_env.store_url,
+        "PUBLISH_ENDPOINT_URL": s3_env.server.url,
+        "DISPATCH_EPOCH": "1000000",
+    }
     done = subprocess.run(
-        [sys.executable, "-c", "from publish.cli import main; main()", "-vv", "save",
-         str(_save_folder(tmp_path)), "--step", "1"],
-        env=env, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from publish.cli import main; main()",
+            "-vv",
+            "save",
+            str(_save_folder(tmp_path)),
+            "--step",
+            "1",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     assert "published" in done.stderr  # the debug/info lines were really on
@@ -187,15 +238,24 @@ def test_a_nul_byte_in_an_argument_exits_5_in_one_line(
 ) -> None:
     """CliRunner hands the arguments over as they are (a real argv cannot hold NUL)."""
     nul = str(tmp_path / "a\0b")
-    values = {"FOLDER": str(_save_folder(tmp_path)), "--store": root, "--into": None,
-              "--config": None, "--epoch": "1000000"}
+    values = {
+        "FOLDER": str(_save_folder(tmp_path)),
+        "--store": root,
+        "--into": None,
+        "--config": None,
+        "--epoch": "1000000",
+    }
     values[argument] = nul
     if argument in ("FOLDER", "--into"):
         verb = ["resolve", "--into", nul] if argument == "--into" else ["save", nul, "--step", "1"]
     else:
         verb = ["save", values["FOLDER"] or "", "--step", "1"]
-    options = [item for name in ("--store", "--config", "--epoch") if values[name] is not None
-               for item in (name, values[name] or "")]
+    options = [
+        item
+        for name in ("--store", "--config", "--epoch")
+        if values[name] is not None
+        for item in (name, values[name] or "")
+    ]
     code, _, err = _run(*verb, *options)
     assert code == EXIT_INVALID
     _one_line(err, "NUL")
@@ -218,9 +278,19 @@ def test_a_credentials_file_that_is_a_folder_or_not_utf8_exits_6_in_one_line(
         credentials.write_bytes(b"access_key_id = \xff\xfe\nsecret_access_key = x\n")
         credentials.chmod(0o600)
     config = _config_with_credentials_path(
-        tmp_path, str(credentials) + ("\0" if case == "nul byte" else ""))
-    code, _, err = _run("resolve", "--store", bucket.store_url, "--endpoint-url",
-                        bucket.server.url, "--epoch", "1", "--config", str(config))
+        tmp_path, str(credentials) + ("\0" if case == "nul byte" else "")
+    )
+    code, _, err = _run(
+        "resolve",
+        "--store",
+        bucket.store_url,
+        "--endpoint-url",
+        bucket.server.url,
+        "--epoch",
+        "1",
+        "--config",
+        str(config),
+    )
     assert code == (EXIT_INVALID if case == "nul byte" else EXIT_UNAVAILABLE)
     _one_line(err, {"folder": "is a folder", "not utf-8": "UTF-8", "nul byte": "NUL"}[case])
 
@@ -234,9 +304,18 @@ def test_a_config_file_or_path_that_is_not_utf8_exits_5_in_one_line(tmp_path: Pa
     with open(config, "wb") as handle:
         handle.write(b'region = "\xff"\n')
     done = subprocess.run(
-        [os.fsencode(sys.executable), b"-c", b"from publish.cli import main; main()",
-         b"resolve", b"--store", os.fsencode(tmp_path / "root"), b"--epoch", b"1",
-         b"--config", config],
+        [
+            os.fsencode(sys.executable),
+            b"-c",
+            b"from publish.cli import main; main()",
+            b"resolve",
+            b"--store",
+            os.fsencode(tmp_path / "root"),
+            b"--epoch",
+            b"1",
+            b"--config",
+            config,
+        ],
         capture_output=True,
     )
     err = done.stderr.decode("utf-8", "replace")
@@ -255,8 +334,9 @@ def test_no_space_left_on_a_folder_store_exits_6_in_one_line(
         mounted = tiny_filesystem(64 * 1024)
         fill(mounted, leave=pages * 4096)
         root = mounted / "root"
-        code, _, err = _run("save", str(folder), "--step", "1", "--store", str(root),
-                            "--epoch", "1000000")
+        code, _, err = _run(
+            "save", str(folder), "--step", "1", "--store", str(root), "--epoch", "1000000"
+        )
         outcomes.add(code)
         if code == 0:
             continue
@@ -270,23 +350,31 @@ def test_no_space_left_on_a_folder_store_exits_6_in_one_line(
 def test_no_space_left_for_resolve_into_exits_1_in_one_line(
     root: str, tmp_path: Path, tiny_filesystem: TinyFilesystem
 ) -> None:
-    _run("save", str(_save_folder(tmp_path, content=os.urandom(20_000))), "--step", "1",
-         "--store", root, "--epoch", "1000000")
+    _run(
+        "save",
+        str(_save_folder(tmp_path, content=os.urandom(20_000))),
+        "--step",
+        "1",
+        "--store",
+        root,
+        "--epoch",
+        "1000000",
+    )
     mounted = tiny_filesystem(64 * 1024)
     fill(mounted, leave=4096)
-    code, _, err = _run("resolve", "--into", str(mounted / "resume"), "--store", root,
-                        "--epoch", "1000000")
+    code, _, err = _run(
+        "resolve", "--into", str(mounted / "resume"), "--store", root, "--epoch", "1000000"
+    )
     assert code == 1
     _one_line(err, "No space left", "free space")
     assert sorted(p.name for p in mounted.iterdir()) == ["filler"]
 
 
 @pytest.mark.parametrize("endpoint", ["http://127.0.0.1:99999", "http://127.0.0.1:port"])
-def test_an_endpoint_url_with_a_bad_port_exits_5_in_one_line(
-    s3_env: Bucket, endpoint: str
-) -> None:
-    code, _, err = _run("resolve", "--store", s3_env.store_url, "--endpoint-url", endpoint,
-                        "--epoch", "1")
+def test_an_endpoint_url_with_a_bad_port_exits_5_in_one_line(s3_env: Bucket, endpoint: str) -> None:
+    code, _, err = _run(
+        "resolve", "--store", s3_env.store_url, "--endpoint-url", endpoint, "--epoch", "1"
+    )
     assert code == EXIT_INVALID
     _one_line(err, "port")
 
@@ -297,7 +385,8 @@ def test_a_watch_interval_that_is_not_a_sensible_number_exits_5_in_one_line(
 ) -> None:
     # --once, so that the old behaviour (a watch that never wakes, or ignores TERM) fails the
     # test instead of hanging it; the interval is checked before anything runs either way.
-    code, _, err = _run("watch", str(tmp_path), "--once", "--interval", interval,
-                        "--store", root, "--epoch", "1")
+    code, _, err = _run(
+        "watch", str(tmp_path), "--once", "--interval", interval, "--store", root, "--epoch", "1"
+    )
     assert code == EXIT_INVALID
     _one_line(err, "--interval")

@@ -65,8 +65,9 @@ def test_every_failed_source_is_reported_by_name_without_secrets(
     sources: list[CredentialSource] = [
         EnvSource(env={}),
         FileSource(_credentials_file(tmp_path, 0o640), name="team-file"),
-        VaultSource(openbao.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
-                    jwt_path=jwt),
+        VaultSource(
+            openbao.url, "training/s3", "kubernetes", ProxyRule(), role="trainer", jwt_path=jwt
+        ),
     ]
     with pytest.raises(CredentialsUnavailable) as caught:
         resolve_credentials(sources)

@@ -23,8 +23,11 @@ from publish.resolve import resolve
 from publish.save import save
 
 EPOCHS = [Epoch.of(n, r) for n in (1, 2, 3) for r in (0, 1, 2)]
-saves = st.lists(st.tuples(st.sampled_from(EPOCHS), st.integers(min_value=0, max_value=4)),
-                 min_size=1, max_size=12)
+saves = st.lists(
+    st.tuples(st.sampled_from(EPOCHS), st.integers(min_value=0, max_value=4)),
+    min_size=1,
+    max_size=12,
+)
 
 
 @settings(max_examples=40, deadline=None)

@@ -27,7 +27,10 @@ def test_resolve_on_a_posix_root_imports_no_s3_or_vault_client(tmp_path: Path) -
     root.mkdir()
     done = subprocess.run(
         [sys.executable, "-c", _RESOLVE, str(root)],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["code"] == 3  # nothing published yet: resolve ran to its answer
@@ -37,6 +40,9 @@ def test_resolve_on_a_posix_root_imports_no_s3_or_vault_client(tmp_path: Path) -
 def test_the_s3_store_still_brings_its_client() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, publish.s3_store; print('boto3' in sys.modules)"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     assert done.stdout.strip() == "True"

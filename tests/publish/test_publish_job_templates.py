@@ -44,13 +44,26 @@ def _env(bucket: Bucket, tmp_path: Path, restart: int) -> dict[str, str]:
 
 def _train(step_seconds: float = 0.0) -> list[str]:
     """The training command given after the template's name."""
-    return [sys.executable, str(REPO / "job_templates" / "tiny_train.py"), "--steps", "400",
-            "--save-every", "100", "--step-seconds", str(step_seconds)]
+    return [
+        sys.executable,
+        str(REPO / "job_templates" / "tiny_train.py"),
+        "--steps",
+        "400",
+        "--save-every",
+        "100",
+        "--step-seconds",
+        str(step_seconds),
+    ]
 
 
 def _resolve(env: dict[str, str], epoch: str) -> dict[str, object]:
-    out = subprocess.run(["publish", "resolve", "--json", "--epoch", epoch], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["publish", "resolve", "--json", "--epoch", epoch],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     body: dict[str, object] = json.loads(out)
     return body
 
@@ -60,8 +73,13 @@ def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     bucket: Bucket, tmp_path: Path
 ) -> None:
     first_env = _env(bucket, tmp_path, restart=0)
-    first = subprocess.Popen(["bash", str(TEMPLATE), *_train(0.05)], env=first_env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = subprocess.Popen(
+        ["bash", str(TEMPLATE), *_train(0.05)],
+        env=first_env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     # Preempt once the first periodic save exists: USR1 to the batch shell, as Slurm does.
     saves = tmp_path / "work-0" / "saves"
     for _ in range(600):
@@ -76,8 +94,13 @@ def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     assert _resolve(first_env, "1000000")["step"] == stopped
 
     second_env = _env(bucket, tmp_path, restart=1)
-    second = subprocess.run(["bash", str(TEMPLATE), *_train()], env=second_env, text=True,
-                            capture_output=True, timeout=120)
+    second = subprocess.run(
+        ["bash", str(TEMPLATE), *_train()],
+        env=second_env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
     assert second.returncode == 0, second.stderr
     assert f"resumed from step {stopped}" in second.stdout
     final = _resolve(second_env, "1000001")
@@ -86,16 +109,25 @@ def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     zombie = tmp_path / "zombie"
     zombie.mkdir()
     (zombie / "state.json").write_text("{}")
-    late = subprocess.run(["publish", "save", str(zombie), "--step", "999", "--epoch", "1000000"],
-                          env=first_env, capture_output=True, text=True)
+    late = subprocess.run(
+        ["publish", "save", str(zombie), "--step", "999", "--epoch", "1000000"],
+        env=first_env,
+        capture_output=True,
+        text=True,
+    )
     assert late.returncode == 4
     assert _resolve(second_env, "1000001")["step"] == 400
 
 
 def test_jobenv_computes_the_epoch_from_submission_and_restart_count() -> None:
     script = f"source {REPO / 'slurm_helpers' / 'jobenv.sh'} && echo $DISPATCH_EPOCH $DISPATCH_JOB"
-    env = {"PATH": os.environ["PATH"], "DISPATCH_SUBMISSION": "007", "SLURM_RESTART_COUNT": "3",
-           "SLURM_JOB_NAME": "llm-run", "DISPATCH_EPOCH": "1"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "DISPATCH_SUBMISSION": "007",
+        "SLURM_RESTART_COUNT": "3",
+        "SLURM_JOB_NAME": "llm-run",
+        "DISPATCH_EPOCH": "1",
+    }
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
     assert done.stdout.split() == ["7000003", "llm-run"]
 
@@ -105,8 +137,11 @@ def test_jobenv_refuses_a_missing_or_malformed_submission_or_restart(
     submission: str, restart: str
 ) -> None:
     script = f"source {REPO / 'slurm_helpers' / 'jobenv.sh'} || exit 9; echo $DISPATCH_EPOCH"
-    env = {"PATH": os.environ["PATH"], "DISPATCH_SUBMISSION": submission,
-           "SLURM_RESTART_COUNT": restart}
+    env = {
+        "PATH": os.environ["PATH"],
+        "DISPATCH_SUBMISSION": submission,
+        "SLURM_RESTART_COUNT": restart,
+    }
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
     assert done.returncode == 9
     assert "jobenv:" in done.stderr
@@ -115,17 +150,22 @@ def test_jobenv_refuses_a_missing_or_malformed_submission_or_restart(
 def test_jobenv_forwards_the_pre_termination_signal_and_returns_the_exit_status(
     tmp_path: Path,
 ) -> None:
-    child = ("import signal,sys,time\n"
-             "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(42))\n"
-             "open(sys.argv[1], 'w').close()\n"
-             "time.sleep(60)\n")
+    child = (
+        "import signal,sys,time\n"
+        "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(42))\n"
+        "open(sys.argv[1], 'w').close()\n"
+        "time.sleep(60)\n"
+    )
     ready = tmp_path / "ready"
-    script = (f"source {REPO / 'slurm_helpers' / 'jobenv.sh'}\n"
-              f"dispatch_run {sys.executable} -c \"$CHILD\" {ready}\n"
-              "echo status=$?\n")
+    script = (
+        f"source {REPO / 'slurm_helpers' / 'jobenv.sh'}\n"
+        f'dispatch_run {sys.executable} -c "$CHILD" {ready}\n'
+        "echo status=$?\n"
+    )
     env = {"PATH": os.environ["PATH"], "DISPATCH_SUBMISSION": "1", "CHILD": child}
-    shell = subprocess.Popen(["bash", "-c", script], env=env, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    shell = subprocess.Popen(
+        ["bash", "-c", script], env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     for _ in range(600):
         if ready.exists():
             break
@@ -135,34 +175,50 @@ def test_jobenv_forwards_the_pre_termination_signal_and_returns_the_exit_status(
     assert out.strip() == "status=42", err
 
 
-@pytest.mark.parametrize("name", ["single_node.sbatch", "torchrun_multinode.sbatch",
-                                  "container.sbatch"])
+@pytest.mark.parametrize(
+    "name", ["single_node.sbatch", "torchrun_multinode.sbatch", "container.sbatch"]
+)
 def test_every_template_resolves_watches_and_asks_for_the_pre_termination_signal(
     name: str,
 ) -> None:
     text = (REPO / "job_templates" / name).read_text()
     assert subprocess.run(["bash", "-n", str(REPO / "job_templates" / name)]).returncode == 0
-    for needed in ("#SBATCH --signal=B:USR1@", "#DISPATCH --rule=", "publish resolve --into",
-                   "publish watch \"$SAVES\" &", "publish watch --once"):
+    for needed in (
+        "#SBATCH --signal=B:USR1@",
+        "#DISPATCH --rule=",
+        "publish resolve --into",
+        'publish watch "$SAVES" &',
+        "publish watch --once",
+    ):
         assert needed in text, f"{name} lacks {needed!r}"
 
 
-@pytest.mark.parametrize("name", ["single_node.sbatch", "torchrun_multinode.sbatch",
-                                  "container.sbatch"])
+@pytest.mark.parametrize(
+    "name", ["single_node.sbatch", "torchrun_multinode.sbatch", "container.sbatch"]
+)
 def test_no_template_asks_slurm_to_requeue_since_recovery_is_dispatchs(name: str) -> None:
-    directives = [line for line in (REPO / "job_templates" / name).read_text().splitlines()
-                  if line.startswith("#SBATCH")]
+    directives = [
+        line
+        for line in (REPO / "job_templates" / name).read_text().splitlines()
+        if line.startswith("#SBATCH")
+    ]
     assert not [d for d in directives if "requeue" in d], directives
 
 
-@pytest.mark.parametrize("name", ["single_node.sbatch", "torchrun_multinode.sbatch",
-                                  "container.sbatch"])
+@pytest.mark.parametrize(
+    "name", ["single_node.sbatch", "torchrun_multinode.sbatch", "container.sbatch"]
+)
 def test_a_template_submitted_without_dispatch_says_how_to_submit_it(
     name: str, tmp_path: Path
 ) -> None:
     env = {"PATH": os.environ["PATH"], "PUBLISH_STORE": str(tmp_path)}
-    done = subprocess.run(["bash", str(REPO / "job_templates" / name), "train.py"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["bash", str(REPO / "job_templates" / name), "train.py"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0
     assert "submit this script with dispatch sbatch" in done.stderr
 
@@ -174,18 +230,24 @@ def test_container_template_runs_training_through_the_runtime_and_publishes(
     """The container runtime is a stand-in shell script (no Apptainer here) that drops the
     runtime's own options and image and runs the command on the host."""
     shim = tmp_path / "fake-apptainer"
-    shim.write_text("#!/bin/bash\n"
-                    "shift  # exec\n"
-                    "while [[ $1 == --* ]]; do\n"
-                    "  case $1 in --nv) shift ;; *) shift 2 ;; esac\n"
-                    "done\n"
-                    "shift  # image\n"
-                    "exec \"$@\"\n")
+    shim.write_text(
+        "#!/bin/bash\n"
+        "shift  # exec\n"
+        "while [[ $1 == --* ]]; do\n"
+        "  case $1 in --nv) shift ;; *) shift 2 ;; esac\n"
+        "done\n"
+        "shift  # image\n"
+        'exec "$@"\n'
+    )
     shim.chmod(0o755)
     env = _env(bucket, tmp_path, restart=0)
     env.update(CONTAINER_RUNTIME=str(shim), CONTAINER_IMAGE="train.sif")
-    done = subprocess.run(["bash", str(REPO / "job_templates" / "container.sbatch"), *_train()],
-                          env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        ["bash", str(REPO / "job_templates" / "container.sbatch"), *_train()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert _resolve(env, "1000000")["step"] == 400

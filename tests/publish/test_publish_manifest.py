@@ -31,6 +31,7 @@ def test_stored_manifest_of_another_publication_is_corrupt() -> None:
 
 
 def test_manifest_round_trips_through_json() -> None:
-    manifest = Manifest(ID, (FileEntry("a/b", 5, "f" * 64),), "2026-01-01T00:00:00+00:00",
-                        "node1", "77")
+    manifest = Manifest(
+        ID, (FileEntry("a/b", 5, "f" * 64),), "2026-01-01T00:00:00+00:00", "node1", "77"
+    )
     assert Manifest.from_json(manifest.to_json(), ID) == manifest

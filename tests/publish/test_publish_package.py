@@ -24,20 +24,36 @@ def test_publish_never_imports_dispatch() -> None:
 
 
 def test_loading_the_cli_loads_no_dispatch_module() -> None:
-    code = ("import sys, publish.cli\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dispatch'))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys, publish.cli\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dispatch'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
 def test_public_face_is_exact_and_sorted() -> None:
     assert publish.__all__ == sorted(publish.__all__)
     assert set(publish.__all__) == {
-        "CommitConflict", "Config", "CorruptPublication", "CredentialsUnavailable",
-        "DestinationUnwritable", "Epoch", "Fenced", "InvalidInput", "NothingToResume",
-        "PublishError", "Resolved", "StoreUnavailable", "load_config", "open_store", "prune",
-        "resolve", "save",
+        "CommitConflict",
+        "Config",
+        "CorruptPublication",
+        "CredentialsUnavailable",
+        "DestinationUnwritable",
+        "Epoch",
+        "Fenced",
+        "InvalidInput",
+        "NothingToResume",
+        "PublishError",
+        "Resolved",
+        "StoreUnavailable",
+        "load_config",
+        "open_store",
+        "prune",
+        "resolve",
+        "save",
     }
     assert all(hasattr(publish, name) for name in publish.__all__)
 

@@ -13,8 +13,15 @@ from publish.posix_store import PosixStore
 from publish.probe import probe
 from publish.store import Store
 
-CHECKS = ["credentials", "bucket", "list", "put (If-None-Match: *)", "second put refused",
-          "get", "delete"]
+CHECKS = [
+    "credentials",
+    "bucket",
+    "list",
+    "put (If-None-Match: *)",
+    "second put refused",
+    "get",
+    "delete",
+]
 
 
 def test_probe_passes_every_check_on_a_good_s3_store(s3_store: S3StoreFactory) -> None:

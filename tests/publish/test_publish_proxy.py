@@ -97,9 +97,11 @@ def test_vault_kubernetes_login_goes_through_the_proxy_the_environment_names(
     jwt = tmp_path / "jwt"
     jwt.write_text(vault.tokenreview.issue("train", "trainer"))
     config = tmp_path / "publish.toml"
-    config.write_text(f'[[credentials]]\nsource = "vault"\naddress = "{vault.url}"\n'
-                      'path = "training/p"\nauth = "kubernetes"\nrole = "trainer"\n'
-                      f'jwt_path = "{jwt}"\n')
+    config.write_text(
+        f'[[credentials]]\nsource = "vault"\naddress = "{vault.url}"\n'
+        'path = "training/p"\nauth = "kubernetes"\nrole = "trainer"\n'
+        f'jwt_path = "{jwt}"\n'
+    )
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
     monkeypatch.setenv("NO_PROXY", "vault.corp, 10.0.0.0/8, 127.0.0.1:1")  # none is this host
     (source,) = load_config(config).sources
@@ -120,33 +122,39 @@ def test_vault_bypasses_the_proxy_for_a_no_proxy_host(
 # Issue 12, finding 6: NO_PROXY as curl and requests read it; AWS_ENDPOINT_URL obeys the rule.
 
 
-@pytest.mark.parametrize(("no_proxy", "url"), [
-    ("127.0.0.0/8", "http://127.0.0.1:9000"),
-    ("10.0.0.0/8", "https://10.20.30.40"),
-    ("192.168.1.0/24, other", "http://192.168.1.7:80/x"),
-    ("::1/128", "http://[::1]:9000"),
-    ("::1", "http://[::1]:9000"),
-    ("[::1]", "http://[::1]:9000"),
-    ("minio.local:9000", "http://minio.local:9000"),
-    ("10.1.1.1:443", "https://10.1.1.1"),
-    ("[::1]:9000", "http://[::1]:9000"),
-])
-def test_no_proxy_cidr_and_host_port_entries_exempt_matching_targets(no_proxy: str,
-                                                                     url: str) -> None:
+@pytest.mark.parametrize(
+    ("no_proxy", "url"),
+    [
+        ("127.0.0.0/8", "http://127.0.0.1:9000"),
+        ("10.0.0.0/8", "https://10.20.30.40"),
+        ("192.168.1.0/24, other", "http://192.168.1.7:80/x"),
+        ("::1/128", "http://[::1]:9000"),
+        ("::1", "http://[::1]:9000"),
+        ("[::1]", "http://[::1]:9000"),
+        ("minio.local:9000", "http://minio.local:9000"),
+        ("10.1.1.1:443", "https://10.1.1.1"),
+        ("[::1]:9000", "http://[::1]:9000"),
+    ],
+)
+def test_no_proxy_cidr_and_host_port_entries_exempt_matching_targets(
+    no_proxy: str, url: str
+) -> None:
     rule = ProxyRule.from_env("http://explicit:1", {"NO_PROXY": no_proxy})
     assert rule.proxy_for(url) is None
 
 
-@pytest.mark.parametrize(("no_proxy", "url"), [
-    ("127.0.0.0/8", "http://128.0.0.1:9000"),
-    ("10.0.0.0/8", "https://minio.10.0.0.0"),
-    ("minio.local:9000", "http://minio.local:9001"),
-    ("minio.local:9000", "http://minio.local"),
-    ("10.1.1.1:443", "http://10.1.1.1"),
-    ("not/a/cidr", "http://not"),
-])
-def test_no_proxy_cidr_and_host_port_entries_exempt_nothing_else(no_proxy: str,
-                                                                 url: str) -> None:
+@pytest.mark.parametrize(
+    ("no_proxy", "url"),
+    [
+        ("127.0.0.0/8", "http://128.0.0.1:9000"),
+        ("10.0.0.0/8", "https://minio.10.0.0.0"),
+        ("minio.local:9000", "http://minio.local:9001"),
+        ("minio.local:9000", "http://minio.local"),
+        ("10.1.1.1:443", "http://10.1.1.1"),
+        ("not/a/cidr", "http://not"),
+    ],
+)
+def test_no_proxy_cidr_and_host_port_entries_exempt_nothing_else(no_proxy: str, url: str) -> None:
     rule = ProxyRule.from_env("http://explicit:1", {"NO_PROXY": no_proxy})
     assert rule.proxy_for(url) == "http://explicit:1"
 

@@ -117,8 +117,11 @@ def test_zombie_that_saves_and_prunes_while_its_successor_resolves_leaves_it_som
                 assert [p.step for p in prune(self.inner, zombie, keep=1)] == [1]
             return data
 
-    found = resolve(ZombieActsWhileTheSuccessorReads(store), successor,  # type: ignore[arg-type]
-                    into=tmp_path / "resume" if into else None)
+    found = resolve(
+        ZombieActsWhileTheSuccessorReads(store),  # type: ignore[arg-type]
+        successor,
+        into=tmp_path / "resume" if into else None,
+    )
     assert found.manifest.publication == PublicationId(zombie, 2)
     if into:
         assert (tmp_path / "resume" / "m").read_bytes() == b"step-2"

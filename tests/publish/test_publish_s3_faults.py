@@ -36,8 +36,9 @@ def test_commit_refused_with_412_because_another_upload_won_is_a_conflict(
     # The loser's upload is removed; the winner's data is untouched.
     data = [k for k in store.list_keys("data/")]
     assert len(data) == 1
-    entry = LogEntry.from_json(store.get_bytes(PublicationId(Epoch.of(1, 0), 5).log_key),
-                               PublicationId(Epoch.of(1, 0), 5))
+    entry = LogEntry.from_json(
+        store.get_bytes(PublicationId(Epoch.of(1, 0), 5).log_key), PublicationId(Epoch.of(1, 0), 5)
+    )
     assert store.get_bytes(entry.data_prefix + "m") == b"winner"
 
 
@@ -131,8 +132,9 @@ def test_large_shards_go_up_and_down_as_concurrent_multipart_transfers(
 
     mib = 1024 * 1024
     base = s3_store(proxy=proxy.url)
-    small_parts = TransferConfig(multipart_threshold=5 * mib, multipart_chunksize=5 * mib,
-                                 max_concurrency=4)
+    small_parts = TransferConfig(
+        multipart_threshold=5 * mib, multipart_chunksize=5 * mib, max_concurrency=4
+    )
     store = S3Store(base.client, base.location, small_parts)
     shard = bytes(range(256)) * (12 * mib // 256 + 1)
     save(store, make_save({"shard-0.bin": shard, "shard-1.bin": shard[::-1]}), 1, Epoch.of(1, 0))

@@ -80,8 +80,10 @@ def test_upload_interrupted_before_commit_is_invisible_to_resolve(
     with open_save(folder) as opened:
         manifest = build_manifest(publication, opened.files, None)
         # Data and manifest of step 2 are uploaded, then the writer dies before its log entry.
-        store.put_files([(publication.data_prefix("0" * 16) + f.relative, f)
-                         for f in opened.files], lambda n: None)
+        store.put_files(
+            [(publication.data_prefix("0" * 16) + f.relative, f) for f in opened.files],
+            lambda n: None,
+        )
     store.put_bytes(publication.manifest_key("0" * 16), manifest.to_json())
     assert resolve(store, Epoch.of(1, 0)).manifest.publication.step == 1
 
@@ -208,8 +210,7 @@ def test_symlink_swapped_into_a_save_folder_after_the_check_uploads_nothing_from
         found = resolve(store, Epoch.of(1, 0))
     except NothingToResume:
         return
-    assert {f.sha256 for f in found.manifest.files} == {_sha(b"real-weights"),
-                                                         _sha(b"real-state")}
+    assert {f.sha256 for f in found.manifest.files} == {_sha(b"real-weights"), _sha(b"real-state")}
 
 
 def test_save_folder_that_is_a_symlink_is_refused(

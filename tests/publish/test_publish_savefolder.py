@@ -68,7 +68,11 @@ def test_links_inside_a_save_are_read_as_the_files_they_name(tmp_path: Path) -> 
     os.symlink("relative", folder / "chained")
     with open_save(folder) as opened:
         assert [(f.relative, f.size) for f in opened.files] == [
-            ("absolute", 4), ("chained", 4), ("relative", 4), ("sub/real.bin", 4)]
+            ("absolute", 4),
+            ("chained", 4),
+            ("relative", 4),
+            ("sub/real.bin", 4),
+        ]
         assert len({f.sha256() for f in opened.files}) == 1
 
 

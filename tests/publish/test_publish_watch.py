@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from publish.posix_store import PosixStore
 from publish.proxy import ProxyRule
 from publish.s3_store import S3Location, S3Store, make_client
 from publish.save import save
+from publish.savefolder import SaveFile
 from publish.store import ProgressCallback, Store
 from publish.watch import Watcher, completed_saves
 
@@ -117,7 +119,9 @@ def test_stop_request_during_an_upload_lets_it_commit_then_ends_the_watch(
         def __getattr__(self, name: str) -> object:
             return getattr(inner, name)
 
-        def put_files(self, pairs: list[tuple[str, Path]], progress: ProgressCallback) -> None:
+        def put_files(
+            self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback
+        ) -> None:
             stop.set()  # as the SIGTERM handler does
             inner.put_files(pairs, progress)
 
@@ -131,9 +135,19 @@ def test_sigterm_ends_the_watch_command_cleanly(tmp_path: Path) -> None:
     _write_save(tmp_path / "ckpt", "a", 3)
     env = {**os.environ, "PUBLISH_STORE": str(tmp_path / "root"), "DISPATCH_EPOCH": "1000000"}
     process = subprocess.Popen(
-        [sys.executable, "-c", "from publish.cli import main; main()", "watch",
-         str(tmp_path / "ckpt"), "--interval", "0.2"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "from publish.cli import main; main()",
+            "watch",
+            str(tmp_path / "ckpt"),
+            "--interval",
+            "0.2",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     # Wait until the first save is published, then ask the watch to stop.
     marker = tmp_path / "ckpt" / "a" / ".published"
@@ -222,8 +236,9 @@ def test_watch_survives_no_space_left_for_its_published_marker(
 def test_watch_once_gives_up_after_bounded_retries_while_the_store_is_down(
     tmp_path: Path, bucket: Bucket
 ) -> None:
-    client = make_client(bucket.server.credentials, ProxyRule(), "http://127.0.0.1:9",
-                         REGION, max_attempts=1)
+    client = make_client(
+        bucket.server.credentials, ProxyRule(), "http://127.0.0.1:9", REGION, max_attempts=1
+    )
     store = S3Store(client, S3Location.parse(bucket.store_url))
     _write_save(tmp_path / "ckpt", "a", 7)
     pauses: list[float] = []
@@ -241,13 +256,27 @@ def test_watch_once_gives_up_after_bounded_retries_while_the_store_is_down(
 
 def test_watch_once_command_while_the_store_is_down_exits_6_in_one_line(tmp_path: Path) -> None:
     _write_save(tmp_path / "ckpt", "a", 3)
-    env = {**os.environ, "PUBLISH_STORE": "s3://bucket/ckpt",
-           "PUBLISH_ENDPOINT_URL": "http://127.0.0.1:9", "DISPATCH_EPOCH": "1000000",
-           "AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "b"}
+    env = {
+        **os.environ,
+        "PUBLISH_STORE": "s3://bucket/ckpt",
+        "PUBLISH_ENDPOINT_URL": "http://127.0.0.1:9",
+        "DISPATCH_EPOCH": "1000000",
+        "AWS_ACCESS_KEY_ID": "a",
+        "AWS_SECRET_ACCESS_KEY": "b",
+    }
     done = subprocess.run(
-        [sys.executable, "-c", "from publish.cli import main; main()", "watch",
-         str(tmp_path / "ckpt"), "--once"],
-        env=env, capture_output=True, text=True, timeout=90,
+        [
+            sys.executable,
+            "-c",
+            "from publish.cli import main; main()",
+            "watch",
+            str(tmp_path / "ckpt"),
+            "--once",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
     )
     assert done.returncode == 6, done.stderr
     *retries, last = done.stderr.splitlines()

@@ -195,9 +195,7 @@ def test_a_symlink_inside_the_ledger_is_refused_naming_its_path(
 
 
 @pytest.mark.parametrize("inside", ["jobs", "unsettled", "keys", "FORMAT"])
-def test_a_symlink_for_a_folder_or_file_of_the_root_is_refused(
-    tmp_path: Path, inside: str
-) -> None:
+def test_a_symlink_for_a_folder_or_file_of_the_root_is_refused(tmp_path: Path, inside: str) -> None:
     root, _ = ledger_with_job(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     os.rename(root / inside, elsewhere)

@@ -46,14 +46,27 @@ class Rec:
     """A record under construction; every shorthand takes the entry's second."""
 
     def __init__(self, nodes: int = 2) -> None:
-        spec = JobSpec(name="finetune", command=("torchrun", "train.py"), nodes=nodes,
-                       recovery=RecoveryPolicy(rules=RULES))
-        plan = Plan(job="job1", rules=tuple(
-            RuleAssignment(index=i, rule=x, effective=x, enforcer=Enforcer.SUPERVISOR)
-            for i, x in enumerate(RULES)))
-        self.header = r.Header(job="job1", spec=spec, plan=plan,
-                               options=SubmitOptions(supervised=True), creator=ADA,
-                               created_at=T0)
+        spec = JobSpec(
+            name="finetune",
+            command=("torchrun", "train.py"),
+            nodes=nodes,
+            recovery=RecoveryPolicy(rules=RULES),
+        )
+        plan = Plan(
+            job="job1",
+            rules=tuple(
+                RuleAssignment(index=i, rule=x, effective=x, enforcer=Enforcer.SUPERVISOR)
+                for i, x in enumerate(RULES)
+            ),
+        )
+        self.header = r.Header(
+            job="job1",
+            spec=spec,
+            plan=plan,
+            options=SubmitOptions(supervised=True),
+            creator=ADA,
+            created_at=T0,
+        )
         self.commits: list[r.Commit] = []
         self.add(0, r.OwnerEntry, token=TOKEN)
 
@@ -78,8 +91,15 @@ class Rec:
     def ref(obj: int) -> ObjectRef:
         return ObjectRef(id=str(obj), name="dj-job1")
 
-    def observe(self, s: float, obj: int, n: int, state: ObjectState,
-                cause: CauseKind = CauseKind.NONE, **kw: Any) -> Rec:
+    def observe(
+        self,
+        s: float,
+        obj: int,
+        n: int,
+        state: ObjectState,
+        cause: CauseKind = CauseKind.NONE,
+        **kw: Any,
+    ) -> Rec:
         c = Cause(kind=cause, provenance=Provenance.SCHEDULER if cause != "none" else "none")
         obs = ObjectObs(ref=self.ref(obj), submission=n, attempt=1, state=state, cause=c, **kw)
         return self.add(s, r.ObserveEntry, obs=obs)

@@ -35,12 +35,14 @@ def tutorial_job() -> tuple[View, list[Publication], datetime]:
     store = MemoryRecords()
     cluster = compose(backend, Config(store=store, rand=rand, clock=clock))
     spec = JobSpec(
-        name="finetune", command=("torchrun", "train.py"), nodes=2,
+        name="finetune",
+        command=("torchrun", "train.py"),
+        nodes=2,
         recovery=RecoveryPolicy(
-            rules=(Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=2),)),
+            rules=(Rule(on=(CauseKind.PREEMPTED,), action=Action.RESUBMIT, budget=2),)
+        ),
     )
-    job = cluster.operator.submit(spec, Actor(kind=ActorKind.HUMAN, id="ada"),
-                                  supervised=True).job
+    job = cluster.operator.submit(spec, Actor(kind=ActorKind.HUMAN, id="ada"), supervised=True).job
     sup = Supervisor(backend, store, clock=clock, rand=rand)
 
     def sweeps(n: int) -> None:

@@ -35,8 +35,10 @@ def test_every_second_from_submit_to_settle_falls_in_exactly_one_part() -> None:
 def test_work_lost_to_an_ending_runs_from_the_last_publication_of_its_epoch() -> None:
     f = figures(preempted_node_lost_then_succeeded().spans(), PUBLICATIONS, at(10_000))
     lost = {x.cause: (x.endings, x.seconds, x.node_hours) for x in f.losses}
-    assert lost == {"preempted": (1, 20, pytest.approx(40 / 3600)),
-                    "node-lost": (1, 10, pytest.approx(20 / 3600))}
+    assert lost == {
+        "preempted": (1, 20, pytest.approx(40 / 3600)),
+        "node-lost": (1, 10, pytest.approx(20 / 3600)),
+    }
     assert f.useful_seconds == 150
     assert f.node_hours == pytest.approx(360 / 3600)
     assert f.goodput == pytest.approx(300 / 360)
@@ -85,7 +87,9 @@ def test_a_requeue_starts_a_new_execution_at_the_next_epoch() -> None:
     )
     s = rec.spans()
     assert [(x.epoch, x.start, x.end) for x in s.runs] == [
-        (1_000_000, at(20), at(62)), (1_000_001, at(70), at(100))]
+        (1_000_000, at(20), at(62)),
+        (1_000_001, at(70), at(100)),
+    ]
     f = figures(s, [pub(50, 1, 10)], at(1000))
     assert {x.cause: x.seconds for x in f.losses} == {"requeued": 12}
     # Sent back to the queue at 60 (the call), seen pending at 62: pending, not gate.
@@ -116,8 +120,11 @@ def histories(draw: st.DrawFn) -> tuple[Spans, list[Publication], datetime]:
         releases.append(Release(at(t), str(n), n, "open"))
         if draw(st.booleans()):
             start = t + draw(st.floats(0, 50))
-            holds.append(HoldSpan(n, HoldKind.BACKEND, "human:ada", at(start),
-                                  at(start + draw(st.floats(0, 80)))))
+            holds.append(
+                HoldSpan(
+                    n, HoldKind.BACKEND, "human:ada", at(start), at(start + draw(st.floats(0, 80)))
+                )
+            )
         t += draw(st.floats(0, 100))
         start = t
         t += draw(st.floats(0, 300))
@@ -125,13 +132,21 @@ def histories(draw: st.DrawFn) -> tuple[Spans, list[Publication], datetime]:
             pubs.append(Publication(at(draw(st.floats(start, t))), n * 1_000_000, n))
         kind = draw(st.sampled_from([CauseKind.NONE, CauseKind.PREEMPTED, CauseKind.NODE_LOST]))
         cause = Cause(kind=kind)
-        runs.append(Run(str(n), n, 0, n * 1_000_000, draw(st.integers(1, 8)), at(start),
-                        at(t), cause))
+        runs.append(
+            Run(str(n), n, 0, n * 1_000_000, draw(st.integers(1, 8)), at(start), at(t), cause)
+        )
         endings.append(Ending(at(t), str(n), n, cause))
     outcome = t + draw(st.floats(0, 10))
     settled = outcome + draw(st.floats(0, 10)) if draw(st.booleans()) else None
-    s = Spans(at(0), at(outcome), at(settled) if settled is not None else None, tuple(runs),
-              tuple(endings), tuple(releases), tuple(holds))
+    s = Spans(
+        at(0),
+        at(outcome),
+        at(settled) if settled is not None else None,
+        tuple(runs),
+        tuple(endings),
+        tuple(releases),
+        tuple(holds),
+    )
     return s, pubs, at(max(outcome, settled or 0) + draw(st.floats(0, 100)))
 
 
@@ -144,7 +159,8 @@ def test_the_parts_always_add_up_to_the_wall_and_running_to_its_three_shares(
         f = figures(s, found, now)
         assert sum(f.parts.values()) == pytest.approx(f.wall, abs=1e-6)
         assert f.useful_seconds + f.lost_seconds + f.at_risk_seconds == pytest.approx(
-            f.parts["running"], abs=1e-6)
+            f.parts["running"], abs=1e-6
+        )
         assert 0 <= f.useful_node_hours <= f.node_hours + 1e-12
         assert all(x.seconds >= 0 for x in f.losses)
 

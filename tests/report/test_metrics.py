@@ -27,12 +27,18 @@ def parsed(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 
 def test_the_metrics_parse_and_follow_prometheus_naming() -> None:
-    text = render(Sample(
-        jobs={"running": 2}, endings={"preempted": 3, "node-lost": 1}, firings={"resubmit": 4},
-        escalations_waiting=1, sweep_seconds=0.25, scheduler_queries=2,
-        sweep_jobs={"passed": 2, "skipped": 0, "failed": 0, "not_reached": 0},
-        finished_at=1_700_000_000.0,
-    ))
+    text = render(
+        Sample(
+            jobs={"running": 2},
+            endings={"preempted": 3, "node-lost": 1},
+            firings={"resubmit": 4},
+            escalations_waiting=1,
+            sweep_seconds=0.25,
+            scheduler_queries=2,
+            sweep_jobs={"passed": 2, "skipped": 0, "failed": 0, "not_reached": 0},
+            finished_at=1_700_000_000.0,
+        )
+    )
     families = list(text_string_to_metric_families(text))
     for f in families:
         assert f.name.startswith("dispatch_")

@@ -34,7 +34,7 @@ img.src = 'data:image/svg+xml;base64,SVG';
 
 
 def rgb(colour: str) -> str:
-    return ",".join(str(int(colour[k:k + 2], 16)) for k in (1, 3, 5))
+    return ",".join(str(int(colour[k : k + 2], 16)) for k in (1, 3, 5))
 
 
 def rendered(document: str, tmp_path: Path) -> str:
@@ -43,10 +43,19 @@ def rendered(document: str, tmp_path: Path) -> str:
     page = tmp_path / "page.html"
     page.write_text(PAGE.replace("SVG", base64.b64encode(document.encode()).decode()))
     done = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-         f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=3000",
-         "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     found = re.search(r'<pre id="out">([^<]*)</pre>', done.stdout)
@@ -55,8 +64,9 @@ def rendered(document: str, tmp_path: Path) -> str:
 
 
 def test_the_timeline_svg_renders_in_headless_chromium(tmp_path: Path) -> None:
-    document = svg("job1", "finetune", preempted_node_lost_then_succeeded().spans(),
-                   PUBLICATIONS, at(10_000))
+    document = svg(
+        "job1", "finetune", preempted_node_lost_then_succeeded().spans(), PUBLICATIONS, at(10_000)
+    )
     width, height = re.search(r'width="(\d+)" height="(\d+)"', document).groups()  # type: ignore[union-attr]
     out = rendered(document, tmp_path)
     assert out.startswith(f"rendered {width}x{height} colours "), out
@@ -67,4 +77,5 @@ def test_the_timeline_svg_renders_in_headless_chromium(tmp_path: Path) -> None:
 
 def test_a_broken_svg_is_reported_as_not_rendering(tmp_path: Path) -> None:
     assert rendered("<svg xmlns='http://www.w3.org/2000/svg'><rect></svg>", tmp_path) == (
-        "failed to render")
+        "failed to render"
+    )

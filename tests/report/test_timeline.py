@@ -29,8 +29,9 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 def test_the_tutorials_timeline_is_its_golden_text() -> None:
     view, publications, now = tutorial_job()
-    text = draw(view.header.job, view.header.spec.name, spans(view, fold(view, now)),
-                publications, now)
+    text = draw(
+        view.header.job, view.header.spec.name, spans(view, fold(view, now)), publications, now
+    )
     assert text == GOLDEN.read_text()
 
 
@@ -59,8 +60,9 @@ def test_the_svg_draws_every_row_with_a_title_on_every_mark() -> None:
     marks = [*doc.iter(f"{SVG}rect"), *doc.iter(f"{SVG}circle")]
     assert all(m.find(f"{SVG}title") is not None for m in marks if m.get("class"))
     assert "fine<tune>" in (doc.findtext(f"{SVG}title") or "")
-    assert sum(1 for c in doc.iter(f"{SVG}circle") if "checkpoint" in
-               (c.findtext(f"{SVG}title") or "")) == len(PUBLICATIONS)
+    assert sum(
+        1 for c in doc.iter(f"{SVG}circle") if "checkpoint" in (c.findtext(f"{SVG}title") or "")
+    ) == len(PUBLICATIONS)
 
 
 def _status(site: Site, *args: str) -> tuple[int, str, str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.core import current
 from dispatch.model import mutants as switchboard
 from dispatch.sim import mutants as sim_mutants
 from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
@@ -44,7 +45,7 @@ def _core_tables() -> list[object]:
         sim_mutants.next_module.ORDERING,
         sim_mutants.fold.HANDLERS,
         sim_mutants.fold.DECISION_REFUSALS,
-        sim_mutants.current.NOT_VANISHED,
+        current.NOT_VANISHED,
     ]
 
 

@@ -50,7 +50,11 @@ def test_a_seed_gives_the_same_trace_in_another_process_with_another_hash_seed(
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     done = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "other"), *map(str, SEEDS)],
-        capture_output=True, text=True, env=env, check=True, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=300,
     )
     here = [_digest(s, tmp_path / "here") for s in SEEDS]
     assert done.stdout.split() == here

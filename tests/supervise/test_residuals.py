@@ -57,6 +57,6 @@ def test_a_settled_job_without_residuals_is_not_asked_for() -> None:
         asked.append(list(jobs))
         return find_many(jobs, *args)  # type: ignore[arg-type]
 
-    w.backend.find_many = counting  # type: ignore[method-assign]
+    w.backend.find_many = counting  # type: ignore[method-assign, assignment]
     report = w.sup.sweep()
     assert report.residual == [] and asked == []

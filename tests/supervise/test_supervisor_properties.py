@@ -70,10 +70,12 @@ def test_invariants_hold_whatever_the_scheduler_does(
             assert outcome in (None, now), "an outcome changed"
             outcome = now
             if j.outcome.state is State.FAILED:
-                ra = covering_rule(j.header.plan, j.outcome.cause.kind)
-                assert ra is None or ra.enforcer is Enforcer.NOBODY or not budget_left(j, ra), (
-                    "failed for a cause a rule with budget left covers"
-                )
+                covering = covering_rule(j.header.plan, j.outcome.cause.kind)
+                assert (
+                    covering is None
+                    or covering.enforcer is Enforcer.NOBODY
+                    or not budget_left(j, covering)
+                ), "failed for a cause a rule with budget left covers"
         canonical = {s.canonical.id for s in j.submissions if s.canonical is not None}
         opened: dict[int | None, int] = {}
         for obj in backend.objects.values():

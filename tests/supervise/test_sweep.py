@@ -103,7 +103,7 @@ def test_a_sweep_commits_its_owner_entry_in_the_same_revision_as_its_first_decis
     token = commits[0].entries[0].token  # type: ignore[union-attr]
     # Every later decision of the sweep's rounds carries the same token, with no new owner.
     decisions = [e for c in commits for e in c.entries if hasattr(e, "token")]
-    assert len(decisions) > 2 and {e.token for e in decisions} == {token}  # type: ignore[attr-defined]
+    assert len(decisions) > 2 and {e.token for e in decisions} == {token}
     assert len(world.entries(job, "owner")) == 1
 
 
@@ -279,7 +279,7 @@ def test_a_delivery_command_gets_each_escalation_as_json_on_stdin(tmp_path: Path
     world = World("file", tmp_path)
     inbox = tmp_path / "inbox"
     deliver = CommandDeliver(
-        script(tmp_path, "page", f'cat >> {inbox}\necho >> {inbox}\n'), timedelta(seconds=30)
+        script(tmp_path, "page", f"cat >> {inbox}\necho >> {inbox}\n"), timedelta(seconds=30)
     )
     (job,) = world.submit(1)
     sup = world.supervisor(deliver=deliver)

@@ -96,7 +96,7 @@ def start(
         submission=1,
         attempt=attempt,
         lineage_submission=1,
-        spec=JobSpec(command=command, output_path="/dev/null", **spec),  # type: ignore[arg-type]
+        spec=JobSpec(command=command, output_path="/dev/null", **spec),
     )
     return backend.start(req)
 

@@ -7,8 +7,6 @@ the command line) and the adapter keeps the rows whose name it asked for."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from test_slurm_backend import ScriptedRunner
 
 from dispatch.adapters.slurm import render
@@ -88,7 +86,7 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
     found = backend.find_many(jobs)
     queries = [a for a in runner.seen if a[0] in ("squeue", "sacct")]
     assert [a[0] for a in queries] == ["squeue", "sacct"]
-    longest: Sequence[str] = max((a for q in queries for a in q), key=len)
+    longest: str = max((a for q in queries for a in q), key=len)
     assert len(longest.encode()) < MAX_ARG_STRLEN
     assert len(found) == len(jobs)
     shown = {job for job, d in found.items() if d.objects}

@@ -49,7 +49,7 @@ def test_dispatch_hold_reads_held_through_pyslurm() -> None:
     held = {
         **GATED,
         "state_reason": "BeginTime",
-        "eligible_time": GATED["submit_time"] + DISPATCH_HOLD_SECONDS,
+        "eligible_time": cast(int, GATED["submit_time"]) + DISPATCH_HOLD_SECONDS,
     }
     (obs,) = observe([row_from_job(held)])
     assert obs.state is ObjectState.HELD and not obs.held_by_other
