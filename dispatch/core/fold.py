@@ -124,6 +124,7 @@ class _Folder:
         return latest.n if latest else 0
 
     def _not_terminal(self, what: str) -> None:
+        # Invariant 3: an outcome never changes, so nothing that could change it may follow.
         if self.job.outcome is not None:
             raise InvalidError(f"{what} after the outcome {self.job.outcome.state}")
 
@@ -159,6 +160,7 @@ class _Folder:
 
     def _hold(self, e: HoldEntry) -> None:
         self._not_terminal("hold")
+        # Instances number holds in record order, so a release names exactly one of them.
         if e.instance != len(self.job.holds) + 1:
             raise InvalidError(f"hold instance {e.instance} is out of order")
         hold = Hold(
@@ -172,6 +174,8 @@ class _Folder:
         h = self.job.holds[e.instance - 1] if 0 < e.instance <= len(self.job.holds) else None
         if h is None or not h.active:
             raise InvalidError(f"hold {e.instance} is not in force")
+        # A recovery hold is lifted by the next submission or the outcome, never by a person's
+        # release: releasing it would skip the decision the rule asked a person to make.
         if h.recovery:
             raise InvalidError(f"hold {e.instance} is a recovery hold, which is never released")
         h.active, h.released_at, h.override = False, e.at, e.override
@@ -191,6 +195,7 @@ class _Folder:
         t = e.target
         if t.foreign:
             rec = self._object(ObjectRef(id=t.foreign), None, None)
+            # Only a foreign object is abandoned by id; dispatch's own are abandoned by attempt.
             if not rec.foreign:
                 raise InvalidError(f"object {t.foreign} is not foreign")
             rec.abandoned = True
@@ -209,6 +214,7 @@ class _Folder:
     def _requeue(self, e: RequeueEntry) -> None:
         self._not_terminal("requeue")
         if e.revoke:
+            # A revoke after the requeue call was committed comes too late: the call is made.
             if self.job.requeue is None:
                 raise InvalidError("a requeue revoked while none was asked for")
             self.job.requeue = None
@@ -217,6 +223,7 @@ class _Folder:
 
     def _superseded(self, e: SupersededEntry) -> None:
         j = self.job
+        # Only a finished job is superseded: two live jobs of one lineage could both run.
         if j.outcome is None:
             raise InvalidError("superseded before the job had an outcome")
         if j.superseded_by:
@@ -253,6 +260,7 @@ class _Folder:
             h = j.holds[e.instance - 1] if 0 < e.instance <= len(j.holds) else None
             if h is None:
                 raise InvalidError(f"{e.op} call for hold {e.instance}, which was never placed")
+        # Only a requeue fires a rule (its budget is reserved with the call's intent).
         if e.rule is not None:
             if e.op != "requeue" or not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"{e.op} call names rule {e.rule}, which cannot apply")
@@ -278,15 +286,18 @@ class _Folder:
     def _authorize(self, e: AuthorizeEntry) -> None:
         j = self.job
         self._not_terminal("authorize")
+        # Submissions are numbered in record order: two supervisors never both authorize N.
         if e.submission != len(j.submissions) + 1:
             raise InvalidError(f"authorize {e.submission} out of order")
         hold = j.active_hold()
+        # A person's hold keeps the job from starting anything until that person releases it.
         if hold is not None and not hold.recovery:
             raise InvalidError(f"authorize {e.submission} while hold {hold.instance} is in force")
         if e.rule is not None:
             if not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"authorize names rule {e.rule}, which the plan does not have")
             self.fire(e.rule)
+        # A resubmit answers exactly one person's request: a second would run the job twice.
         if e.trigger == "resubmit":
             if j.resubmits <= 0:
                 raise InvalidError("authorize for a resubmit nobody asked for")
@@ -302,14 +313,17 @@ class _Folder:
 
     def _attempt(self, e: AttemptEntry) -> None:
         sub = self._sub(e.submission)
+        # Attempt numbers travel with objects, so they must be unique and in order.
         if e.attempt != len(sub.attempts) + 1:
             raise InvalidError(f"attempt {e.submission}/{e.attempt} out of order")
+        # Once an object is canonical, another start could only make a duplicate.
         if sub.canonical is not None:
             raise InvalidError(f"attempt {e.submission}/{e.attempt} after the canonical object")
         sub.attempts.append(AttemptRec(number=e.attempt, at=e.at))
 
     def _reply(self, e: ReplyEntry) -> None:
         att = self._sub(e.submission).attempt(e.attempt)
+        # A start call has one reply; a second would rewrite what the first decided.
         if att is None or att.replied:
             raise InvalidError(f"reply to attempt {e.submission}/{e.attempt}, which awaits none")
         att.replied, att.ref, att.refused, att.unknown = True, e.ref, e.refused, e.unknown
@@ -319,6 +333,8 @@ class _Folder:
 
     def _canonical(self, e: CanonicalEntry) -> None:
         sub = self._sub(e.submission)
+        # Invariant 1: one execution per submission, so one canonical object, of that
+        # submission, never a retired one.
         if sub.canonical is not None:
             raise InvalidError(f"submission {e.submission} already has a canonical object")
         rec = self._object(e.ref, e.submission, None)
@@ -328,12 +344,14 @@ class _Folder:
         self.canonical_ids.add(e.ref.id)
 
     def _open(self, e: OpenEntry) -> None:
+        # Invariant 1: only a canonical object is ever opened.
         if e.ref.id not in self.canonical_ids:
             raise InvalidError(f"open of {e.ref.id}, which is not a canonical object")
         rec = self._object(e.ref, None, None)
         rec.opening, rec.opening_at = True, rec.opening_at or e.at
 
     def _retire(self, e: RetireEntry) -> None:
+        # Retiring the canonical object would leave its submission with none to run.
         if e.ref.id in self.canonical_ids:
             raise InvalidError(f"retire of {e.ref.id}, which is canonical")
         self._object(e.ref, None, None).retired = True
@@ -375,6 +393,7 @@ class _Folder:
             State.FAILED: Change.FAIL,
             State.CANCELLED: Change.CANCEL,
         }.get(e.state)
+        # Running, pending, held and recovering are states, not outcomes: they change.
         if change is None:
             raise InvalidError(f"{e.state} is not an outcome")
         self._move(change, e.at, e.cause, self._latest_n())
@@ -384,18 +403,21 @@ class _Folder:
                 h.active, h.released_at = False, e.at
 
     def _escalate(self, e: EscalateEntry) -> None:
+        # Invariant 7: an escalation id is committed once per job, so a person is asked once.
         if e.id in self.job.escalations:
             raise InvalidError(f"escalation {e.id} committed twice")
         self.job.escalations[e.id] = Escalation(id=e.id, detail=e.detail, at=e.at)
 
     def _settle(self, e: SettleEntry) -> None:
         j = self.job
+        # Invariant 6: settled implies an outcome.
         if j.outcome is None:
             raise InvalidError("settle without an outcome")
         j.settled, j.settled_at = True, e.at
 
     def _delivered(self, e: DeliveredEntry) -> None:
         old = self.job.escalations.get(e.id)
+        # A delivery follows its escalation's commit, so a crash never delivers an unrecorded one.
         if old is None:
             raise InvalidError(f"delivery of escalation {e.id}, which was never committed")
         if old.delivered is None:
