@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -16,9 +17,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from live_cluster import WAIT, cluster_env
+import boto3
+from live_cluster import WAIT, cluster_env, wait_for
 
 BIN = Path(sys.executable).parent  # where dispatch, publish, torchrun are installed
+# The key pair of the S3 server the live tests start (moto_server takes any).
+S3_KEYS = {"aws_access_key_id": "trainer", "aws_secret_access_key": "trainer-secret"}
 
 
 class User:
@@ -58,6 +62,22 @@ class User:
         """``dispatch status --json JOB``."""
         body: dict[str, object] = json.loads(self.sh(f"dispatch status --json {job}"))
         return body
+
+    def settled(self, job: str, patience: float = WAIT) -> dict[str, object]:
+        """``dispatch status --json JOB`` once the job has settled (the test fails after
+        ``patience`` seconds)."""
+        return wait_for(
+            f"job {job} to settle",
+            lambda: self.status(job),
+            lambda s: bool(s["settled"]),
+            patience=patience,
+        )
+
+    def cron(self) -> Cron:
+        """cron, for the line ``dispatch supervise install --cron`` wrote in the crontab for the
+        user's config file."""
+        config = self.home / ".dispatch" / "config.toml"
+        return Cron(installed_line(self.sh("crontab -l"), config), self.home)
 
     def published(self, epoch: int) -> dict[str, object] | None:
         """What ``publish resolve`` gives an execution at ``epoch``: None when nothing yet."""
@@ -117,3 +137,43 @@ class Cron:
     def __exit__(self, *exc: object) -> None:
         self.stopped.set()
         self.thread.join(WAIT)
+
+
+@contextmanager
+def s3_bucket(bucket: str) -> Iterator[str]:
+    """A ``moto_server`` process on 127.0.0.1 (real HTTP; a stand-in for a real S3 service)
+    holding ``bucket``; its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = subprocess.Popen(
+        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **S3_KEYS)
+
+    def created() -> bool:
+        try:
+            s3.create_bucket(Bucket=bucket)
+        except Exception:  # the server is not listening yet
+            return False
+        return True
+
+    try:
+        wait_for("moto_server to take a bucket", created, bool, patience=60)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def s3_env(url: str, store: str) -> dict[str, str]:
+    """What a user exports for ``publish`` to reach ``store`` on the server at ``url``."""
+    return {
+        "PUBLISH_STORE": store,
+        "PUBLISH_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": S3_KEYS["aws_access_key_id"],
+        "AWS_SECRET_ACCESS_KEY": S3_KEYS["aws_secret_access_key"],
+    }

@@ -98,20 +98,9 @@ def test_supervise_misused_exits_2_saying_what_to_give(
     assert said in result.stderr
 
 
-def config_for_a_process(tmp_path: Path) -> Path:
-    config = tmp_path / "dispatch.toml"
-    config.write_text(f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "memory"\n')
-    return config
-
-
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_follow_sweeps_until_a_signal_then_finishes_and_exits_0(
-    tmp_path: Path, signum: int
-) -> None:
-    site = Site(tmp_path)
-    site.submit(2)
-    config = config_for_a_process(tmp_path)
-    proc = subprocess.Popen(
+def follow_hourly(config: Path) -> subprocess.Popen[str]:
+    """``dispatch supervise --follow --every 1h`` as a process of its own."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -127,6 +116,22 @@ def test_follow_sweeps_until_a_signal_then_finishes_and_exits_0(
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def config_for_a_process(tmp_path: Path) -> Path:
+    config = tmp_path / "dispatch.toml"
+    config.write_text(f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "memory"\n')
+    return config
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_follow_sweeps_until_a_signal_then_finishes_and_exits_0(
+    tmp_path: Path, signum: int
+) -> None:
+    site = Site(tmp_path)
+    site.submit(2)
+    config = config_for_a_process(tmp_path)
+    proc = follow_hourly(config)
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first.startswith("swept 2 unsettled jobs")
@@ -150,22 +155,7 @@ def test_follow_sweeps_at_once_when_a_job_is_submitted_or_a_person_acts(
 ) -> None:
     site = Site(tmp_path)
     config = config_for_a_process(tmp_path)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "dispatch.cli.main",
-            "supervise",
-            "--follow",
-            "--every",
-            "1h",
-            "--config",
-            str(config),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = follow_hourly(config)
     try:
         assert _line_within(proc, PATIENCE_SECONDS).startswith("swept 0 unsettled jobs")
         # The next sweep is an hour away: only the ledger's change can bring it now.

@@ -8,8 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
-from live_cluster import REPO, WAIT, wait_for
-from live_user import Cron, User, installed_line, kept_crontab
+from live_cluster import REPO
+from live_user import User, kept_crontab
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -34,13 +34,7 @@ def test_the_readme_shell_example_submits_supervises_and_succeeds(
             if command == "dispatch sbatch train.sbatch":
                 job = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
         assert job, commands
-        line = installed_line(user.sh("crontab -l"), own_home / ".dispatch" / "config.toml")
-        with Cron(line, own_home):
-            st = wait_for(
-                "the job to settle",
-                lambda: user.status(job),
-                lambda s: bool(s["settled"]),
-                patience=WAIT,
-            )
+        with user.cron():
+            st = user.settled(job)
     assert st["state"] == "succeeded", st
     assert "trained" in "".join(p.read_text() for p in folder.glob("slurm-*.out"))

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from live_cluster import REPO, WAIT, wait_for
-from live_user import Cron, User, installed_line, kept_crontab
+from live_cluster import REPO
+from live_user import User, kept_crontab
 
 from dispatch.batch.directives import OPTIONS
 
@@ -91,15 +91,8 @@ def test_the_three_steps_run_as_written_and_the_job_succeeds(
             else:
                 name, text = step
                 (folder / name).write_text(text)
-        config = own_home / ".dispatch" / "config.toml"
-        line = installed_line(user.sh("crontab -l"), config)
-        with Cron(line, own_home):
-            st = wait_for(
-                "the job to settle",
-                lambda: user.status(job),
-                lambda s: bool(s["settled"]),
-                patience=WAIT,
-            )
+        with user.cron():
+            st = user.settled(job)
     assert st["state"] == "succeeded", st
     outputs = list(folder.glob("finetune-*.out"))
     assert len(outputs) == 1 and "trained --epochs 3" in outputs[0].read_text()

@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
 from live_cluster import REPO, WAIT, wait_for
-from live_user import BIN, Cron, User, installed_line, kept_crontab
+from live_user import S3_KEYS, Cron, User, installed_line, kept_crontab, s3_bucket, s3_env
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -33,45 +30,17 @@ PREFIX = "report"
 # A sweep here: the crontab line runs every second (Cron) and takes a second or two; the
 # manifest's time and sacct's end time are to the second. One sweep is at most this long.
 ONE_SWEEP = 6.0
-KEYS: dict[str, Any] = {"aws_access_key_id": "trainer", "aws_secret_access_key": "trainer-secret"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
-    """A ``moto_server`` process on 127.0.0.1 holding one bucket."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **KEYS)
-
-    def created() -> bool:
-        try:
-            s3.create_bucket(Bucket=BUCKET)
-        except Exception:  # the server is not listening yet
-            return False
-        return True
-
-    try:
-        wait_for("moto_server to take a bucket", created, bool, patience=60)
+    with s3_bucket(BUCKET) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 def publication_times(url: str) -> dict[int, list[datetime]]:
     """When each epoch published, read straight from the store's manifests."""
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **KEYS)
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **S3_KEYS)
     found: dict[int, list[datetime]] = {}
     pages = s3.get_paginator("list_objects_v2").paginate(
         Bucket=BUCKET, Prefix=f"{PREFIX}/manifests/"
@@ -106,15 +75,7 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
     folder.mkdir()
     shutil.copy(REPO / "job_templates" / "tiny_train.py", folder / "train.py")
     user = User(
-        own_home,
-        folder,
-        {
-            "PUBLISH_STORE": f"s3://{BUCKET}/{PREFIX}",
-            "PUBLISH_ENDPOINT_URL": s3_url,
-            "AWS_ACCESS_KEY_ID": KEYS["aws_access_key_id"],
-            "AWS_SECRET_ACCESS_KEY": KEYS["aws_secret_access_key"],
-            "TMPDIR": str(tmp_path),
-        },
+        own_home, folder, {**s3_env(s3_url, f"s3://{BUCKET}/{PREFIX}"), "TMPDIR": str(tmp_path)}
     )
     job = user.sh(
         f"cp {REPO / 'job_templates' / 'single_node.sbatch'} train.sbatch\n"

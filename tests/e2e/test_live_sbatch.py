@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
-import boto3
 import pytest
 from live_cluster import REPO, WAIT, wait_for
-from live_user import BIN, Cron, User, installed_line, kept_crontab
+from live_user import User, kept_crontab, s3_bucket, s3_env
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -60,43 +57,10 @@ CASES = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
-    """A ``moto_server`` process on 127.0.0.1 holding one bucket."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=url,
-        region_name="us-east-1",
-        aws_access_key_id="trainer",
-        aws_secret_access_key="trainer-secret",
-    )
-
-    def created() -> bool:
-        try:
-            s3.create_bucket(Bucket=BUCKET)
-        except Exception:  # the server is not listening yet
-            return False
-        return True
-
-    try:
-        wait_for("moto_server to take a bucket", created, bool, patience=60)
+    with s3_bucket(BUCKET) as url:
         yield url
-    finally:
-        server.terminate()
-        server.wait(30)
 
 
 @pytest.fixture
@@ -119,15 +83,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     folder.mkdir()
     shutil.copy(TEMPLATES / case.trainer, folder / "train.py")
     user = User(
-        own_home,
-        folder,
-        {
-            "PUBLISH_STORE": f"s3://{BUCKET}/{name}",
-            "PUBLISH_ENDPOINT_URL": s3_url,
-            "AWS_ACCESS_KEY_ID": "trainer",
-            "AWS_SECRET_ACCESS_KEY": "trainer-secret",
-            "TMPDIR": str(tmp_path),
-        },
+        own_home, folder, {**s3_env(s3_url, f"s3://{BUCKET}/{name}"), "TMPDIR": str(tmp_path)}
     )
 
     # What the user types: copy the template, submit it, install the sweep.
@@ -135,13 +91,11 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
         f"cp {TEMPLATES / case.template} train.sbatch\n"
         f"dispatch sbatch --parsable --partition=low train.sbatch {case.args}"
     ).strip()
-    config = own_home / ".dispatch" / "config.toml"
     user.sh("dispatch supervise install --cron --every 1m")
-    line = installed_line(user.sh("crontab -l"), config)
 
     jobs_of_the_test: list[str] = []
     try:
-        with Cron(line, own_home):
+        with user.cron():
             first = wait_for(
                 "submission 1 to publish a checkpoint",
                 lambda: user.published(1_999_999),
@@ -154,12 +108,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
                 "--output=/dev/null --job-name=preemptor --wrap='sleep 8'"
             ).strip()
             jobs_of_the_test.append(preemptor)
-            settled = wait_for(
-                "the job to settle after the preemption",
-                lambda: user.status(job),
-                lambda s: bool(s["settled"]),
-                patience=2 * WAIT,
-            )
+            settled = user.settled(job, patience=2 * WAIT)
     finally:
         for other in jobs_of_the_test:
             subprocess.run(["scancel", other], env=user.env, capture_output=True)
@@ -180,7 +129,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     # epoch, and trained to the end.
     out = (folder / f"slurm-{slurm_jobs[f'dispatch:{last}/1']}.out").read_text()
     before = user.published(last * 1_000_000 - 1)
-    assert before is not None and cast(int, before["epoch"]) < last * 1_000_000
+    assert before is not None and before["epoch"] < last * 1_000_000
     assert f"{case.resumed}{before['step']}" in out, out
     final = user.published(last * 1_000_000 + 999_999)
     steps = int(re.search(r"--steps (\d+)", case.args).group(1))  # type: ignore[union-attr]
