@@ -16,9 +16,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import boto3
 from live_cluster import WAIT, cluster_env, wait_for
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 BIN = Path(sys.executable).parent  # where dispatch, publish, torchrun are installed
 # The key pair of the S3 server the live tests start (moto_server takes any).
@@ -152,7 +156,7 @@ def s3_bucket(bucket: str) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **S3_KEYS)
+    s3 = s3_client(url)
 
     def created() -> bool:
         try:
@@ -167,6 +171,17 @@ def s3_bucket(bucket: str) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(30)
+
+
+def s3_client(url: str) -> S3Client:
+    """A plain boto3 client of the S3 server at ``url``, with its key pair."""
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name="us-east-1",
+        aws_access_key_id=S3_KEYS["aws_access_key_id"],
+        aws_secret_access_key=S3_KEYS["aws_secret_access_key"],
+    )
 
 
 def s3_env(url: str, store: str) -> dict[str, str]:

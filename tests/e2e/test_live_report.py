@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
-import boto3
 import pytest
 from live_cluster import REPO, WAIT, wait_for
-from live_user import S3_KEYS, Cron, User, installed_line, kept_crontab, s3_bucket, s3_env
+from live_user import Cron, User, installed_line, kept_crontab, s3_bucket, s3_client, s3_env
 from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -40,7 +39,7 @@ def s3_url() -> Iterator[str]:
 
 def publication_times(url: str) -> dict[int, list[datetime]]:
     """When each epoch published, read straight from the store's manifests."""
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", **S3_KEYS)
+    s3 = s3_client(url)
     found: dict[int, list[datetime]] = {}
     pages = s3.get_paginator("list_objects_v2").paginate(
         Bucket=BUCKET, Prefix=f"{PREFIX}/manifests/"

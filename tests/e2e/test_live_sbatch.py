@@ -19,6 +19,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
 from live_cluster import REPO, WAIT, wait_for
@@ -129,7 +130,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     # epoch, and trained to the end.
     out = (folder / f"slurm-{slurm_jobs[f'dispatch:{last}/1']}.out").read_text()
     before = user.published(last * 1_000_000 - 1)
-    assert before is not None and before["epoch"] < last * 1_000_000
+    assert before is not None and cast(int, before["epoch"]) < last * 1_000_000
     assert f"{case.resumed}{before['step']}" in out, out
     final = user.published(last * 1_000_000 + 999_999)
     steps = int(re.search(r"--steps (\d+)", case.args).group(1))  # type: ignore[union-attr]
