@@ -118,7 +118,13 @@ def main() -> None:
     help="Keep the record in a file ledger in this folder (left behind to inspect).",
 )
 def demo(ledger: Path | None) -> None:
-    """Run the tutorial: submit, preempt, recover, succeed, on the memory adapter."""
+    """Run the tutorial: submit, preempt, recover, succeed, on the memory adapter.
+
+    \b
+    Example:
+      $ dispatch demo
+      $ dispatch demo --ledger /tmp/demo-ledger
+    """
     from dispatch.cli.demo import run_demo
     from dispatch.records.contract import Records
     from dispatch.records.memory import MemoryRecords

@@ -45,7 +45,13 @@ def sim(
     mutants: tuple[str, ...],
     hunt_all: bool,
 ) -> None:
-    """Run the deterministic simulator of the supervisor (see docs/simulator.md)."""
+    """Run the deterministic simulator of the supervisor (see docs/simulator.md).
+
+    \b
+    Example:
+      $ dispatch sim --seeds 1000 --workers 2
+      $ dispatch sim --seed 1605 --stop-at 340
+    """
     if sum(x is not None and x is not False for x in (seed, count, hunt_all or None)) != 1:
         click.echo("error: give exactly one of --seed, --seeds or --hunt", err=True)
         sys.exit(2)

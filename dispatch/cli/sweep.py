@@ -79,7 +79,14 @@ def sweep(
 ) -> None:
     """One pass over every unsettled job: what cron or scrontab runs each tick.
 
-    Exits 1 when any job's pass failed (the others still had theirs).
+    Each job is carried through every stage its pass can establish (a new job to its open, an
+    ended execution to the next submission's open). Exits 1 when any job's pass failed (the
+    others still had theirs).
+
+    \b
+    Example:
+      $ dispatch sweep
+      $ dispatch sweep --json --metrics /var/lib/node_exporter/dispatch.prom
     """
     with refusals():
         session = Session(config)

@@ -14,10 +14,12 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from cli_setup import ADA, Site
 
 import dispatch
+from dispatch.cli.main import main
 
 ME = {"USER": "ada"}
 
@@ -259,8 +261,10 @@ def test_bad_input_on_every_verb_is_one_line_with_its_exit_code_and_nothing_reco
 
 def test_every_verb_has_help_with_an_example(tmp_path: Path) -> None:
     site = Site(tmp_path)
-    readers = ["status", "list", "logs", "escalations", "supervise"]
-    for verb in [v for v, _ in VERBS] + readers:
+    assert isinstance(main, click.Group)
+    verbs = sorted(main.list_commands(click.Context(main)))
+    assert {v for v, _ in VERBS} | {"status", "list", "sweep", "sbatch"} <= set(verbs)
+    for verb in verbs:
         result = site.run([verb, "--help"])
         assert result.exit_code == 0
         assert "Example:" in result.stdout and f"$ dispatch {verb} " in result.stdout
