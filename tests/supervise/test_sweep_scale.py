@@ -182,3 +182,38 @@ def test_a_ledger_without_a_residual_index_gets_one_built_from_its_settled_recor
     store = FileRecords(tmp_path / "ledger")
     assert store.residual_jobs() == []
     assert (index / ".built").exists()
+
+
+def test_a_pass_decides_on_the_revision_noted_before_the_look_not_on_a_later_one(
+    tmp_path: Path,
+) -> None:
+    """A person cancels during the scheduler look: the pass that follows still decides on the
+    record as it was before the look (its commits then lose to the cancel), and the next
+    round, whose look comes after the cancel, carries the cancel out."""
+    world = World("file", tmp_path)
+    (job,) = world.submit(1)
+    world.sweep_until_idle(world.supervisor())
+    before = world.store.read(job).revision
+    find_many = world.backend.find_many
+    decided_on: list[int] = []
+
+    def cancel_during_the_look(asked: list[JobID], *args: object) -> object:
+        world.backend.find_many = find_many  # type: ignore[method-assign]
+        world.cluster.operator.cancel(job, ADA, "not needed")
+        return find_many(asked, *args)  # type: ignore[arg-type]
+
+    sup = world.supervisor()
+    pass_once = sup.pass_once
+
+    def recording(j: JobID, token: str, view: View, found: dispatch.Discovery) -> object:
+        decided_on.append(view.revision)
+        return pass_once(j, token, view, found)
+
+    sup.pass_once = recording  # type: ignore[assignment,method-assign]
+    world.backend.find_many = cancel_during_the_look  # type: ignore[method-assign,assignment]
+    report = sup.sweep()
+    assert not report.failed
+    assert decided_on[0] == before, "the first pass saw the cancel committed after its look"
+    assert decided_on[1] > before  # the next round read the record again, after the cancel
+    world.sweep_until_idle(world.supervisor())
+    assert world.job(job).settled
