@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -388,7 +389,12 @@ class FileRecords:
         header, first = self._load_header(job, folder / fmt.revision_name(1))
         view = None
         if snapshotted:
-            view = self._load_snapshot(job, folder, header, first, last)
+            # Checked against the files as they are now: one written since the listing may be
+            # past ``upto``, and then stands for revisions 1..upto too.
+            bound = last if upto is None else sys.maxsize
+            view = self._load_snapshot(job, folder, header, first, bound)
+            if view is not None and view.revision > last:
+                view = View(header=header, commits=view.commits[: last - 1])
         view = view or View(header=header)
         commits = list(view.commits)
         base = os.fspath(folder)  # plain strings: a Path per revision file costs more than its read

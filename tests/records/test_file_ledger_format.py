@@ -455,3 +455,31 @@ def test_a_revision_link_whose_reply_was_lost_still_counts_as_committed(
         store.commit("j1", cancel("stale"), 1)
     monkeypatch.undo()
     assert [c.entries for c in FileRecords(root).read("j1").commits] == [tuple(cancel("once"))]
+
+
+def test_read_at_gives_the_record_at_the_revision_noted_even_after_a_later_snapshot(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    writer = FileRecords(root, snapshot_every=4)
+    writer.create(header("j1"))
+    grow(writer, "j1", 6)
+    sweeper = FileRecords(root)
+    assert sweeper.revision("j1") == 6
+    grow(writer, "j1", 9)  # a snapshot at 8 now stands for more than the sweep noted
+    view = sweeper.read_at("j1", 6)
+    assert view.revision == 6
+    assert view.commits == writer.read("j1").commits[:5]
+    assert sweeper.problems() == []
+    assert sweeper.read("j1") == writer.read("j1")
+
+
+def test_revision_lists_the_folder_and_refuses_a_gap_as_a_read_does(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 4)
+    assert FileRecords(root).revision("j1") == 4
+    (root / "jobs" / "j1" / fmt.revision_name(3)).unlink()
+    with pytest.raises(InvalidError, match="revision is missing"):
+        FileRecords(root).revision("j1")
