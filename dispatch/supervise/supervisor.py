@@ -118,6 +118,8 @@ class Supervisor:
             kind=ActorKind.SUPERVISOR, id=f"{socket.gethostname()}:{os.getpid()}"
         )
         self.rand = rand
+        self._sharded_of: object = None
+        self._sharded_store: Sharded | None = None
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -256,7 +258,7 @@ class Supervisor:
         report = SweepReport(started=self.clock.now())
         deadline = None if budget is None else report.started + budget
         token = self._token()
-        sharded = self.store if isinstance(self.store, Sharded) else None
+        sharded = self._sharded()
         locked: list[JobID] = []
         claimed: list[int] = []
         seen: dict[JobID, Seen] = {}
@@ -373,7 +375,7 @@ class Supervisor:
             if not moved:
                 return
             views: dict[JobID, Seen] = {}
-            sharded = self.store if isinstance(self.store, Sharded) else None
+            sharded = self._sharded()
             for job in moved:
                 try:
                     views[job] = (
@@ -446,9 +448,17 @@ class Supervisor:
             report.failed[job] = _describe(err)
         return True
 
+    def _sharded(self) -> Sharded | None:
+        """The store as a sharded one, if it is (asked once a store: a protocol check is slow)."""
+        if self._sharded_of is not self.store:
+            self._sharded_of = self.store
+            self._sharded_store = self.store if isinstance(self.store, Sharded) else None
+        return self._sharded_store
+
     def _read_at(self, job: JobID, revision: int) -> View:
-        if isinstance(self.store, Sharded):
-            return self.store.read_at(job, revision)
+        sharded = self._sharded()
+        if sharded is not None:
+            return sharded.read_at(job, revision)
         return _at(self.store.read(job), revision)
 
     def _sweep_pass(
