@@ -111,9 +111,17 @@ def sha256_of(path: Path) -> str:
 
 
 def build_manifest(
-    publication: PublicationId, files: Sequence[SaveFile], slurm_job: str | None
+    publication: PublicationId,
+    files: Sequence[SaveFile],
+    slurm_job: str | None,
+    hashes: Sequence[str] | None = None,
 ) -> Manifest:
-    """The manifest of a save opened by `publish.savefolder.open_save` (hashes its files)."""
-    entries = tuple(FileEntry(item.relative, item.size, item.sha256()) for item in files)
+    """The manifest of a save opened by `publish.savefolder.open_save`: with `hashes`, the
+    sha256 of each file in order, already computed; else it hashes the files."""
+    digests = list(hashes) if hashes is not None else [item.sha256() for item in files]
+    entries = tuple(
+        FileEntry(item.relative, item.size, digest)
+        for item, digest in zip(files, digests, strict=True)
+    )
     now = datetime.now(UTC).isoformat(timespec="seconds")
     return Manifest(publication, entries, now, socket.gethostname(), slurm_job)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TextIO
 
@@ -28,6 +30,10 @@ from publish.progress import Progress
 from publish.savefolder import SaveFolder, open_save
 from publish.store import MissingObject, Store
 
+# Files hashed at once while the upload runs: enough to keep ahead of a fast transfer of a
+# sharded checkpoint on a compute node's cores.
+HASHERS = 4
+
 log = logging.getLogger("publish.save")
 
 
@@ -35,11 +41,11 @@ def _same_files(a: Manifest, b: Manifest) -> bool:
     return a.files == b.files
 
 
-def _discard(store: Store, entry: LogEntry, manifest: Manifest) -> None:
+def _discard(store: Store, entry: LogEntry, paths: Sequence[str]) -> None:
     """Remove an upload that was never committed (best effort; it is invisible anyway)."""
     try:
-        for item in manifest.files:
-            store.delete(entry.data_prefix + item.path)
+        for path in paths:
+            store.delete(entry.data_prefix + path)
         store.delete(entry.manifest_key)
     except StoreUnavailable as exc:
         log.warning("could not remove the uncommitted upload %s: %s", entry.data_prefix, exc)
@@ -73,33 +79,47 @@ def _publish(
 ) -> Manifest:
     epoch = publication.epoch
     check_not_fenced(store, epoch)
-    manifest = build_manifest(publication, opened.files, slurm_job)
-    existing = _already_committed(store, publication, manifest)
-    if existing is not None:
-        return existing.manifest
+    # The files are hashed while they upload, not before: each hash reads its file through
+    # its own position (pread), and hashlib lets other threads run while it digests.
+    with ThreadPoolExecutor(HASHERS, thread_name_prefix="publish-hash") as hashing:
+        digests = [hashing.submit(item.sha256) for item in opened.files]
 
-    upload = secrets.token_hex(8)
-    manifest_bytes = manifest.to_json()
-    entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
-    progress = Progress(f"upload {publication.name}", sum(f.size for f in manifest.files), stream)
-    try:
-        store.put_files(
-            [(entry.data_prefix + item.relative, item) for item in opened.files], progress
-        )
-        progress.finish()
-        opened.check_unchanged()  # the uploaded bytes are the hashed bytes
-        store.put_bytes(entry.manifest_key, manifest_bytes)
-        check_not_fenced(store, epoch)
-    except (InvalidInput, StoreUnavailable, Fenced):
-        # Nothing was committed: leave nothing behind to fill a full store further.
-        _discard(store, entry, manifest)
-        raise
+        def hashed() -> Manifest:
+            done = [d.result() for d in digests]
+            return build_manifest(publication, opened.files, slurm_job, done)
+
+        if not _surely_absent(store, publication.log_key):  # a save done again (a retry)
+            existing = _already_committed(store, publication, hashed())
+            if existing is not None:
+                return existing.manifest
+
+        upload = secrets.token_hex(8)
+        staged = LogEntry(publication, upload, "")  # its keys; the manifest's hash comes later
+        paths = [item.relative for item in opened.files]
+        size = sum(item.size for item in opened.files)
+        progress = Progress(f"upload {publication.name}", size, stream)
+        try:
+            store.put_files(
+                [(staged.data_prefix + item.relative, item) for item in opened.files], progress
+            )
+            progress.finish()
+            manifest = hashed()
+            opened.check_unchanged()  # the uploaded bytes are the hashed bytes
+            manifest_bytes = manifest.to_json()
+            entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
+            store.put_bytes(entry.manifest_key, manifest_bytes)
+            check_not_fenced(store, epoch)
+        except (InvalidInput, StoreUnavailable, Fenced, OSError):
+            # Nothing was committed: leave nothing behind to fill a full store further (a
+            # file that cannot be read for its hash fails here, after its upload).
+            _discard(store, staged, paths)
+            raise
     try:
         committed = store.create_exclusive(publication.log_key, entry.to_json())
     except StoreUnavailable:
         # A commit whose reply was lost may have landed: discard only when surely absent.
         if _surely_absent(store, publication.log_key):
-            _discard(store, entry, manifest)
+            _discard(store, entry, paths)
         raise
     if committed:
         log.info("published %s from %s", publication.name, opened.folder)
@@ -109,11 +129,11 @@ def _publish(
         winner = _already_committed(store, publication, manifest)
     except CommitConflict:
         if not _is_ours(store, entry):
-            _discard(store, entry, manifest)
+            _discard(store, entry, paths)
         raise
     if winner is not None and winner.entry.upload == upload:
         return manifest
-    _discard(store, entry, manifest)
+    _discard(store, entry, paths)
     if winner is None:
         raise CommitConflict(f"{publication.name}: the store refused the commit but holds none")
     return winner.manifest
