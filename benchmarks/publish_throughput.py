@@ -6,7 +6,8 @@ Both sides move the same files to the same local moto S3 server in the same run.
 numbers include what publishing costs on top of the bytes (sha256 of every file, the manifest,
 the fenced commit; on download, the sha256 check); plain boto3 is `upload_file` /
 `download_file` of each shard in turn with its default transfer settings. With `--repeat N`
-the two sides alternate N times and the best time of each is shown.
+the two sides alternate N times; the best time of each is shown, and the median of the
+pair-by-pair ratios against issue 17's goal for upload (publish at least 1.5x boto3).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import argparse
 import logging
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -30,6 +32,7 @@ from publish.resolve import resolve  # noqa: E402
 from publish.save import save  # noqa: E402
 
 UNITS = {"KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+GOAL_UPLOAD_RATIO = 1.5
 BUCKET = "bench"
 
 
@@ -95,20 +98,24 @@ def main() -> None:
             client = plain_client(url)
             best = {"base_up": float("inf"), "base_down": float("inf"),
                     "ours_up": float("inf"), "ours_down": float("inf")}
+            pairs: dict[str, list[float]] = {"upload": [], "download": []}
             for run in range(args.repeat):
                 plain_dir = work / f"plain-{run}"
-                best["base_up"] = min(best["base_up"], timed(plain_upload, client, files))
-                best["base_down"] = min(best["base_down"],
-                                        timed(plain_download, client, files, plain_dir))
+                last_base_up = timed(plain_upload, client, files)
+                last_base_down = timed(plain_download, client, files, plain_dir)
+                best["base_up"] = min(best["base_up"], last_base_up)
+                best["base_down"] = min(best["base_down"], last_base_down)
                 shutil.rmtree(plain_dir)
                 for path in files:
                     client.delete_object(Bucket=BUCKET, Key=f"plain/{path.name}")
                 resume = work / f"resume-{run}"
                 with open(os.devnull, "w") as quiet:
-                    best["ours_up"] = min(best["ours_up"], timed(
-                        save, store, shards, run + 1, Epoch.of(1, 0), None, quiet))
-                    best["ours_down"] = min(best["ours_down"], timed(
-                        resolve, store, Epoch.of(1, 0), resume, quiet))
+                    up = timed(save, store, shards, run + 1, Epoch.of(1, 0), None, quiet)
+                    down = timed(resolve, store, Epoch.of(1, 0), resume, quiet)
+                best["ours_up"] = min(best["ours_up"], up)
+                best["ours_down"] = min(best["ours_down"], down)
+                pairs["upload"].append(last_base_up / up)
+                pairs["download"].append(last_base_down / down)
                 shutil.rmtree(resume)
             base_up, base_down = best["base_up"], best["base_down"]
             ours_up, ours_down = best["ours_up"], best["ours_down"]
@@ -118,9 +125,16 @@ def main() -> None:
     mb = size / 1e6
     print(f"checkpoint: {size / 1024**3:.2f} GiB in {args.shards} shards, best of "
           f"{args.repeat}, local moto S3 server (own process), {os.cpu_count()} CPUs")
-    print(f"{'operation':<10} {'publish MB/s':>13} {'boto3 MB/s':>11} {'ratio':>6}")
+    print(f"{'operation':<10} {'publish MB/s':>13} {'boto3 MB/s':>11} {'ratio':>6} "
+          f"{'median pair ratio':>18} {'goal':>5}")
     for name, ours, base in (("upload", ours_up, base_up), ("download", ours_down, base_down)):
-        print(f"{name:<10} {mb / ours:>13.1f} {mb / base:>11.1f} {base / ours:>6.2f}")
+        median = statistics.median(pairs[name])
+        goal = f"{GOAL_UPLOAD_RATIO:>5.1f}" if name == "upload" else f"{'':>5}"
+        verdict = ""
+        if name == "upload":
+            verdict = "  met" if median >= GOAL_UPLOAD_RATIO else "  not met"
+        print(f"{name:<10} {mb / ours:>13.1f} {mb / base:>11.1f} {base / ours:>6.2f} "
+              f"{median:>18.2f} {goal}{verdict}")
 
 
 if __name__ == "__main__":
