@@ -82,6 +82,7 @@ class FileRecords:
         self._peeked: dict[JobID, tuple[int, bool]] = {}
         self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
+        self._sweep_folder = False  # sweep/ made and checked by this store
 
     # --- the Records contract -------------------------------------------------------------
 
@@ -275,6 +276,9 @@ class FileRecords:
 
     def claim(self, shard: int, token: str) -> bool:
         """Take the sweep lock of ``shard`` without waiting; False when it is held."""
+        if not self._sweep_folder:
+            fmt.ensure_folder(self.root / index.SWEEP)
+            self._sweep_folder = True
         return index.claim(self.root, shard, token)
 
     def unclaim(self, shard: int, token: str) -> None:

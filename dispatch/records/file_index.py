@@ -49,8 +49,8 @@ def shard_lock(root: Path, shard: int) -> Path:
 
 
 def claim(root: Path, shard: int, token: str) -> bool:
-    """Take the sweep lock of ``shard`` without waiting; False when any process holds it."""
-    fmt.ensure_folder(root / SWEEP)
+    """Take the sweep lock of ``shard`` without waiting; False when any process holds it
+    (``sweep/`` must exist)."""
     return OwnerLocks.take(shard_lock(root, shard), token)
 
 

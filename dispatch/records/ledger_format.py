@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import os
 import pwd
@@ -201,8 +202,15 @@ def check_file(path: str | Path, st: os.stat_result) -> None:
     _check_owner_and_mode(path, st, "file", "600")
 
 
+@functools.cache
+def _me() -> int:
+    """The effective user, asked once per process: every ledger file read is checked against
+    it, and a sweep reads tens of thousands."""
+    return os.geteuid()
+
+
 def _check_owner_and_mode(path: str | Path, st: os.stat_result, what: str, fix: str) -> None:
-    me = os.geteuid()
+    me = _me()
     if st.st_uid != me:
         raise RejectedError(
             f"ledger {what} {path} belongs to {_owner(st.st_uid)}, not to you, {_owner(me)}: "
