@@ -15,7 +15,8 @@ from dispatch.supervise import SweepReport
 
 
 def raise_open_file_limit() -> None:
-    """Let this process hold one owner lock (an open file) per unsettled job."""
+    """Let this process hold many locks at once: the file ledger's sweep holds at most one per
+    shard, but a store without shard locks holds one owner lock (an open file) per job."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard == resource.RLIM_INFINITY or soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
