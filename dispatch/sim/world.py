@@ -24,7 +24,7 @@ from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.operator import Operator
 from dispatch.records import ledger_format as fmt
-from dispatch.records.contract import Records
+from dispatch.records.contract import Records, Sharded
 from dispatch.records.file import FileRecords
 from dispatch.records.locks import OwnerLocks
 from dispatch.records.memory import MemoryRecords
@@ -35,7 +35,7 @@ from dispatch.sim.faults import draw
 from dispatch.sim.invariants import Checker
 from dispatch.sim.jobs import submit_jobs
 from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
-from dispatch.sim.wrappers import SimBackend, SimStore
+from dispatch.sim.wrappers import SimBackend, SimShardedStore, SimStore
 
 # Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
 FAULT_STEPS = 250
@@ -69,11 +69,17 @@ class Proc(Mover):
     def __init__(self, w: World, name: str) -> None:
         super().__init__(name)
         self.raw: Records = w.open_store()
-        self.store = SimStore(w, self, self.raw)
+        # The file ledger's sweep claims shards: that path is the one simulated for it.
+        self.store = (
+            SimShardedStore(w, self, self.raw)
+            if isinstance(self.raw, Sharded)
+            else SimStore(w, self, self.raw)
+        )
         self.backend = SimBackend(w, self, w.backend)
         self.actor = Actor(kind=ActorKind.SUPERVISOR, id=name)
         self.held: dict[JobID, str] = {}
         self.locks: dict[JobID, str] = {}
+        self.claims: dict[int, str] = {}
 
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
@@ -281,6 +287,10 @@ class World:
         for job, token in sorted(p.locks.items()):
             p.raw.release(job, token)
         p.locks.clear()
+        for shard, token in sorted(p.claims.items()):
+            assert isinstance(p.raw, Sharded)
+            p.raw.unclaim(shard, token)
+        p.claims.clear()
         p.held.clear()
         p.done = True
         self.procs.remove(p)

@@ -28,7 +28,7 @@ from dispatch.model.objects import (
 )
 from dispatch.model.record import Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
-from dispatch.records.contract import Records
+from dispatch.records.contract import Records, ResidualIndex, Sharded
 
 if TYPE_CHECKING:
     from dispatch.sim.world import Proc, World
@@ -59,12 +59,16 @@ class SimStore:
         kinds = ",".join(e.kind for e in entries)
         self.w.before(self.proc, f"commit {job} {kinds} @r{expected}")
         holder = self.w.lock_holder(job)
-        for e in entries:
-            if isinstance(e, OwnerEntry) and e.token != holder:
-                self.w.checker.unlocked.add((job, e.token))
+        # Owner entries committed without the lock, for the checker; a refused commit adds
+        # none (a sweep may take the lock again with the same token and commit then).
+        unlocked = {
+            (job, e.token) for e in entries if isinstance(e, OwnerEntry) and e.token != holder
+        } - self.w.checker.unlocked
+        self.w.checker.unlocked |= unlocked
         try:
             revision = self.inner.commit(job, entries, expected)
         except Exception as err:
+            self.w.checker.unlocked -= unlocked
             self.w.after(self.proc, f"commit refused: {type(err).__name__}", effect=False)
             raise
         self.w.after(self.proc, f"committed r{revision}")
@@ -108,6 +112,65 @@ class SimStore:
         self.inner.release(job, token)
         if self.proc is not None and self.proc.locks.get(job) == token:
             del self.proc.locks[job]
+
+
+class SimShardedStore(SimStore):
+    """A sharded store (the file ledger) seen through one process's scheduling points: the
+    sweep claims shards, notes revisions and reads records at them, each call a point where
+    the process may crash or another actor move."""
+
+    def __init__(self, world: World, proc: Proc | None, inner: Records) -> None:
+        super().__init__(world, proc, inner)
+        assert isinstance(inner, Sharded) and isinstance(inner, ResidualIndex)
+        self.sharded: Sharded = inner
+        self.indexed: ResidualIndex = inner
+        self.shards = inner.shards
+
+    def shard_of(self, job: JobID) -> int:
+        """The shard of ``job`` (a pure function of its id)."""
+        return self.sharded.shard_of(job)
+
+    def claim(self, shard: int, token: str) -> bool:
+        """Take a shard's sweep lock without waiting."""
+        self.w.before(self.proc, f"claim shard {shard} token {token[:6]}")
+        taken = self.sharded.claim(shard, token)
+        if taken and self.proc is not None:
+            self.proc.claims[shard] = token
+        self.w.after(self.proc, f"claim {'taken' if taken else 'held elsewhere'}")
+        return taken
+
+    def unclaim(self, shard: int, token: str) -> None:
+        """Give a shard's sweep lock back."""
+        self.sharded.unclaim(shard, token)
+        if self.proc is not None and self.proc.claims.get(shard) == token:
+            del self.proc.claims[shard]
+
+    def revision(self, job: JobID) -> int:
+        """The record's last revision, noted without reading it."""
+        self.w.before(self.proc, f"revision {job}", effect=False)
+        found = self.sharded.revision(job)
+        self.w.after(self.proc, f"revision r{found}", effect=False)
+        return found
+
+    def read_at(self, job: JobID, revision: int) -> View:
+        """The record as it was at ``revision``."""
+        self.w.before(self.proc, f"read {job} at r{revision}", effect=False)
+        view = self.sharded.read_at(job, revision)
+        self.w.after(self.proc, f"read r{view.revision}", effect=False)
+        return view
+
+    def residual_jobs(self) -> list[JobID]:
+        """The settled jobs that may have residual attempts."""
+        self.w.before(self.proc, "residual jobs", effect=False)
+        found = self.indexed.residual_jobs()
+        self.w.after(self.proc, f"residual jobs {len(found)}", effect=False)
+        return found
+
+    def resolved(self, job: JobID) -> None:
+        """Take ``job`` off the residual index."""
+        self.w.before(self.proc, f"resolved {job}")
+        self.indexed.resolved(job)
+        self.w.after(self.proc, "resolved")
 
 
 class SimBackend:
