@@ -17,6 +17,7 @@ from pathlib import Path
 import live_cluster
 import live_ssh
 import pytest
+from test_slurm_live import jobs, new_job
 
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.run import CommandRunner
@@ -26,6 +27,8 @@ from dispatch.model.enums import CauseKind, ObjectState
 from dispatch.model.errors import OutcomeUnknownError, UnreachableError
 from dispatch.model.objects import ObjectRef, StartRequest
 from dispatch.model.values import JobSpec
+
+__all__ = ["jobs"]  # the fixture, used by name: it stops the jobs through this module's backend
 
 pytestmark = pytest.mark.live
 
@@ -60,20 +63,6 @@ def lone_server() -> Iterator[live_ssh.SshServer]:
     s = live_ssh.start()
     yield s
     s.stop()
-
-
-@pytest.fixture
-def jobs(backend: SlurmBackend) -> Iterator[list[str]]:
-    made: list[str] = []
-    yield made
-    for job in made:
-        backend.stop_job(job, "live test clean-up")
-
-
-def new_job(jobs: list[str]) -> str:
-    job = "ls" + secrets.token_hex(4)
-    jobs.append(job)
-    return job
 
 
 def request_for(job: str, spec: JobSpec) -> StartRequest:
