@@ -22,12 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dispatch.cluster import new_backend
 from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
-from dispatch.model.values import MAX_DURATION
-from dispatch.spi import Backend
+from dispatch.model.limits import MAX_DURATION
+
+if TYPE_CHECKING:
+    from dispatch.spi import Backend
 
 ENV = "DISPATCH_CONFIG"
 
@@ -330,6 +331,8 @@ class _Checker:
 
 def backend_of(settings: Settings) -> Backend:
     """Build the configured backend; a bad name or setting is refused naming the file and key."""
+    from dispatch.cluster import new_backend  # the adapters and the core: not for reading a config
+
     try:
         return new_backend(settings.backend, settings.backend_settings)
     except NotFoundError as err:

@@ -22,6 +22,7 @@ from dispatch.model.enums import (
     Tristate,
     UnmatchedPolicy,
 )
+from dispatch.model.limits import MAX_DURATION
 
 JobID = str
 """A job's identity: lowercase letters and digits, made from ``Config.rand``."""
@@ -81,10 +82,6 @@ def parse_signal(text: str) -> tuple[str, int | None]:
 # How long the hold lasts that every recovery rule becomes under a shared checkpoint: long
 # enough for a person to look, short enough that a forgotten job escalates within a day.
 SHARED_HOLD_FOR = timedelta(hours=24)
-
-# The longest hold, time limit or deadline a value may name: far longer ones are typing
-# mistakes, and the time now plus any of them must stay a date (the config's own limit too).
-MAX_DURATION = timedelta(days=365)
 
 
 def _at_most_a_year(what: str, d: timedelta) -> None:
