@@ -73,6 +73,12 @@ class _OneLineErrors(click.Group):
     ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
+        words = sys.argv[1:] if args is None else list(args)
+        if words[:1] == ["sweep"]:
+            from dispatch.cli.empty_sweep import answer
+
+            if answer(words[1:]):  # an empty ledger: the report, before the core is imported
+                sys.exit(0)
         try:
             code = super().main(args, prog_name, complete_var, False, **extra)
         except NoArgsIsHelpError as err:  # `dispatch` alone: the overview, as git prints

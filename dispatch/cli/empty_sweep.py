@@ -1,0 +1,115 @@
+"""``dispatch sweep`` of a ledger with nothing to pass, answered before pydantic and the core
+are imported.
+
+cron starts a sweep every tick, and on a quiet site most ticks find no unsettled job and no
+settled one with residual attempts. Such a sweep asks the scheduler nothing and commits
+nothing, so its report is known from the ledger's layout (``docs/ledger.md``), read here with
+``os`` alone, after the trust checks ``FileRecords`` makes when it opens a ledger
+(``docs/security.md``): the root's parents, the root, ``FORMAT``, ``jobs/``, ``unsettled/``,
+``keys/`` and the lock check, plus ``residual/`` and ``sweep/``.
+
+Anything else goes to the whole sweep, which says in its own words what it refuses: a job to
+pass, a missing or unfinished ledger, a check that fails, metrics to write, an option other
+than ``--config`` and ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+
+from dispatch.config import settings_for
+from dispatch.model.errors import DispatchError
+from dispatch.records import ledger_format as fmt
+from dispatch.records.locks import check_locking
+
+# The sweep indexes of dispatch/records/file_index.py (which imports the core): the residual
+# index, the mark that it was built, and the folder of the shard locks.
+RESIDUAL = "residual"
+RESIDUAL_BUILT = ".built"
+SWEEP = "sweep"
+
+
+def answer(args: Sequence[str]) -> bool:
+    """Print the report of a sweep over ``args`` (the words after ``sweep``) and return True
+    when the ledger has nothing to pass; False when the whole sweep must run."""
+    options = _options(args)
+    if options is None:
+        return False
+    config, as_json = options
+    started = datetime.now(UTC)
+    try:
+        settings = settings_for(config)
+        if settings.sweep_metrics is not None or not nothing_to_pass(settings.ledger):
+            return False
+    except (DispatchError, OSError):
+        return False
+    finished = datetime.now(UTC)
+    if as_json:
+        report = {
+            "started": started.isoformat(),
+            "finished": finished.isoformat(),
+            "passed": [],
+            "progressed": [],
+            "settled": [],
+            "skipped": [],
+            "failed": {},
+            "not_reached": [],
+        }
+        click.echo(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        took = (finished - started).total_seconds()
+        click.echo(
+            f"swept 0 unsettled jobs in {took:.2f}s: 0 passed (0 progressed, 0 settled), "
+            "0 skipped (owned by another supervisor), 0 failed, 0 left for the next tick"
+        )
+    return True
+
+
+def nothing_to_pass(root: Path) -> bool:
+    """Whether the ledger at ``root`` is trusted, exists whole, and holds neither an unsettled
+    job nor a settled one with residual attempts. ``RejectedError`` for what the ledger's
+    trust checks refuse; False for anything the whole sweep must see to."""
+    fmt.check_parents(root)
+    if not fmt.check_folder(root):
+        return False
+    if fmt.read_bytes(root / fmt.FORMAT_NAME) != fmt.FORMAT_TEXT.encode():
+        return False
+    for name in (fmt.JOBS, fmt.UNSETTLED, fmt.KEYS, RESIDUAL):
+        if not fmt.check_folder(root / name):
+            return False
+    fmt.check_folder(root / SWEEP)
+    check_locking(root / fmt.LOCK_CHECK)
+    if _visible(os.listdir(root / fmt.UNSETTLED)):
+        return False
+    residual = os.listdir(root / RESIDUAL)
+    return RESIDUAL_BUILT in residual and not _visible(residual)
+
+
+def _visible(names: list[str]) -> bool:
+    """Whether a folder lists a name that is not hidden (temporary files are)."""
+    return any(not n.startswith(".") for n in names)
+
+
+def _options(args: Sequence[str]) -> tuple[str | None, bool] | None:
+    """``--config FILE`` and ``--json`` as click reads them; None for any other word."""
+    config: str | None = None
+    as_json = False
+    words = iter(args)
+    for word in words:
+        if word == "--json":
+            as_json = True
+        elif word == "--config":
+            config = next(words, None)
+            if config is None:
+                return None
+        elif word.startswith("--config="):
+            config = word.removeprefix("--config=")
+        else:
+            return None
+    return config, as_json
