@@ -2,9 +2,9 @@
 
 A decision step is carried out by committing its entry and nothing else. A step with an
 effect (start, open, stop, call) commits its entry first, naming the effect (intent before
-effect), and only then does the executor make the call. A step's fields are its entry's
-fields, so the entry is the step stamped with when, by whom and, for a decision, the owner's
-token.
+effect), and only then is the call made. A step and its entry inherit their fields from one
+class (``dispatch/model/fields.py``), so the entry is the step stamped with when, by whom and,
+for a decision, the owner's token.
 """
 
 from __future__ import annotations

@@ -2,6 +2,9 @@
 
 A decision step is committed by the owning supervisor with its token; an effect step names a
 backend call and is always preceded by a committed entry naming it (intent before effect).
+A step that commits an entry takes its fields from the class it shares with that entry
+(``dispatch/model/fields.py``); only ``recorded``, which says the entry is already committed
+and the call alone is made again, is the step's own.
 """
 
 from __future__ import annotations
@@ -11,10 +14,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from dispatch.model import fields as f
 from dispatch.model.base import Value
-from dispatch.model.enums import State
-from dispatch.model.objects import ObjectObs, ObjectRef
-from dispatch.model.values import Cause
+from dispatch.model.objects import ObjectRef
 
 
 class Wait(Value):
@@ -24,109 +26,62 @@ class Wait(Value):
     wake: datetime | None = None
 
 
-class Observe(Value):
+class Observe(f.ObserveFields):
     """Commit what the scheduler showed of one object, as evidence."""
 
-    kind: Literal["observe"] = "observe"
-    obs: ObjectObs
 
-
-class Authorize(Value):
+class Authorize(f.AuthorizeFields):
     """Commit submission N, reserving ``rule``'s budget when a rule asked for it."""
 
-    kind: Literal["authorize"] = "authorize"
-    submission: int
-    rule: int | None = None
-    trigger: str = ""
 
-
-class Start(Value):
+class Start(f.AttemptFields):
     """Commit attempt N.a, call start with the gate closed, commit the reply."""
 
     kind: Literal["start"] = "start"
-    submission: int
-    attempt: int
 
 
-class Canonical(Value):
+class Canonical(f.CanonicalFields):
     """Commit which object is submission N's one execution."""
 
-    kind: Literal["canonical"] = "canonical"
-    submission: int
-    ref: ObjectRef
 
-
-class Open(Value):
+class Open(f.OpenFields):
     """Commit the decision to open (unless already recorded), then lift the gate."""
 
-    kind: Literal["open"] = "open"
-    ref: ObjectRef
     recorded: bool = False
 
 
-class Retire(Value):
+class Retire(f.RetireFields):
     """Commit that an object must never run (a duplicate attempt)."""
 
-    kind: Literal["retire"] = "retire"
-    ref: ObjectRef
 
-
-class Stop(Value):
+class Stop(f.StopFields):
     """Commit the intent to stop an object (unless already recorded), then stop it."""
 
-    kind: Literal["stop"] = "stop"
-    ref: ObjectRef
     recorded: bool = False
 
 
-class VerifiedStopped(Value):
+class VerifiedStopped(f.VerifiedStoppedFields):
     """Commit that an object is gone, judged from its absence in a complete find."""
 
-    kind: Literal["verified-stopped"] = "verified-stopped"
-    ref: ObjectRef
-    find_at: datetime
 
-
-class PlaceHold(Value):
+class PlaceHold(f.PlaceHoldFields):
     """Commit a recovery hold a rule places after an execution ended."""
 
-    kind: Literal["place-hold"] = "place-hold"
-    instance: int
-    submission: int
-    rule: int
-    cause: Cause
-    until: datetime | None = None
 
-
-class Outcome(Value):
+class Outcome(f.OutcomeFields):
     """Commit the job's terminal state and cause."""
 
-    kind: Literal["outcome"] = "outcome"
-    state: State
-    cause: Cause
 
-
-class Escalate(Value):
+class Escalate(f.EscalateFields):
     """Commit an escalation, once per id."""
 
-    kind: Literal["escalate"] = "escalate"
-    id: str
-    detail: str
 
-
-class Call(Value):
+class Call(f.CallFields):
     """Commit a hold-family, requeue or restore call with its deadline, then make it.
 
     ``recorded`` means the intent is already committed and only the call is made again.
     """
 
-    kind: Literal["call"] = "call"
-    op: Literal["hold", "release", "requeue", "restore"]
-    ref: ObjectRef
-    instance: int = 0
-    rule: int | None = None
-    restarts: int = 0
-    deadline: datetime
     recorded: bool = False
 
 
@@ -137,10 +92,8 @@ class Cease(Value):
     ref: ObjectRef
 
 
-class Settle(Value):
+class Settle(f.SettleFields):
     """Commit that the record is settled."""
-
-    kind: Literal["settle"] = "settle"
 
 
 Step = Annotated[

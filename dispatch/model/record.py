@@ -13,9 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from dispatch.model import fields as f
 from dispatch.model.base import Value
-from dispatch.model.enums import State
-from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.objects import ObjectRef
 from dispatch.model.values import AbandonTarget, Actor, Cause, JobID, JobSpec, Plan, SubmitOptions
 
 
@@ -111,11 +111,8 @@ class RequeueEntry(Base):
 # --- evidence: anyone -----------------------------------------------------------------------
 
 
-class ObserveEntry(Base):
+class ObserveEntry(f.ObserveFields, Base):
     """What the scheduler showed of one object."""
-
-    kind: Literal["observe"] = "observe"
-    obs: ObjectObs
 
 
 class CessationEntry(Base):
@@ -150,21 +147,17 @@ class OwnerEntry(Decision):
     kind: Literal["owner"] = "owner"
 
 
-class AuthorizeEntry(Decision):
+class AuthorizeEntry(f.AuthorizeFields, Decision):
     """Submission N is authorized; ``rule`` is the rule whose budget it reserves, if any."""
 
-    kind: Literal["authorize"] = "authorize"
-    submission: int = Field(ge=1)
-    rule: int | None = None
-    trigger: str = ""
 
-
-class AttemptEntry(Decision):
-    """Launch attempt N.a is numbered, before its start call."""
-
+class _AttemptKind(Value):
+    # Its own base so that ``kind`` comes before the attempt's fields, as in every entry.
     kind: Literal["attempt"] = "attempt"
-    submission: int = Field(ge=1)
-    attempt: int = Field(ge=1)
+
+
+class AttemptEntry(f.AttemptFields, _AttemptKind, Decision):
+    """Launch attempt N.a is numbered, before its start call."""
 
 
 class ReplyEntry(Decision):
@@ -179,90 +172,44 @@ class ReplyEntry(Decision):
     detail: str = ""
 
 
-class CanonicalEntry(Decision):
+class CanonicalEntry(f.CanonicalFields, Decision):
     """This object is the one execution of submission N."""
 
-    kind: Literal["canonical"] = "canonical"
-    submission: int = Field(ge=1)
-    ref: ObjectRef
 
-
-class OpenEntry(Decision):
+class OpenEntry(f.OpenFields, Decision):
     """The decision to lift the canonical object's gate, before the call."""
 
-    kind: Literal["open"] = "open"
-    ref: ObjectRef
 
-
-class RetireEntry(Decision):
+class RetireEntry(f.RetireFields, Decision):
     """An object of the job that must not run (a duplicate attempt)."""
 
-    kind: Literal["retire"] = "retire"
-    ref: ObjectRef
 
-
-class StopEntry(Decision):
+class StopEntry(f.StopFields, Decision):
     """The intent to stop one object, before the call."""
 
-    kind: Literal["stop"] = "stop"
-    ref: ObjectRef
 
-
-class VerifiedStoppedEntry(Decision):
+class VerifiedStoppedEntry(f.VerifiedStoppedFields, Decision):
     """An object is judged stopped from its absence in a complete find."""
 
-    kind: Literal["verified-stopped"] = "verified-stopped"
-    ref: ObjectRef
-    find_at: datetime
 
-
-class PlaceHoldEntry(Decision):
+class PlaceHoldEntry(f.PlaceHoldFields, Decision):
     """A recovery hold placed by a rule after an execution of ``submission`` ended."""
 
-    kind: Literal["place-hold"] = "place-hold"
-    instance: int = Field(ge=1)
-    submission: int = Field(ge=1)
-    rule: int = Field(ge=0)
-    cause: Cause
-    until: datetime | None = None
 
-
-class OutcomeEntry(Decision):
+class OutcomeEntry(f.OutcomeFields, Decision):
     """The job's terminal state and cause; never changes once committed."""
 
-    kind: Literal["outcome"] = "outcome"
-    state: State
-    cause: Cause
 
-
-class EscalateEntry(Decision):
+class EscalateEntry(f.EscalateFields, Decision):
     """dispatch asks a person to decide something; committed once per id."""
 
-    kind: Literal["escalate"] = "escalate"
-    id: str = Field(min_length=1)
-    detail: str = ""
+
+class CallEntry(f.CallFields, Decision):
+    """The intent of a hold-family, requeue or restore call, with the deadline it must land by."""
 
 
-class CallEntry(Decision):
-    """The intent of a hold-family, requeue or restore call, with the deadline it must land by.
-
-    ``instance`` names the hold instance for ``hold``/``release``; ``rule`` is the rule whose
-    budget a ``requeue`` reserves, when a rule asked for it.
-    """
-
-    kind: Literal["call"] = "call"
-    op: Literal["hold", "release", "requeue", "restore"]
-    ref: ObjectRef
-    instance: int = Field(default=0, ge=0)
-    rule: int | None = None
-    restarts: int = Field(default=0, ge=0)
-    deadline: datetime
-
-
-class SettleEntry(Decision):
+class SettleEntry(f.SettleFields, Decision):
     """The record is settled: an outcome, and every object ended, stopped or abandoned."""
-
-    kind: Literal["settle"] = "settle"
 
 
 # --- delivery ---------------------------------------------------------------------------------

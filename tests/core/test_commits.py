@@ -28,6 +28,17 @@ def test_an_entry_has_every_field_of_its_step(step: type[st.Step]) -> None:
     assert carried <= set(ENTRY_OF[step].model_fields)
 
 
+@pytest.mark.parametrize("step", list(ENTRY_OF), ids=lambda t: t.__name__)
+def test_a_step_and_its_entry_declare_their_fields_in_one_class(step: type[st.Step]) -> None:
+    shared = [
+        b for b in step.__mro__ if b.__module__ == "dispatch.model.fields" and issubclass(b, Value)
+    ]
+    assert len(shared) == 1, f"{step.__name__} takes its fields from {shared}"
+    assert issubclass(ENTRY_OF[step], shared[0])
+    own = set(step.model_fields) - set(shared[0].model_fields)
+    assert own <= {"kind", "recorded"}, f"{step.__name__} declares {own} itself"
+
+
 def test_a_decision_carries_the_owner_token_and_evidence_does_not() -> None:
     authorize = entry_of(st.Authorize(submission=2, rule=0, trigger="1:preempted"), T0, BY, "T")
     assert authorize == r.AuthorizeEntry(
