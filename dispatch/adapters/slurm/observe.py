@@ -7,10 +7,10 @@ longer shows (the comment, the runs before a requeue).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from dispatch.adapters.slurm.meaning import meaning
+from dispatch.adapters.slurm.meaning import meaning, pattern_for
 from dispatch.adapters.slurm.row import Origin, Row, expand_hostlist, read_comment
 from dispatch.model.enums import CauseKind, ObjectState, Provenance
 from dispatch.model.objects import ObjectObs, ObjectRef
@@ -23,6 +23,25 @@ def observe(rows: Iterable[Row]) -> list[ObjectObs]:
     for row in rows:
         by_id.setdefault(row.job_id, []).append(row)
     return [observe_one(group) for group in by_id.values()]
+
+
+def history_adds_nothing(live: Iterable[Row], names: Sequence[str]) -> bool:
+    """Whether accounting could tell nothing about ``names`` beyond the controller's ``live``
+    rows but objects that left the queue: every name has a row, and each row of those names
+    is dispatch's own (its comment read), in a state of the table, not ended (the end's
+    details come from accounting) and never requeued (the earlier runs are only there)."""
+    wanted = set(names)
+    shown = set()
+    for row in live:
+        if row.name not in wanted:
+            continue
+        shown.add(row.name)
+        pattern = pattern_for(row)
+        if pattern is None or pattern.state is ObjectState.ENDED:
+            return False
+        if row.restarts > 0 or read_comment(row.comment) is None:
+            return False
+    return shown == wanted
 
 
 def observe_one(rows: list[Row]) -> ObjectObs:

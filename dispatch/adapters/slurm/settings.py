@@ -19,8 +19,9 @@ class SlurmSettings:
     ``ssh_host`` is set, else the local CLI), ``cli``, ``ssh`` or ``pyslurm``. ``prefix``: a
     command prefix for the CLI (``["chroot", "/srv/sid"]``). ``timeout``: seconds per command.
     ``history_since``: how far back sacct looks (sacct ``--starttime``). ``json``: ``auto``
-    (JSON from 24.05 on), ``yes`` or ``no``. ``container_images``: declare pyxis present
-    (``yes``/``no``) instead of probing ``sbatch --help``. ``slurm_conf``: the slurm.conf the
+    (squeue's JSON on 22.05 and from 24.05 on, sacct's from 24.05 on), ``yes`` or ``no``.
+    ``container_images``: declare pyxis present (``yes``/``no``) instead of probing
+    ``sbatch --help``. ``slurm_conf``: the slurm.conf the
     commands read (``SLURM_CONF``), for a sweep under cron whose environment lacks it.
     ``commands``: the folder holding sbatch, squeue and the rest, when cron's short ``PATH``
     does not reach them.

@@ -216,7 +216,8 @@ def test_another_users_job_named_like_ours_is_never_taken_as_our_execution() -> 
     )
     sacct = _as_ours_and_theirs(RECORDED / "slurmdb-job-running.json", theirs={"user": "mallory"})
     b = backend(squeue=squeue, sacct=sacct)
-    (obs,) = b.find_many(["ab12"])["ab12"].objects
+    # A second name squeue does not show, so that accounting is asked as well.
+    (obs,) = b.find_many(["ab12", "cd34"])["ab12"].objects
     assert obs.ref.id == "5748" and (obs.submission, obs.attempt) == (1, 1)
     assert (b.runner.counts["squeue"], b.runner.counts["sacct"]) == (1, 1)
     runner = b.runner
@@ -234,3 +235,44 @@ def test_a_backend_that_cannot_learn_its_user_finds_nothing_rather_than_everyone
     b = backend(id=failing("id: cannot find name for user ID 4242"))
     with pytest.raises(RejectedError):
         b.find("ab12")
+
+
+def _shown_by_squeue(**fields: Any) -> str:
+    """The recorded running job as dj-ab12 of dispatch's submission 1, attempt 1, with
+    ``fields`` changed."""
+    doc = json.loads((RECORDED / "slurm-job-running.json").read_text())
+    (job,) = doc["jobs"]
+    job.update({"name": "dj-ab12", "comment": "dispatch:1/1", **fields})
+    return json.dumps(doc)
+
+
+def test_a_find_whose_every_object_squeue_shows_live_asks_no_accounting() -> None:
+    """What accounting adds is objects that left the queue, the end of a run and the runs
+    before a requeue; none of it exists here, and the absence of other objects proves nothing."""
+    b = backend(squeue=_shown_by_squeue(), sacct=failing("sacct must not be asked"))
+    found = b.find_many(["ab12"])["ab12"]
+    assert [(o.state, o.submission) for o in found.objects] == [(ObjectState.RUNNING, 1)]
+    assert found.complete is False
+    assert (b.runner.counts["squeue"], b.runner.counts["sacct"]) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("jobs", "fields"),
+    [
+        (["ab12", "cd34"], {}),
+        (["ab12"], {"job_state": ["COMPLETED"]}),
+        (["ab12"], {"job_state": ["FAILED"], "exit_code": {"status": ["ERROR"], "return_code": 3}}),
+        (["ab12"], {"job_state": ["PENDING"], "restart_cnt": 1}),
+        (["ab12"], {"job_state": ["NEW_STATE_OF_A_LATER_SLURM"]}),
+        (["ab12"], {"comment": "made by hand"}),
+    ],
+    ids=["a-name-squeue-does-not-show", "ended", "failed", "requeued", "unknown-state", "foreign"],
+)
+def test_a_find_asks_accounting_when_squeue_cannot_tell_everything(
+    jobs: list[str], fields: dict[str, Any]
+) -> None:
+    sacct = (RECORDED / "slurmdb-job-running.json").read_text()
+    b = backend(squeue=_shown_by_squeue(**fields), sacct=sacct)
+    found = b.find_many(jobs)
+    assert all(d.complete for d in found.values())
+    assert (b.runner.counts["squeue"], b.runner.counts["sacct"]) == (1, 1)

@@ -130,11 +130,11 @@ def capture(backend: SlurmBackend, scenario: str, job: str) -> None:
     name = f"dj-{job}"
     commands = []
     uid = backend.identity[0]
-    argvs = [render.squeue_argv([name], uid=uid, json=backend.use_json)]
+    argvs = [render.squeue_argv([name], uid=uid, json=backend.squeue_json)]
     if has_history(backend):
         argvs.append(
             render.sacct_argv(
-                [name], uid=uid, since=backend.settings.history_since, json=backend.use_json
+                [name], uid=uid, since=backend.settings.history_since, json=backend.sacct_json
             )
         )
     for argv in argvs:
@@ -384,7 +384,7 @@ def test_find_many_is_one_squeue_and_one_sacct_for_all_jobs(
     refs = {job: start(backend, job, "true") for job in made}
     missing = "lt" + secrets.token_hex(4)
     backend.capabilities()
-    backend.use_json  # noqa: B018  (the release and the user are read once, before counting)
+    backend.sacct_json  # noqa: B018  (the release and the user are read once, before counting)
     backend.identity  # noqa: B018
     before = dict(backend.runner.counts)
     found = backend.find_many([*made, missing])

@@ -23,7 +23,7 @@ def test_find_many_of_20000_names_is_one_squeue_and_finds_the_jobs_among_them(
     refs = {job: start(backend, job, "true") for job in made}
     others = ["lt" + secrets.token_hex(6) for _ in range(20_000 - len(made))]
     backend.capabilities()
-    backend.use_json  # noqa: B018  (the release and the user are read once, before counting)
+    backend.sacct_json  # noqa: B018  (the release and the user are read once, before counting)
     backend.identity  # noqa: B018
     before = dict(backend.runner.counts)
     found = backend.find_many([*others, *made])
