@@ -129,12 +129,7 @@ def test_no_function_of_the_core_reaches_the_complexity_limit() -> None:
 
 
 # One word per idea (docs/glossary.md): two public classes of one name in dispatch/ would be
-# two ideas under one word. Each name here waits on a rename that work in flight on those
-# modules blocks (docs/glossary.md, "Renames still to make"); take it off once renamed.
-KNOWN_DOUBLES = {
-    # adapters/slurm/row.py (a scheduler row) and report/timeline.py (a row of a report).
-    "Row",
-}
+# two ideas under one word.
 
 
 def public_classes() -> dict[str, list[str]]:
@@ -149,4 +144,4 @@ def public_classes() -> dict[str, list[str]]:
 
 def test_no_two_public_classes_of_dispatch_share_a_name() -> None:
     doubled = {name: where for name, where in public_classes().items() if len(where) > 1}
-    assert set(doubled) - KNOWN_DOUBLES == set(), doubled
+    assert doubled == {}

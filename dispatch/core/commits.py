@@ -1,4 +1,4 @@
-"""Which entry each step commits: one table, read by the supervisor's executor.
+"""Which entry each step commits: one table, read by the supervisor's ``Performer``.
 
 A decision step is carried out by committing its entry and nothing else. A step with an
 effect (start, open, stop, call) commits its entry first, naming the effect (intent before
@@ -50,7 +50,7 @@ from dispatch.model.record import (
 from dispatch.model.values import Actor
 
 # Step -> the entry it commits. ``Wait`` commits nothing; ``Cease`` commits the cessation
-# signal's answer, which only exists after asking, so the executor records it as evidence.
+# signal's answer, which only exists after asking, so the performer records it as evidence.
 ENTRY_OF: Final[dict[type[Value], type[Base]]] = {
     Observe: ObserveEntry,
     Authorize: AuthorizeEntry,

@@ -38,7 +38,7 @@ class Bar:
 
 
 @dataclass(frozen=True)
-class Row:
+class TimelineRow:
     """One row of the picture: its label, its bars, its points, and a note at its end."""
 
     label: str
@@ -56,9 +56,9 @@ def hms(seconds: float) -> str:
     return f"{m}m{s % 60:02d}s" if m else f"{s}s"
 
 
-def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list[Row]:
+def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list[TimelineRow]:
     """The rows of the picture: one per execution, then holds, checkpoints and marks."""
-    out: list[Row] = []
+    out: list[TimelineRow] = []
     for run in s.runs:
         released = [r.at for r in s.releases if r.object == run.object and r.at <= run.start]
         waited = max(released) if released else run.start
@@ -73,14 +73,16 @@ def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list
         else:
             cause = run.cause.kind if run.cause else "unknown"
             note, points = str(cause), ((end, "X"),)
-        out.append(Row(label, bars, points, note))
+        out.append(TimelineRow(label, bars, points, note))
     ran = {r.object for r in s.runs}
     for e in s.endings:  # launches that ended without ever being seen running
         if e.object not in ran:
-            out.append(Row(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind)))
+            out.append(
+                TimelineRow(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind))
+            )
     if s.holds:
         out.append(
-            Row(
+            TimelineRow(
                 "holds",
                 tuple(
                     Bar(h.start, h.end or until, "h" if h.kind is HoldKind.BACKEND else "r")
@@ -90,7 +92,7 @@ def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list
         )
     if publications:
         out.append(
-            Row(
+            TimelineRow(
                 "checkpoints",
                 (),
                 tuple((p.at, "^") for p in publications),
@@ -98,7 +100,7 @@ def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list
             )
         )
     chars = {"authorize": "a", "escalation": "!", "outcome": "o", "settle": "s"}
-    out.append(Row("record", (), tuple((m.at, chars[m.kind]) for m in s.marks)))
+    out.append(TimelineRow("record", (), tuple((m.at, chars[m.kind]) for m in s.marks)))
     return out
 
 

@@ -3,7 +3,8 @@
 The pure core knows nothing of mutants. A mutant of the core is installed from here, by
 substituting a row of one of the core's tables (the decision table, the ordering rules, the
 fold's handlers and refusals, the reasons an object has not vanished) for the block of a
-hunt. The mutants of the stores and the supervisor are read from the switchboard in
+hunt. The performer's mutants are installed the same way, by substituting one of its methods. The
+mutants of the stores and the supervisor's loop are read from the switchboard in
 ``dispatch.model.mutants``, which the core may not import (``tests/core/test_border.py``).
 This module names every mutant, says which bug it puts back, and hunts it: run seeds with the
 mutant on until an invariant breaks.
@@ -19,14 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.core import current
+from dispatch.core import steps as st
 from dispatch.core.fold import _Folder
 from dispatch.core.job import ObjectRec
 from dispatch.core.situation import Fact
 from dispatch.model import mutants as switchboard
+from dispatch.model.enums import CauseKind
 from dispatch.model.mutants import active, on
-from dispatch.model.record import AuthorizeEntry, CanonicalEntry
+from dispatch.model.record import AuthorizeEntry, CanonicalEntry, ReplyEntry
+from dispatch.model.values import Cause
 from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
+from dispatch.supervise.perform import Performer
 
 # The modules whose tables the mutants of the core substitute (``dispatch.core`` re-exports a
 # function named ``fold``, which hides the module of that name from attribute access).
@@ -37,7 +42,7 @@ __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
 # name -> the bug it puts back. The last six were found by the simulator (docs/simulator.md).
 MUTANTS: dict[str, str] = {
-    "open-before-canonical": "the executor lifts the gate before committing the canonical object",
+    "open-before-canonical": "the supervisor lifts the gate before committing the canonical object",
     "budget-after-start": "a rule's budget is counted when the new submission's object is "
     "canonical (after its start), not when it is authorized",
     "unknown-submit-failed": "a start call whose outcome is unknown is recorded as refused",
@@ -101,12 +106,43 @@ def _budget_after_start() -> AbstractContextManager[None]:
     return _substituted(fold, "HANDLERS", handlers)
 
 
+def _open_before_canonical() -> AbstractContextManager[None]:
+    """The performer lifts the gate of a canonical object before committing it canonical."""
+    run = Performer.run
+
+    def opening_first(performer: Performer, step: st.Step) -> None:
+        if isinstance(step, st.Canonical):
+            performer.backend.open(step.ref)
+        run(performer, step)
+
+    return _substituted(Performer, "run", opening_first)
+
+
+def _unknown_reply_refused(performer: Performer, n: int, a: int, detail: str) -> ReplyEntry:
+    """A start call whose outcome is unknown recorded as a refusal: the attempt is closed
+    although its object may exist."""
+    failed = Cause(kind=CauseKind.LAUNCH_FAILED, detail=f"mutant: {detail}")
+    return ReplyEntry(
+        at=performer.now,
+        by=performer.actor,
+        token=performer.token,
+        submission=n,
+        attempt=a,
+        refused=failed,
+    )
+
+
 def _never_observed(rec: ObjectRec) -> bool:
     return rec.last is None
 
 
-# How each mutant of the core is installed; the others are read from the switchboard.
+# How each mutant of the core and the performer is installed; the others are read from the
+# switchboard.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
+    "open-before-canonical": _open_before_canonical,
+    "unknown-submit-failed": lambda: _substituted(
+        Performer, "_unknown_reply", _unknown_reply_refused
+    ),
     "budget-after-start": _budget_after_start,
     "owner-token-unchecked": lambda: _substituted(
         fold,

@@ -1,6 +1,6 @@
 """The supervisor: a thin loop that carries out what ``next_steps`` says, and delivers escalations.
 
-A pass reads the record, then looks at the scheduler, then folds and decides, then executes
+A pass reads the record, then looks at the scheduler, then folds and decides, then performs
 each step by conditional commit. No decision lives here; a lost race means another actor
 moved first, so the next pass reads again. After each pass's steps, every escalation the
 record held undelivered when the pass began is offered to ``deliver``.
@@ -30,8 +30,8 @@ from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
-from dispatch.supervise.execute import Executor
 from dispatch.supervise.owner_first import OwnerFirst
+from dispatch.supervise.perform import Performer
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -170,7 +170,7 @@ class Supervisor:
         return result
 
     def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
-        """One pass: ``view`` was read before ``found`` was looked up; decide, execute, deliver."""
+        """One pass: ``view`` was read before ``found`` was looked up; decide, perform, deliver."""
         now = self.clock.now()
         j = fold(view, now)
         # A settled record had its last look: its escalations are not offered again.
@@ -180,7 +180,9 @@ class Supervisor:
         if j.owner != token and not j.settled:  # a settled record takes evidence only
             # A sweep holds the lock alone: ownership goes in with the pass's first commit.
             store = OwnerFirst(store, token, self.actor, now)
-        ex = Executor(self.backend, store, view.header, view.revision, token, self.actor, now)
+        performer = Performer(
+            self.backend, store, view.header, view.revision, token, self.actor, now
+        )
         try:
             for step in next_steps(j, found, now):
                 if isinstance(step, st.Wait):
@@ -192,7 +194,7 @@ class Supervisor:
                     self._last_look(job)  # before settling: a crash after it loses nothing
                     undelivered = []
                     result.looked = True
-                ex.run(step)
+                performer.run(step)
                 result.progressed = True
                 result.steps.append(step.kind)
                 result.settled = result.settled or isinstance(step, st.Settle)

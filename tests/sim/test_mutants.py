@@ -13,6 +13,7 @@ from dispatch.core import current
 from dispatch.model import mutants as switchboard
 from dispatch.sim import mutants as sim_mutants
 from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
+from dispatch.supervise.perform import Performer
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
@@ -39,8 +40,11 @@ def test_every_mutant_is_installed_or_read_and_each_is_named_in_the_catalogue() 
     assert read | set(INSTALLERS) == set(MUTANTS)
 
 
-def _core_tables() -> list[object]:
+def _substituted_parts() -> list[object]:
+    """The core's tables and the performer's methods the installed mutants substitute."""
     return [
+        Performer.run,
+        Performer._unknown_reply,
         sim_mutants.next_module.TABLE,
         sim_mutants.next_module.ORDERING,
         sim_mutants.fold.HANDLERS,
@@ -50,10 +54,10 @@ def _core_tables() -> list[object]:
 
 
 @pytest.mark.parametrize("name", sorted(INSTALLERS))
-def test_a_core_mutant_changes_a_core_table_for_its_block_only(name: str) -> None:
-    before = _core_tables()
+def test_an_installed_mutant_changes_what_it_substitutes_for_its_block_only(name: str) -> None:
+    before = _substituted_parts()
     with switched_on(name):
-        during = _core_tables()
+        during = _substituted_parts()
         assert switchboard.on(name)
     assert during != before
-    assert _core_tables() == before
+    assert _substituted_parts() == before

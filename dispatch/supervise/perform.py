@@ -1,4 +1,4 @@
-"""Carrying out one step: decisions by conditional commit, backend calls bracketed by commits.
+"""Performing one step: decisions by conditional commit, backend calls bracketed by commits.
 
 Intent before effect: every call with an effect on the scheduler follows a committed entry
 that names it, so a crash after the call leaves an intent for the next pass to reconcile,
@@ -13,7 +13,6 @@ from datetime import datetime
 
 from dispatch.core import steps as st
 from dispatch.core.commits import entry_of
-from dispatch.model import mutants
 from dispatch.model.enums import CauseKind, Enforcer, Provenance
 from dispatch.model.errors import (
     DispatchError,
@@ -38,8 +37,8 @@ from dispatch.spi import Backend, CessationSignal, Holder, Requeuer
 log = logging.getLogger("dispatch.supervise")
 
 
-class Executor:
-    """Carries out the steps of one pass over one job, advancing the revision it commits at."""
+class Performer:
+    """Performs the steps of one pass over one job, advancing the revision it commits at."""
 
     def __init__(
         self,
@@ -60,9 +59,7 @@ class Executor:
         self.revision = self.store.commit(self.job, entries, self.revision)
 
     def run(self, step: st.Step) -> None:
-        """Carry out one step: commit the entry it names (``core.commits``), then its effect."""
-        if isinstance(step, st.Canonical) and mutants.on("open-before-canonical"):
-            self.backend.open(step.ref)
+        """Perform one step: commit the entry it names (``core.commits``), then its effect."""
         entry = entry_of(step, self.now, self.actor, self.token)
         if entry is not None:
             self.commit([entry])
@@ -111,14 +108,7 @@ class Executor:
             )
             reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, refused=cause)
         except OutcomeUnknownError as err:
-            reply = ReplyEntry(
-                at=at, by=by, token=token, submission=n, attempt=a, unknown=True, detail=err.message
-            )
-            if mutants.on("unknown-submit-failed"):
-                failed = Cause(kind=CauseKind.LAUNCH_FAILED, detail="mutant")
-                reply = ReplyEntry(
-                    at=at, by=by, token=token, submission=n, attempt=a, refused=failed
-                )
+            reply = self._unknown_reply(n, a, err.message)
         except DispatchError as err:
             # Anything else may or may not have created the object: never read as a failure.
             log.warning("job %s: start %d/%d: %s", self.job, n, a, err)
@@ -126,6 +116,19 @@ class Executor:
                 at=at, by=by, token=token, submission=n, attempt=a, unknown=True, detail=str(err)
             )
         self.commit([reply])
+
+    def _unknown_reply(self, n: int, a: int, detail: str) -> ReplyEntry:
+        """The reply of a start call whose outcome is unknown: the object may exist, so the
+        attempt stays open until a find shows it or its absence is verified."""
+        return ReplyEntry(
+            at=self.now,
+            by=self.actor,
+            token=self.token,
+            submission=n,
+            attempt=a,
+            unknown=True,
+            detail=detail,
+        )
 
     def _backend_call(self, step: st.Call) -> None:
         """Make a hold-family, requeue or restore call whose intent and deadline are committed."""
