@@ -40,11 +40,6 @@ def test_mypy_strict_finds_nothing_in_dispatch_and_publish() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# Test files still to be typed: report tests that work in flight is moving (their helper
-# module report_records is also left out in pyproject.toml).
-MYPY_PENDING = {"tests/report/report_records.py", "tests/report/test_figures.py"}
-
-
 def test_mypy_strict_finds_nothing_in_the_tests() -> None:
     # One run per folder, as pytest imports them: a folder's helper modules (core_records,
     # cli_setup, ...) beside its tests, with tests/ and tests/cli on the path. Folders hold
@@ -53,11 +48,7 @@ def test_mypy_strict_finds_nothing_in_the_tests() -> None:
     folders = sorted({p.parent for p in (REPO / "tests").rglob("*.py") if "data" not in p.parts})
     for folder in folders:
         here = str(folder.relative_to(REPO))
-        files = [
-            str(p.relative_to(REPO))
-            for p in sorted(folder.glob("*.py"))
-            if str(p.relative_to(REPO)) not in MYPY_PENDING
-        ]
+        files = [str(p.relative_to(REPO)) for p in sorted(folder.glob("*.py"))]
         path = os.pathsep.join(["tests", "tests/cli", here])
         done = run("mypy", "--strict", *files, env={**os.environ, "MYPYPATH": path})
         if done.returncode != 0:

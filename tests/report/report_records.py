@@ -7,12 +7,11 @@ from typing import Any
 
 from dispatch.core.fold import fold
 from dispatch.model import record as r
-from dispatch.model.enums import Action, ActorKind, CauseKind, ObjectState, Provenance
+from dispatch.model.enums import Action, ActorKind, CauseKind, Enforcer, ObjectState, Provenance
 from dispatch.model.objects import ObjectObs, ObjectRef
 from dispatch.model.values import (
     Actor,
     Cause,
-    Enforcer,
     JobSpec,
     Plan,
     RecoveryPolicy,
