@@ -13,12 +13,15 @@ for the launch, the first sweep) to the one that completed the stage, both inclu
 from the event itself. Each is printed in sweeps and in seconds (read from the ledger's commit times), for this
 checkout and, side by side, for a baseline revision of the repository (``--baseline``, by
 default the one before sweeps carried jobs through several stages), run from a temporary
-``git worktree`` of it with the same Python. Then the scheduler RPCs of one idle sweep
-(``sdiag``, reset first) at 10 and 100 idle jobs, for both.
+``git worktree`` of it with the same Python. Then the scheduler queries of one idle sweep
+at 10 and 100 idle jobs, for both, beside issue 17's goal (the controller asked once, slurmdbd
+never): the controller's RPCs by message type (``sdiag``, reset first) and slurmdbd's job
+queries (``DBD_GET_JOBS_COND`` of ``sacctmgr show stats``, what sacct asks).
 
     slurm_helpers/localcluster up && eval "$(slurm_helpers/localcluster env)"
     .venv/bin/python benchmarks/recovery_latency.py [--every 1,5] [--sizes 10,100]
         [--baseline REV]
+    .venv/bin/python benchmarks/recovery_latency.py --every= --baseline 0d1dd35^   # idle RPCs only
 
 Run it on a quiet cluster: other clients' jobs and RPCs would count too.
 """
@@ -209,16 +212,28 @@ def lifecycle(variant: Variant, every: float) -> dict[str, tuple[int, float]]:
         }
 
 
-def rpcs() -> int:
-    out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
+def _by_type(out: str) -> dict[str, int]:
     section = out.split("Remote Procedure Call statistics by message type")[1]
     section = section.split("Remote Procedure Call statistics by user")[0]
-    counts = {m.group(1): int(m.group(2)) for m in re.finditer(r"(\w+)\s+\(\s*\d+\) count:(\d+)", section)}
-    counts.pop("REQUEST_STATS_INFO", None)  # sdiag's own
-    return sum(counts.values())
+    found = re.finditer(r"(\w+)\s+\(\s*\d+\)\s+count:(\d+)", section)
+    return {m.group(1): int(m.group(2)) for m in found}
 
 
-def idle_rpcs(variants: list[Variant], n: int) -> dict[str, int]:
+def rpcs() -> dict[str, int]:
+    """The controller's RPC counts by message type since the last reset, sdiag's own left out."""
+    counts = _by_type(subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout)
+    counts.pop("REQUEST_STATS_INFO", None)
+    return {k: v for k, v in counts.items() if v}
+
+
+def dbd_queries() -> int:
+    """slurmdbd's job queries so far (DBD_GET_JOBS_COND: what sacct asks)."""
+    out = subprocess.run(["sacctmgr", "show", "stats"], capture_output=True, text=True, check=True)
+    return _by_type(out.stdout).get("DBD_GET_JOBS_COND", 0)
+
+
+def idle_rpcs(variants: list[Variant], n: int) -> dict[str, tuple[dict[str, int], int]]:
+    """Per variant: the controller RPCs by type and slurmdbd's job queries of one idle sweep."""
     with tempfile.TemporaryDirectory() as tmp:
         site = Site(Path(tmp))
         jobs = site.submit(n)
@@ -229,8 +244,9 @@ def idle_rpcs(variants: list[Variant], n: int) -> dict[str, int]:
             for v in variants:
                 v.sweep(site.config)  # anything left to observe, observed
                 subprocess.run(["sdiag", "--reset"], capture_output=True, check=True)
+                before = dbd_queries()
                 v.sweep(site.config)
-                out[v.name] = rpcs()
+                out[v.name] = (rpcs(), dbd_queries() - before)
             return out
         finally:
             for job in jobs:
@@ -245,7 +261,8 @@ def worktree(rev: str, into: Path) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--every", default="1,5", help="sweep intervals in seconds")
+    ap.add_argument("--every", default="1,5", help="sweep intervals in seconds (empty: none, "
+                    "only the idle sweep's RPCs)")
     ap.add_argument("--sizes", default="10,100", help="idle jobs for the RPC count")
     ap.add_argument("--baseline", default=None, help="the git revision to compare (default: "
                     "the one before sweeps carried jobs through several stages)")
@@ -261,7 +278,7 @@ def main() -> None:
             print(f"{'every':>6} {'stage':>9} | {'this: sweeps':>12} {'seconds':>8} | "
                   f"{'baseline: sweeps':>16} {'seconds':>8} | {'ratio (s)':>9}")
             results = {}
-            for every in (float(e) for e in args.every.split(",")):
+            for every in (float(e) for e in args.every.split(",") if e):
                 got = {v.name: lifecycle(v, every) for v in variants}
                 results[every] = got
                 for stage in ("launch", "recovery", "settle"):
@@ -269,11 +286,17 @@ def main() -> None:
                     ratio = bsec / tsec if tsec > 0 else float("inf")
                     print(f"{every:>5g}s {stage:>9} | {ts:>12} {tsec:>8.1f} | {bs:>16} {bsec:>8.1f} "
                           f"| {ratio:>8.1f}x", flush=True)
-            print(f"\n{'idle jobs':>9} | {'this: RPCs/sweep':>16} | {'baseline: RPCs/sweep':>20}")
+            print(f"\n{'idle jobs':>9} | {'goal: ctld':>10} {'dbd':>4} | {'this: ctld':>10} "
+                  f"{'dbd':>4} | {'baseline: ctld':>14} {'dbd':>4} | "
+                  "controller RPCs by type (this; baseline)")
             for n in (int(s) for s in args.sizes.split(",")):
                 counts = idle_rpcs(variants, n)
-                print(f"{n:>9} | {counts[variants[0].name]:>16} | {counts[variants[1].name]:>20}",
-                      flush=True)
+                (this, this_dbd), (base, base_dbd) = (counts[v.name] for v in variants)
+                kinds = "; ".join(
+                    ", ".join(f"{k}={v}" for k, v in sorted(c.items())) for c in (this, base)
+                )
+                print(f"{n:>9} | {1:>10} {0:>4} | {sum(this.values()):>10} {this_dbd:>4} | "
+                      f"{sum(base.values()):>14} {base_dbd:>4} | {kinds}", flush=True)
             print(json.dumps({str(k): v for k, v in results.items()}))
         finally:
             subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)],
