@@ -79,8 +79,12 @@ class OpenBao:
     def _environment(self) -> dict[str, str]:
         # A clean environment: no proxy variables (OpenBao's own calls, to the TokenReview
         # stand-in, go direct) and a HOME of its own for anything the CLI would write there.
-        return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.folder),
-                "BAO_ADDR": self.url, "BAO_TOKEN": self.root_token}
+        return {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.folder),
+            "BAO_ADDR": self.url,
+            "BAO_TOKEN": self.root_token,
+        }
 
     def start(self) -> OpenBao:
         """Start the server and wait until it answers unsealed; RuntimeError if it never does."""
@@ -90,10 +94,19 @@ class OpenBao:
             self.url = f"http://127.0.0.1:{port}"
             with open(self.log, "ab") as log:
                 self.process = subprocess.Popen(
-                    [bao_binary(), "server", "-dev", f"-dev-listen-address=127.0.0.1:{port}",
-                     f"-dev-root-token-id={self.root_token}", "-dev-no-store-token"],
-                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    env=self._environment(), cwd=self.folder,
+                    [
+                        bao_binary(),
+                        "server",
+                        "-dev",
+                        f"-dev-listen-address=127.0.0.1:{port}",
+                        f"-dev-root-token-id={self.root_token}",
+                        "-dev-no-store-token",
+                    ],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self._environment(),
+                    cwd=self.folder,
                 )
             failure = self._wait()
             if not failure:
@@ -125,8 +138,14 @@ class OpenBao:
 
     def bao(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the `bao` command line against this server as root, checked."""
-        return subprocess.run([bao_binary(), *args], env=self._environment(), check=True,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [bao_binary(), *args],
+            env=self._environment(),
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     def stop(self) -> None:
         """End the server (TERM, then KILL after 10 s)."""
@@ -188,8 +207,9 @@ class PublishVault:
         """Write a new version of the KV v2 secret `secret/<path>`."""
         client = self.server.client()
         try:
-            client.secrets.kv.v2.create_or_update_secret(path=path, secret=data,
-                                                         mount_point="secret")
+            client.secrets.kv.v2.create_or_update_secret(
+                path=path, secret=data, mount_point="secret"
+            )
         finally:
             client.adapter.close()
 
@@ -201,16 +221,25 @@ def configure_for_publish(server: OpenBao, tokenreview: TokenReviewState) -> Pub
         client.sys.create_or_update_policy("training", TRAINING_POLICY)
         client.sys.enable_auth_method("approle")
         client.auth.approle.create_or_update_approle(
-            "trainer", token_policies=["training"], token_ttl="10m")
+            "trainer", token_policies=["training"], token_ttl="10m"
+        )
         client.auth.approle.create_or_update_approle(
-            "short-lived", token_policies=["training"], token_ttl="2s", token_max_ttl="2s")
+            "short-lived", token_policies=["training"], token_ttl="2s", token_max_ttl="2s"
+        )
         client.sys.enable_auth_method("kubernetes")
         client.auth.kubernetes.configure(
-            kubernetes_host=tokenreview.url, kubernetes_ca_cert=tokenreview.ca_pem,
-            token_reviewer_jwt=tokenreview.reviewer_token, disable_local_ca_jwt=True)
+            kubernetes_host=tokenreview.url,
+            kubernetes_ca_cert=tokenreview.ca_pem,
+            token_reviewer_jwt=tokenreview.reviewer_token,
+            disable_local_ca_jwt=True,
+        )
         client.auth.kubernetes.create_role(
-            "trainer", bound_service_account_names=["trainer"],
-            bound_service_account_namespaces=["train"], policies=["training"], ttl="10m")
+            "trainer",
+            bound_service_account_names=["trainer"],
+            bound_service_account_namespaces=["train"],
+            policies=["training"],
+            ttl="10m",
+        )
     finally:
         client.adapter.close()
     return PublishVault(server, tokenreview)

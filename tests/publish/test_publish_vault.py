@@ -32,8 +32,7 @@ EXIT_UNAVAILABLE = 6
 @pytest.fixture
 def vault(openbao: PublishVault) -> PublishVault:
     """The session's OpenBao with `secret/training/s3` holding a known key pair."""
-    openbao.write_secret("training/s3", {"access_key_id": "AKIAVAULT",
-                                         "secret_access_key": SECRET})
+    openbao.write_secret("training/s3", {"access_key_id": "AKIAVAULT", "secret_access_key": SECRET})
     return openbao
 
 
@@ -58,8 +57,9 @@ def _jwt(tmp_path: Path, token: str) -> Path:
     return path
 
 
-def _approle(vault: PublishVault, path: str = "training/s3",
-             secret_id_path: Path | None = None) -> VaultSource:
+def _approle(
+    vault: PublishVault, path: str = "training/s3", secret_id_path: Path | None = None
+) -> VaultSource:
     return VaultSource(vault.url, path, "approle", ProxyRule(), secret_id_path=secret_id_path)
 
 
@@ -70,8 +70,10 @@ def _run(*args: str) -> tuple[int, str, str]:
 
 def _config(tmp_path: Path, address: str, name: str = "vault") -> Path:
     config = tmp_path / "publish.toml"
-    config.write_text(f'[[credentials]]\nsource = "vault"\nname = "{name}"\n'
-                      f'address = "{address}"\npath = "training/s3"\nauth = "approle"\n')
+    config.write_text(
+        f'[[credentials]]\nsource = "vault"\nname = "{name}"\n'
+        f'address = "{address}"\npath = "training/s3"\nauth = "approle"\n'
+    )
     return config
 
 
@@ -80,8 +82,9 @@ def _config(tmp_path: Path, address: str, name: str = "vault") -> Path:
 
 def test_kubernetes_login_reads_the_kv2_secret(vault: PublishVault, tmp_path: Path) -> None:
     jwt = _jwt(tmp_path, vault.tokenreview.issue("train", "trainer"))
-    creds = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
-                        jwt_path=jwt).load()
+    creds = VaultSource(
+        vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer", jwt_path=jwt
+    ).load()
     assert (creds.access_key_id, creds.secret_access_key) == ("AKIAVAULT", SECRET)
     assert vault.tokenreview.reviews[-1] == ("train/trainer", True)
 
@@ -169,8 +172,9 @@ def test_kubernetes_login_to_an_unknown_role_is_refused(
     vault: PublishVault, tmp_path: Path
 ) -> None:
     jwt = _jwt(tmp_path, vault.tokenreview.issue("train", "trainer"))
-    source = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="inference",
-                         jwt_path=jwt)
+    source = VaultSource(
+        vault.url, "training/s3", "kubernetes", ProxyRule(), role="inference", jwt_path=jwt
+    )
     with pytest.raises(SourceFailed, match="Vault answered InvalidRequest"):
         source.load()
 
@@ -179,8 +183,9 @@ def test_kubernetes_login_of_an_account_the_role_is_not_bound_to_is_forbidden(
     vault: PublishVault, tmp_path: Path
 ) -> None:
     jwt = _jwt(tmp_path, vault.tokenreview.issue("train", "notebook"))
-    source = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
-                         jwt_path=jwt)
+    source = VaultSource(
+        vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer", jwt_path=jwt
+    )
     with pytest.raises(SourceFailed, match="Vault answered Forbidden"):
         source.load()
 
@@ -194,8 +199,9 @@ def test_a_token_file_that_is_a_folder_or_not_utf8_is_a_failure_not_a_crash(
         jwt.mkdir()
     else:
         jwt.write_bytes(b"\xff\xfe-token")
-    source = VaultSource(vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer",
-                         jwt_path=jwt)
+    source = VaultSource(
+        vault.url, "training/s3", "kubernetes", ProxyRule(), role="trainer", jwt_path=jwt
+    )
     with pytest.raises(CredentialsUnavailable, match="cannot read|UTF-8"):
         resolve_credentials([source])
 
@@ -249,8 +255,17 @@ def test_a_sealed_vault_exits_6_in_one_line_naming_the_source(
     monkeypatch.setenv("VAULT_ROLE_ID", "role")
     monkeypatch.setenv("VAULT_SECRET_ID", "secret")
     config = _config(tmp_path, sealed_openbao.url, name="vault-prod")
-    code, _, err = _run("resolve", "--store", bucket.store_url, "--endpoint-url",
-                        bucket.server.url, "--config", str(config), "--epoch", "1000000")
+    code, _, err = _run(
+        "resolve",
+        "--store",
+        bucket.store_url,
+        "--endpoint-url",
+        bucket.server.url,
+        "--config",
+        str(config),
+        "--epoch",
+        "1000000",
+    )
     assert code == EXIT_UNAVAILABLE
     assert err.count("\n") == 1 and err.startswith("publish: no credentials: vault-prod: ")
     assert "Vault answered VaultDown" in err
@@ -263,8 +278,17 @@ def test_an_unreachable_vault_exits_6_in_one_line_naming_the_source(
     monkeypatch.setenv("VAULT_SECRET_ID", "secret")
     address = f"http://127.0.0.1:{closed_port()}"
     config = _config(tmp_path, address, name="vault-a")
-    code, _, err = _run("resolve", "--store", bucket.store_url, "--endpoint-url",
-                        bucket.server.url, "--config", str(config), "--epoch", "1000000")
+    code, _, err = _run(
+        "resolve",
+        "--store",
+        bucket.store_url,
+        "--endpoint-url",
+        bucket.server.url,
+        "--config",
+        str(config),
+        "--epoch",
+        "1000000",
+    )
     assert code == EXIT_UNAVAILABLE
     assert err == f"publish: no credentials: vault-a: {address}: ConnectionError\n"
 
@@ -276,16 +300,28 @@ def test_save_and_resolve_with_the_s3_key_read_from_vault(
     vault: PublishVault, approle_env: tuple[str, str], bucket: Bucket, tmp_path: Path
 ) -> None:
     key = bucket.server.credentials
-    vault.write_secret("training/s3-real", {"access_key_id": key.access_key_id,
-                                            "secret_access_key": key.secret_access_key})
+    vault.write_secret(
+        "training/s3-real",
+        {"access_key_id": key.access_key_id, "secret_access_key": key.secret_access_key},
+    )
     config = tmp_path / "publish.toml"
-    config.write_text(f'[[credentials]]\nsource = "vault"\naddress = "{vault.url}"\n'
-                      'path = "training/s3-real"\nauth = "approle"\n')
+    config.write_text(
+        f'[[credentials]]\nsource = "vault"\naddress = "{vault.url}"\n'
+        'path = "training/s3-real"\nauth = "approle"\n'
+    )
     folder = tmp_path / "save"
     folder.mkdir()
     (folder / "model.bin").write_bytes(b"weights")
-    common = ["--store", bucket.store_url, "--endpoint-url", bucket.server.url,
-              "--config", str(config), "--epoch", "1000000"]
+    common = [
+        "--store",
+        bucket.store_url,
+        "--endpoint-url",
+        bucket.server.url,
+        "--config",
+        str(config),
+        "--epoch",
+        "1000000",
+    ]
     code, _, err = _run("save", str(folder), "--step", "5", *common)
     assert code == 0, err
     code, _, err = _run("resolve", "--into", str(tmp_path / "out"), *common)
