@@ -27,11 +27,11 @@ from publish.layout import PublicationId
 from publish.log import Committed, LogEntry, check_not_fenced, read_committed
 from publish.manifest import Manifest, build_manifest
 from publish.progress import Progress
-from publish.savefolder import SaveFolder, open_save
+from publish.savefolder import SaveFile, SaveFolder, open_save
 from publish.store import MissingObject, Store
 
-# Files hashed at once while the upload runs: enough to keep ahead of a fast transfer of a
-# sharded checkpoint on a compute node's cores.
+# Files hashed at once when no upload read them (a save published again): hashlib lets other
+# threads run while it digests, so a sharded checkpoint is hashed on all of a node's cores.
 HASHERS = 4
 
 log = logging.getLogger("publish.save")
@@ -79,41 +79,34 @@ def _publish(
 ) -> Manifest:
     epoch = publication.epoch
     check_not_fenced(store, epoch)
-    # The files are hashed while they upload, not before: each hash reads its file through
-    # its own position (pread), and hashlib lets other threads run while it digests.
-    with ThreadPoolExecutor(HASHERS, thread_name_prefix="publish-hash") as hashing:
-        digests = [hashing.submit(item.sha256) for item in opened.files]
+    if not _surely_absent(store, publication.log_key):  # a save done again (a retry)
+        existing = _already_committed(store, publication, _manifest(publication, opened, slurm_job))
+        if existing is not None:
+            return existing.manifest
 
-        def hashed() -> Manifest:
-            done = [d.result() for d in digests]
-            return build_manifest(publication, opened.files, slurm_job, done)
-
-        if not _surely_absent(store, publication.log_key):  # a save done again (a retry)
-            existing = _already_committed(store, publication, hashed())
-            if existing is not None:
-                return existing.manifest
-
-        upload = secrets.token_hex(8)
-        staged = LogEntry(publication, upload, "")  # its keys; the manifest's hash comes later
-        paths = [item.relative for item in opened.files]
-        size = sum(item.size for item in opened.files)
-        progress = Progress(f"upload {publication.name}", size, stream)
-        try:
-            store.put_files(
-                [(staged.data_prefix + item.relative, item) for item in opened.files], progress
-            )
-            progress.finish()
-            manifest = hashed()
-            opened.check_unchanged()  # the uploaded bytes are the hashed bytes
-            manifest_bytes = manifest.to_json()
-            entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
-            store.put_bytes(entry.manifest_key, manifest_bytes)
-            check_not_fenced(store, epoch)
-        except (InvalidInput, StoreUnavailable, Fenced, OSError):
-            # Nothing was committed: leave nothing behind to fill a full store further (a
-            # file that cannot be read for its hash fails here, after its upload).
-            _discard(store, staged, paths)
-            raise
+    upload = secrets.token_hex(8)
+    staged = LogEntry(publication, upload, "")  # its keys; the manifest's hash comes later
+    paths = [item.relative for item in opened.files]
+    size = sum(item.size for item in opened.files)
+    progress = Progress(f"upload {publication.name}", size, stream)
+    try:
+        # The upload's own reads hash each file (SaveFile.streamed_sha256): one pass over
+        # the bytes, and the hashed bytes are the uploaded ones.
+        store.put_files(
+            [(staged.data_prefix + item.relative, item) for item in opened.files], progress
+        )
+        progress.finish()
+        manifest = _manifest(publication, opened, slurm_job)
+        opened.check_unchanged()  # the bytes read again by a retried request are the same
+        manifest_bytes = manifest.to_json()
+        entry = LogEntry(publication, upload, hashlib.sha256(manifest_bytes).hexdigest())
+        store.put_bytes(entry.manifest_key, manifest_bytes)
+        check_not_fenced(store, epoch)
+    except (InvalidInput, StoreUnavailable, Fenced, OSError):
+        # Nothing was committed: leave nothing behind to fill a full store further (a
+        # file that cannot be read for its hash fails here, after its upload).
+        _discard(store, staged, paths)
+        raise
     try:
         committed = store.create_exclusive(publication.log_key, entry.to_json())
     except StoreUnavailable:
@@ -137,6 +130,13 @@ def _publish(
     if winner is None:
         raise CommitConflict(f"{publication.name}: the store refused the commit but holds none")
     return winner.manifest
+
+
+def _manifest(publication: PublicationId, opened: SaveFolder, slurm_job: str | None) -> Manifest:
+    """The manifest of the open files, each hashed by the upload that read it or else now."""
+    with ThreadPoolExecutor(HASHERS, thread_name_prefix="publish-hash") as hashing:
+        digests = list(hashing.map(SaveFile.sha256, opened.files))
+    return build_manifest(publication, opened.files, slurm_job, digests)
 
 
 def _surely_absent(store: Store, key: str) -> bool:

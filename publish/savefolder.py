@@ -40,13 +40,24 @@ def _identity(info: os.stat_result) -> tuple[int, int, int, int, int]:
     return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-class _Reader(io.RawIOBase):
-    """A seekable reader over a descriptor with its own position (pread), never closing it."""
+def _changed(relative: str) -> InvalidInput:
+    return InvalidInput(
+        f"{shown(relative)} changed while it was being published; write "
+        "each save once, then mark it complete"
+    )
 
-    def __init__(self, fd: int, size: int) -> None:
-        self._fd = fd
-        self._size = size
+
+class _Reader(io.RawIOBase):
+    """A seekable reader over a save file's descriptor with its own position (pread), never
+    closing it. The bytes it hands out from the start, in order, are hashed as they pass: once
+    the last byte has passed, their sha256 is the file's `streamed_sha256`. Reading the same
+    bytes again (a retried request) leaves the hash alone; skipping ahead abandons it."""
+
+    def __init__(self, source: SaveFile) -> None:
+        self._source = source
         self._position = 0
+        self._digest: hashlib._Hash | None = hashlib.sha256()
+        self._hashed = 0
 
     def readable(self) -> bool:
         return True
@@ -55,19 +66,32 @@ class _Reader(io.RawIOBase):
         return True
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._size}[whence]
-        self._position = max(base + offset, 0)
+        ends = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self._source.size}
+        self._position = max(ends[whence] + offset, 0)
         return self._position
 
     def tell(self) -> int:
         return self._position
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        want = min(len(buffer), max(self._size - self._position, 0))
-        data = os.pread(self._fd, want, self._position) if want else b""
-        buffer[: len(data)] = data
-        self._position += len(data)
-        return len(data)
+        view = memoryview(buffer).cast("B")
+        want = min(len(view), max(self._source.size - self._position, 0))
+        got = os.preadv(self._source.fd, [view[:want]], self._position) if want else 0
+        self._hash(self._position, view[:got])
+        self._position += got
+        return got
+
+    def _hash(self, position: int, data: memoryview) -> None:
+        if self._digest is None or position < self._hashed:
+            return
+        if position > self._hashed:  # bytes skipped: this pass cannot vouch for the file
+            self._digest = None
+            return
+        self._digest.update(data)
+        self._hashed += len(data)
+        if self._hashed == self._source.size:
+            self._source.streamed_sha256 = self._digest.hexdigest()
+            self._digest = None
 
 
 @dataclass
@@ -78,26 +102,28 @@ class SaveFile:
     fd: int
     size: int
     identity: tuple[int, int, int, int, int]
+    #: The sha256 (hex) of the bytes some reader handed out in one pass from first to last.
+    streamed_sha256: str | None = None
 
     def reader(self) -> BinaryIO:
         """A new binary reader from the start of the file, over the same descriptor."""
-        return io.BufferedReader(_Reader(self.fd, self.size), _CHUNK)
+        return io.BufferedReader(_Reader(self), _CHUNK)
 
     def sha256(self) -> str:
-        """The sha256 (hex) of the file's `size` bytes, read from the descriptor."""
-        digest = hashlib.sha256()
-        with self.reader() as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-        return digest.hexdigest()
+        """The sha256 (hex) of the file's `size` bytes: the one a store's upload computed by
+        reading them (`streamed_sha256`), else from a pass of its own over the descriptor."""
+        if self.streamed_sha256 is None:
+            with self.reader() as handle:
+                while handle.read(_CHUNK):
+                    pass
+        if self.streamed_sha256 is None:  # the file is shorter than when it was opened
+            raise _changed(self.relative)
+        return self.streamed_sha256
 
     def check_unchanged(self) -> None:
         """Refuse a file written to since it was opened (its bytes may not match its hash)."""
         if _identity(os.fstat(self.fd)) != self.identity:
-            raise InvalidInput(
-                f"{shown(self.relative)} changed while it was being published; write "
-                "each save once, then mark it complete"
-            )
+            raise _changed(self.relative)
 
 
 class SaveFolder:
