@@ -5,7 +5,8 @@ The baseline is checked out with ``git worktree`` into a temporary folder and ru
 interpreter (its folder first on ``PYTHONPATH``). Runs alternate, baseline then this tree, after
 one warm-up each; every run is a fresh process, timed from outside (wall clock, and the user +
 system time and peak RSS the kernel reports for that child through ``wait4``). Medians are
-printed with the ratio this/baseline taken pair by pair. The machine is shared: quote medians.
+printed with the ratio this/baseline taken pair by pair, and the modules each imports (one run
+under ``python -X importtime``). The machine is shared: quote medians.
 
     .venv/bin/python benchmarks/startup.py [--baseline REF] [--runs 15]
 """
@@ -44,6 +45,14 @@ def run_once(tree: Path, argv: list[str]) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def modules(tree: Path, argv: list[str]) -> int:
+    """How many modules one run from ``tree`` imports (``python -X importtime``)."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    timed = [argv[0], "-X", "importtime", *argv[1:]]
+    done = subprocess.run(timed, env=env, cwd=tree, capture_output=True, text=True, check=False)
+    return sum(line.startswith("import time:") for line in done.stderr.splitlines()) - 1
+
+
 def compare(name: str, argv: list[str], base: Path, runs: int) -> None:
     results: dict[str, list[tuple[float, float, float]]] = {"base": [], "this": []}
     for tree in (base, ROOT):
@@ -60,7 +69,8 @@ def compare(name: str, argv: list[str], base: Path, runs: int) -> None:
     print(
         f"{name:<31}{goal:>8.0f}{med['base'][0] * 1000:>10.0f}{this_ms:>9.0f}{ratio:>7.2f}"
         f"{med['base'][1] * 1000:>10.0f}{med['this'][1] * 1000:>9.0f}{cpu_ratio:>7.2f}"
-        f"{med['base'][2]:>9.1f}{med['this'][2]:>9.1f}  {'met' if this_ms <= goal else 'not met'}",
+        f"{med['base'][2]:>9.1f}{med['this'][2]:>9.1f}"
+        f"{modules(base, argv):>9}{modules(ROOT, argv):>9}  {'met' if this_ms <= goal else 'not met'}",
         flush=True,
     )
 
@@ -90,7 +100,8 @@ def main() -> None:
         print(f"whole-process start-up, median of {args.runs} alternating pairs; baseline "
               f"{args.baseline}; ratio = this/baseline pair by pair (shared machine: noisy)")
         print(f"{'command':<31}{'goal ms':>8}{'base ms':>10}{'this ms':>9}{'ratio':>7}"
-              f"{'base cpu':>10}{'this cpu':>9}{'ratio':>7}{'base MiB':>9}{'this MiB':>9}")
+              f"{'base cpu':>10}{'this cpu':>9}{'ratio':>7}{'base MiB':>9}{'this MiB':>9}"
+              f"{'base mod':>9}{'this mod':>9}")
         compare("dispatch sweep (empty ledger)", sweep, base, args.runs)
         compare("publish resolve (POSIX root)", resolve, base, args.runs)
     finally:
