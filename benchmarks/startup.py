@@ -70,7 +70,8 @@ def compare(name: str, argv: list[str], base: Path, runs: int) -> None:
         f"{name:<31}{goal:>8.0f}{med['base'][0] * 1000:>10.0f}{this_ms:>9.0f}{ratio:>7.2f}"
         f"{med['base'][1] * 1000:>10.0f}{med['this'][1] * 1000:>9.0f}{cpu_ratio:>7.2f}"
         f"{med['base'][2]:>9.1f}{med['this'][2]:>9.1f}"
-        f"{modules(base, argv):>9}{modules(ROOT, argv):>9}  {'met' if this_ms <= goal else 'not met'}",
+        f"{modules(base, argv):>9}{modules(ROOT, argv):>9}"
+        f"  {'met' if this_ms <= goal else 'not met'}",
         flush=True,
     )
 
