@@ -4,6 +4,7 @@ both sides of every comparison pay the same costs."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -34,6 +35,13 @@ def _free_port() -> int:
 @contextmanager
 def s3_server(bucket: str) -> Iterator[tuple[str, S3Store]]:
     """Start the server, create `bucket`, and yield its URL and a publish store on it."""
+    with s3_server_process(bucket) as (url, store, _):
+        yield url, store
+
+
+@contextmanager
+def s3_server_process(bucket: str) -> Iterator[tuple[str, S3Store, int]]:
+    """As `s3_server`, and the server's process id (to read its CPU time)."""
     port = _free_port()
     moto = Path(sys.executable).parent / "moto_server"
     process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)],
@@ -48,10 +56,16 @@ def s3_server(bucket: str) -> Iterator[tuple[str, S3Store]]:
         url = f"http://127.0.0.1:{port}"
         plain_client(url).create_bucket(Bucket=bucket)
         client = make_client(CREDENTIALS, ProxyRule(), url, REGION)
-        yield url, S3Store(client, S3Location(bucket, "ckpt/"))
+        yield url, S3Store(client, S3Location(bucket, "ckpt/")), process.pid
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time the process `pid` has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def plain_client(url: str) -> Any:
