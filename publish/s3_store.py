@@ -34,11 +34,15 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 # Parts of 16 MiB above 64 MiB keep a 2 GiB shard at 128 parts, well under S3's 10,000 limit.
 # A save is uploaded from its open descriptors, which s3transfer reads part by part into
-# memory: at most as many parts as are in flight (8 x 16 MiB per file, 4 files at once).
+# memory: at most as many parts as are in flight (8 x 16 MiB).
 TRANSFER = TransferConfig(
     multipart_threshold=64 * MIB, multipart_chunksize=16 * MIB, max_concurrency=8
 )
 TRANSFER.max_in_memory_upload_chunks = TRANSFER.max_request_concurrency  # boto3 has no argument
+# Small files (and downloads) move this many at once. Large shards go up one at a time, their
+# parts 8 at once: 4 shards at once held 4 times the memory in the client and the server and
+# made a local server slower (benchmarks/publish_throughput.py), for no more bytes in flight
+# than one shard's parts keep going.
 FILES_AT_ONCE = 4
 CONFLICT_RETRIES = 5
 
@@ -139,7 +143,8 @@ class S3Store:
         return _status(exc) == 404 or _code(exc) in ("NoSuchKey", "404")
 
     def put_files(self, pairs: Sequence[tuple[str, SaveFile]], progress: ProgressCallback) -> None:
-        """Upload open files, several at once, each as a concurrent multipart transfer if large.
+        """Upload open files: large ones in turn, each as a concurrent multipart transfer, and
+        small ones several at once beside them.
 
         Each is read through its descriptor, never reopened by path.
         """
@@ -160,8 +165,13 @@ class S3Store:
             except boto3.exceptions.S3UploadFailedError as exc:
                 raise StoreUnavailable(f"upload to {self.description}{key} failed") from exc
 
+        large = [pair for pair in pairs if pair[1].size >= self.transfer.multipart_threshold]
+        small = [pair for pair in pairs if pair[1].size < self.transfer.multipart_threshold]
         with ThreadPoolExecutor(max_workers=FILES_AT_ONCE) as pool:
-            for _ in pool.map(one, pairs):
+            moving = pool.map(one, small)
+            for pair in large:
+                one(pair)
+            for _ in moving:
                 pass
 
     def get_files(self, pairs: Sequence[tuple[str, Path]], progress: ProgressCallback) -> None:
