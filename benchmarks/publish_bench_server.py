@@ -44,8 +44,11 @@ def s3_server_process(bucket: str) -> Iterator[tuple[str, S3Store, int]]:
     """As `s3_server`, and the server's process id (to read its CPU time)."""
     port = _free_port()
     moto = Path(sys.executable).parent / "moto_server"
-    process = subprocess.Popen([str(moto), "-H", "127.0.0.1", "-p", str(port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(moto), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(START_POLLS):
             try:
@@ -70,6 +73,10 @@ def cpu_seconds(pid: int) -> float:
 
 def plain_client(url: str) -> Any:
     """A plain boto3 S3 client, default settings, for the baseline."""
-    return boto3.client("s3", endpoint_url=url, region_name=REGION,
-                        aws_access_key_id=CREDENTIALS.access_key_id,
-                        aws_secret_access_key=CREDENTIALS.secret_access_key)
+    return boto3.client(
+        "s3",
+        endpoint_url=url,
+        region_name=REGION,
+        aws_access_key_id=CREDENTIALS.access_key_id,
+        aws_secret_access_key=CREDENTIALS.secret_access_key,
+    )

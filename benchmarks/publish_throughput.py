@@ -13,8 +13,9 @@ drift on a shared machine falls on each side alike:
 * publish: `publish.save`, which also hashes every file (sha256, one read pass with the
   upload), writes the manifest and makes the fenced commit;
 * bound: the lightest client there is, one unsigned PUT per file (4 at once) straight from
-  the file with `http.client`: no hash, no checksum, no signature. No client moves the bytes
-  more cheaply, so what it reaches over boto3 is what this server lets any client reach.
+  the file with `http.client`: no hash, no checksum, no signature, and the request shape this
+  server handles most cheaply (moto joins multipart parts in memory). What it reaches over
+  boto3 is about what this server lets any client reach.
 
 For each side it prints the median time and throughput, the median of the pair-by-pair ratios
 to boto3 next to issue 17's goal (publish at least 1.5x boto3), and where the CPU went: the
@@ -36,6 +37,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -190,7 +192,7 @@ def main() -> None:
             for round_ in range(args.pairs):
                 shift = round_ % len(sides)
                 for side in sides[shift:] + sides[:shift]:
-                    runs[side].append(measured(lambda: actions[side](round_ + 1), pid))
+                    runs[side].append(measured(partial(actions[side], round_ + 1), pid))
                     empty_bucket(client)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -216,7 +218,9 @@ def report(runs: dict[str, list[Run]], size: int, args: argparse.Namespace) -> N
     )
     base = runs["boto3"]
     for side, side_runs in runs.items():
-        ratio = statistics.median(b.seconds / r.seconds for b, r in zip(base, side_runs))
+        ratio = statistics.median(
+            b.seconds / r.seconds for b, r in zip(base, side_runs, strict=True)
+        )
         seconds = statistics.median(r.seconds for r in side_runs)
         print(
             f"{side:<8} {seconds:>9.2f} {size / 1e6 / seconds:>7.1f} {ratio:>26.2f} "
@@ -224,7 +228,7 @@ def report(runs: dict[str, list[Run]], size: int, args: argparse.Namespace) -> N
             f"{statistics.median(r.client_cpu for r in side_runs) / gib:>17.2f} "
             f"{statistics.median(r.machine_busy for r in side_runs):>10.0%}"
         )
-    pairs = [b.seconds / r.seconds for b, r in zip(base, runs["publish"])]
+    pairs = [b.seconds / r.seconds for b, r in zip(base, runs["publish"], strict=True)]
     verdict = "met" if statistics.median(pairs) >= GOAL_UPLOAD_RATIO else "not met"
     print(
         f"goal: publish upload >= {GOAL_UPLOAD_RATIO:.1f}x boto3 upload_file (median of pairs); "
@@ -232,11 +236,12 @@ def report(runs: dict[str, list[Run]], size: int, args: argparse.Namespace) -> N
     )
     print("publish / boto3 per pair: " + " ".join(f"{p:.2f}" for p in pairs))
     if "bound" in runs:
-        bound = statistics.median(b.seconds / r.seconds for b, r in zip(base, runs["bound"]))
+        bound = statistics.median(
+            b.seconds / r.seconds for b, r in zip(base, runs["bound"], strict=True)
+        )
         print(
-            f"the lightest client reaches {bound:.2f}x boto3 on this server: "
-            + ("the goal is within what the server allows" if bound >= GOAL_UPLOAD_RATIO
-               else "no client can reach the goal against this server")
+            f"bound: the lightest client (no hash, checksum or signature) reaches {bound:.2f}x "
+            f"boto3 on this server, against the goal's {GOAL_UPLOAD_RATIO:.1f}x"
         )
 
 
