@@ -44,7 +44,7 @@ CRON_PATH = ("/usr/bin", "/bin")
 
 # Defaults chosen for a one-minute cron tick: a sweep stops starting passes well before the
 # next tick, and a delivery command cannot hold a sweep for long.
-DEFAULT_BUDGET = timedelta(seconds=45)
+DEFAULT_TIME_LIMIT = timedelta(seconds=45)
 DEFAULT_POLL = timedelta(seconds=30)
 DEFAULT_DELIVER_TIMEOUT = timedelta(seconds=20)
 
@@ -62,9 +62,12 @@ _KEYS: dict[str, dict[str, str]] = {
     },
     "backend": {"name": "an adapter name", "settings": "a table of the adapter's settings"},
     "deliver": {"command": "a list of words", "timeout": "a duration"},
-    "sweep": {"budget": "a duration", "metrics": "the file sweeps write metrics to (a path)"},
+    "sweep": {"time_limit": "a duration", "metrics": "the file sweeps write metrics to (a path)"},
     "supervise": {"poll": "a duration"},
 }
+
+# Keys an earlier release read under another name: refused naming the new one.
+_RENAMED = {"sweep.budget": "sweep.time_limit"}
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ class Settings:
     backend_settings: dict[str, Any] = field(default_factory=dict)
     deliver_command: tuple[str, ...] = ()
     deliver_timeout: timedelta = DEFAULT_DELIVER_TIMEOUT
-    sweep_budget: timedelta = DEFAULT_BUDGET
+    sweep_time_limit: timedelta = DEFAULT_TIME_LIMIT
     # Where ``dispatch sweep`` writes its Prometheus metrics after each sweep, if anywhere.
     sweep_metrics: Path | None = None
     poll: timedelta = DEFAULT_POLL
@@ -251,7 +254,7 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         backend_settings=dict(settings),
         deliver_command=tuple(command or ()),
         deliver_timeout=check.duration(deliver, "timeout", "deliver.", DEFAULT_DELIVER_TIMEOUT),
-        sweep_budget=check.duration(sweep, "budget", "sweep.", DEFAULT_BUDGET),
+        sweep_time_limit=check.duration(sweep, "time_limit", "sweep.", DEFAULT_TIME_LIMIT),
         sweep_metrics=metrics_path,
         poll=check.duration(supervise, "poll", "supervise.", DEFAULT_POLL),
     )
@@ -281,9 +284,14 @@ class _Checker:
         known = _KEYS[table]
         for key in raw:
             if key not in known:
+                dotted = f"{table}.{key}" if table else key
+                if dotted in _RENAMED:
+                    raise InvalidError(
+                        f"config {self.path}: {dotted} is now called {_RENAMED[dotted]}: "
+                        "rename the key"
+                    )
                 where = f"[{table}]" if table else "the top level"
                 allowed = ", ".join(known)
-                dotted = f"{table}.{key}" if table else key
                 raise InvalidError(
                     f"config {self.path}: unknown key {dotted!r}; allowed in {where}: {allowed}"
                 )

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from dispatch.config import (
-    DEFAULT_BUDGET,
     DEFAULT_DELIVER_TIMEOUT,
     DEFAULT_POLL,
+    DEFAULT_TIME_LIMIT,
     backend_of,
     config_path,
     load,
@@ -47,7 +47,7 @@ def test_the_documented_example_parses_with_every_key_it_shows(tmp_path: Path) -
     assert s.backend_settings == {"transport": "cli", "timeout": 60}
     assert s.deliver_command == ("/shared/ml-infra/bin/page-oncall", "--team", "ml-infra")
     assert s.deliver_timeout == timedelta(seconds=20)
-    assert s.sweep_budget == timedelta(seconds=45)
+    assert s.sweep_time_limit == timedelta(seconds=45)
     assert s.poll == timedelta(seconds=30)
 
 
@@ -59,8 +59,8 @@ def test_the_documented_example_builds_its_backend(tmp_path: Path) -> None:
 def test_a_minimal_config_takes_the_defaults(tmp_path: Path) -> None:
     s = load(write(tmp_path, MINIMAL))
     assert s.deliver_command == ()
-    assert (s.sweep_budget, s.poll, s.deliver_timeout) == (
-        DEFAULT_BUDGET,
+    assert (s.sweep_time_limit, s.poll, s.deliver_timeout) == (
+        DEFAULT_TIME_LIMIT,
         DEFAULT_POLL,
         DEFAULT_DELIVER_TIMEOUT,
     )
@@ -77,8 +77,12 @@ def test_a_relative_ledger_is_taken_from_the_folder_of_the_config(tmp_path: Path
         ("colour = 1\n" + MINIMAL, "unknown key 'colour'; allowed in the top level: ledger"),
         (MINIMAL + "colour = 1\n", "unknown key 'backend.colour'; allowed in [backend]: name"),
         (
-            MINIMAL + "[sweep]\nbudgett = '1m'\n",
-            "unknown key 'sweep.budgett'; allowed in [sweep]: budget",
+            MINIMAL + "[sweep]\ntime_limitt = '1m'\n",
+            "unknown key 'sweep.time_limitt'; allowed in [sweep]: time_limit",
+        ),
+        (
+            MINIMAL + "[sweep]\nbudget = '1m'\n",
+            "sweep.budget is now called sweep.time_limit: rename the key",
         ),
         (MINIMAL + "[deliver]\ncmd = ['x']\n", "unknown key 'deliver.cmd'; allowed in [deliver]"),
         ('[backend]\nname = "memory"\n', "ledger is missing"),
@@ -90,8 +94,8 @@ def test_a_relative_ledger_is_taken_from_the_folder_of_the_config(tmp_path: Path
             "deliver.command = 'page': expected a non-empty list",
         ),
         (MINIMAL + "[deliver]\ncommand = []\n", "deliver.command = []"),
-        (MINIMAL + "[sweep]\nbudget = 45\n", "sweep.budget = 45: expected a duration"),
-        (MINIMAL + "[sweep]\nbudget = '45 seconds'\n", "sweep.budget = '45 seconds'"),
+        (MINIMAL + "[sweep]\ntime_limit = 45\n", "sweep.time_limit = 45: expected a duration"),
+        (MINIMAL + "[sweep]\ntime_limit = '45 seconds'\n", "sweep.time_limit = '45 seconds'"),
         (
             MINIMAL + "[supervise]\npoll = '0s'\n",
             "supervise.poll = '0s': expected a duration above zero",

@@ -162,7 +162,7 @@ def _follow(config: str | None, every: timedelta | None) -> None:
                 # a new job or a person's action is swept at once; otherwise every interval.
                 now = time.monotonic()
                 if now >= due or (stamp is not None and stamp() != seen):
-                    report = supervisor.sweep(session.settings.sweep_budget)
+                    report = supervisor.sweep(session.settings.sweep_time_limit)
                     show(report, json_out=False)
                     seen = stamp() if stamp is not None else None
                     due = now + interval.total_seconds()
@@ -248,11 +248,12 @@ def install(
             # embedded default a file, with what this shell needs to reach Slurm.
             path = write_home_config(os.environ, dry_run=dry_run)
         settings = load(path) if path.exists() else embedded()
-        if settings.sweep_budget >= every:
+        if settings.sweep_time_limit >= every:
+            limit = format_duration(settings.sweep_time_limit)
             raise InvalidError(
-                f"sweep.budget {format_duration(settings.sweep_budget)} in {settings.path} is not "
+                f"sweep.time_limit {limit} in {settings.path} is not "
                 f"shorter than --every {format_duration(every)}, so a tick could overlap the "
-                "next: lower sweep.budget or choose a longer --every"
+                "next: lower sweep.time_limit or choose a longer --every"
             )
         entry = CronLine(
             kind=kind,

@@ -64,10 +64,11 @@ def show(report: SweepReport, json_out: bool) -> None:
 @config_option
 @click.option("--json", "json_out", is_flag=True, help="Print the report as JSON.")
 @click.option(
-    "--budget",
+    "--time-limit",
+    "time_limit",
     type=DURATION,
     default=None,
-    help="Start no pass after this long (default: sweep.budget of the config).",
+    help="Start no pass after this long (default: sweep.time_limit of the config).",
 )
 @click.option(
     "--metrics",
@@ -76,7 +77,7 @@ def show(report: SweepReport, json_out: bool) -> None:
     help="After the sweep, write Prometheus metrics to this file (default: sweep.metrics).",
 )
 def sweep(
-    config: str | None, json_out: bool, budget: timedelta | None, metrics: Path | None
+    config: str | None, json_out: bool, time_limit: timedelta | None, metrics: Path | None
 ) -> None:
     """One pass over every unsettled job: what cron or scrontab runs each tick.
 
@@ -98,7 +99,7 @@ def sweep(
 
             queries = QueryCounter()
             queries.attach(session.backend)
-        report = session.supervisor().sweep(budget or session.settings.sweep_budget)
+        report = session.supervisor().sweep(time_limit or session.settings.sweep_time_limit)
         if metrics is not None:
             from dispatch.cli.sweep_metrics import write_metrics
 

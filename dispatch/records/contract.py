@@ -117,7 +117,7 @@ class Records(Protocol):
         """
         ...
 
-    def release(self, job: JobID, token: str) -> None:
+    def unlock(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
         ...
 

@@ -263,7 +263,7 @@ class FileRecords:
             raise NotFoundError(f"no record for job {job}")
         return folder
 
-    def release(self, job: JobID, token: str) -> None:
+    def unlock(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
         if fmt.is_job_id(job):
             OwnerLocks.give_back(os.path.join(self._jobs_s, job, fmt.OWNER_LOCK), token)

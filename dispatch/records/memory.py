@@ -103,7 +103,7 @@ class MemoryRecords:
             self._locks[job] = token
             return True
 
-    def release(self, job: JobID, token: str) -> None:
+    def unlock(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token``."""
         with self._mu:
             if self._locks.get(job) == token:

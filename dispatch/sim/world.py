@@ -85,7 +85,7 @@ class Proc(Mover):
         """Give the owner lock of ``job`` back."""
         token = self.held.pop(job, None)
         if token is not None:
-            self.store.release(job, token)
+            self.store.unlock(job, token)
 
 
 class World:
@@ -285,7 +285,7 @@ class World:
     def _crashed(self, p: Proc) -> None:
         # A dead process's flock locks go with it.
         for job, token in sorted(p.locks.items()):
-            p.raw.release(job, token)
+            p.raw.unlock(job, token)
         p.locks.clear()
         for shard, token in sorted(p.claims.items()):
             assert isinstance(p.raw, Sharded)

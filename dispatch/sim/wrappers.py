@@ -107,9 +107,9 @@ class SimStore:
         self.w.after(self.proc, f"lock {'taken' if taken else 'held elsewhere'}")
         return taken
 
-    def release(self, job: JobID, token: str) -> None:
+    def unlock(self, job: JobID, token: str) -> None:
         """Give the owner lock back."""
-        self.inner.release(job, token)
+        self.inner.unlock(job, token)
         if self.proc is not None and self.proc.locks.get(job) == token:
             del self.proc.locks[job]
 

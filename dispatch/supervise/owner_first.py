@@ -58,6 +58,6 @@ class OwnerFirst:
         """The wrapped store's ``lock``."""
         return self.store.lock(job, token)
 
-    def release(self, job: JobID, token: str) -> None:
+    def unlock(self, job: JobID, token: str) -> None:
         """The wrapped store's ``release``."""
-        self.store.release(job, token)
+        self.store.unlock(job, token)

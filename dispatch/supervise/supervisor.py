@@ -72,7 +72,7 @@ class SweepReport:
     ``passed`` jobs had their pass (``progressed`` ones committed or called something,
     ``settled`` ones settled in it); ``skipped`` ones are owned by another supervisor;
     ``failed`` maps a job to why its pass failed; ``not_reached`` ones were left for the next
-    tick when the time budget ran out; ``residual`` ones are settled jobs swept for the late
+    tick when the time limit ran out; ``residual`` ones are settled jobs swept for the late
     objects of their residual attempts.
     """
 
@@ -144,7 +144,7 @@ class Supervisor:
             if not result.looked:
                 self._last_look(job)
         finally:
-            self.store.release(job, token)
+            self.store.unlock(job, token)
 
     def launch(self, job: JobID, passes: int = LAUNCH_PASSES) -> PassResult | None:
         """Carry a job through its first stages now, until its execution is opened.
@@ -166,7 +166,7 @@ class Supervisor:
                 if result.settled or not result.progressed or "open" in result.steps:
                     break
         finally:
-            self.store.release(job, token)
+            self.store.unlock(job, token)
         return result
 
     def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
@@ -239,7 +239,7 @@ class Supervisor:
         j = fold(self.store.read(job), self.clock.now())
         self._deliver(job, [e for e in j.escalations.values() if e.delivered is None])
 
-    def sweep(self, budget: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
+    def sweep(self, time_limit: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
 
         On a sharded store (the file ledger) the unsettled jobs are claimed shard by shard, a
@@ -249,7 +249,7 @@ class Supervisor:
         on the record at the noted revision. On other stores each job's owner lock is taken
         for the whole sweep and its record read before the look. Only a pass about to decide commits
         an owner entry, so a pass that waits writes nothing. A job whose pass fails is reported
-        and the others go on; nothing is deleted. With ``budget``, no pass starts after it is
+        and the others go on; nothing is deleted. With ``time_limit``, no pass starts after it is
         spent: the jobs not reached are left, unlocked, for the next tick.
 
         With ``residuals``, settled records are read too, and those with residual attempts
@@ -258,7 +258,7 @@ class Supervisor:
         settled record once per sweep.
         """
         report = SweepReport(started=self.clock.now())
-        deadline = None if budget is None else report.started + budget
+        deadline = None if time_limit is None else report.started + time_limit
         token = self._token()
         sharded = self._sharded()
         locked: list[JobID] = []
@@ -293,7 +293,7 @@ class Supervisor:
                     self._residual_pass(job, token, view, found[job], report)
             finally:
                 for job in locked:
-                    self.store.release(job, token)
+                    self.store.unlock(job, token)
                 if sharded is not None:
                     for shard in claimed:
                         sharded.unclaim(shard, token)
@@ -485,7 +485,7 @@ class Supervisor:
                     self._last_look(job)
             finally:
                 if lock:
-                    self.store.release(job, token)
+                    self.store.unlock(job, token)
         except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
             report.failed[job] = _describe(err)
             return None

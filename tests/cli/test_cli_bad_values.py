@@ -27,7 +27,7 @@ def one_line_exit_2(site: Site, args: list[str], *named: str) -> None:
     "command",
     [
         ["supervise", "--follow", "--every"],
-        ["sweep", "--budget"],
+        ["sweep", "--time-limit"],
         ["supervise", "install", "--cron", "--dry-run", "--every"],
     ],
 )
@@ -40,7 +40,7 @@ def test_an_overflowing_duration_option_is_one_line_exit_2_naming_the_option(
 
 @pytest.mark.parametrize("value", [HUGE, TOO_MANY_DAYS, PAST_DATES])
 @pytest.mark.parametrize(
-    ("table", "key"), [("sweep", "budget"), ("supervise", "poll"), ("deliver", "timeout")]
+    ("table", "key"), [("sweep", "time_limit"), ("supervise", "poll"), ("deliver", "timeout")]
 )
 def test_an_overflowing_duration_in_the_config_is_one_line_exit_2_naming_the_key(
     tmp_path: Path, table: str, key: str, value: str

@@ -99,11 +99,14 @@ def test_an_every_cron_cannot_keep_exits_2_listing_what_it_can(tmp_path: Path, e
     assert "cannot be a cron schedule" in err and "1m 2m 3m" in err
 
 
-def test_a_budget_not_shorter_than_the_interval_is_refused(tmp_path: Path) -> None:
-    site = Site(tmp_path, extra='[sweep]\nbudget = "2m"\n')
+def test_a_time_limit_not_shorter_than_the_interval_is_refused(tmp_path: Path) -> None:
+    site = Site(tmp_path, extra='[sweep]\ntime_limit = "2m"\n')
     code, _, err = install(site, "--cron", "--every", "1m", "--dry-run")
     assert code == 2
-    assert "sweep.budget 2m0s" in err and "lower sweep.budget or choose a longer --every" in err
+    assert (
+        "sweep.time_limit 2m0s" in err
+        and "lower sweep.time_limit or choose a longer --every" in err
+    )
 
 
 def test_install_needs_cron_or_scrontab(tmp_path: Path) -> None:

@@ -88,24 +88,24 @@ def test_without_any_config_the_embedded_default_sweeps_the_home_ledger(own_home
 
 
 def test_a_wrong_config_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:
-    site = Site(tmp_path, extra='[sweep]\nbudget = "soon"\n')
+    site = Site(tmp_path, extra='[sweep]\ntime_limit = "soon"\n')
     result = site.sweep()
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
-    assert str(site.config) in result.stderr and "sweep.budget = 'soon'" in result.stderr
+    assert str(site.config) in result.stderr and "sweep.time_limit = 'soon'" in result.stderr
 
 
-def test_a_bad_budget_flag_is_bad_usage(tmp_path: Path) -> None:
+def test_a_bad_time_limit_flag_is_bad_usage(tmp_path: Path) -> None:
     site = Site(tmp_path)
-    result = site.sweep("--budget", "tomorrow")
+    result = site.sweep("--time-limit", "tomorrow")
     assert result.exit_code == 2
     assert "number with a unit" in result.stderr
 
 
-def test_a_budget_flag_overrides_the_config(tmp_path: Path) -> None:
+def test_a_time_limit_flag_overrides_the_config(tmp_path: Path) -> None:
     site = Site(tmp_path)
     site.submit(2)
-    result = site.sweep("--budget", "1ms", "--json")
+    result = site.sweep("--time-limit", "1ms", "--json")
     assert result.exit_code == 0
     report = json.loads(result.stdout)
     assert len(report["passed"]) + len(report["not_reached"]) == 2
@@ -135,3 +135,13 @@ def test_a_job_whose_folder_is_missing_or_unreadable_is_reported_by_the_sweep_wh
     assert sorted(json.loads(site.sweep("--json").stdout)["failed"]) == sorted(
         [missing, unreadable]
     )
+
+
+def test_a_config_still_naming_sweep_budget_is_one_line_exit_2_naming_the_new_key(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path, extra='[sweep]\nbudget = "30s"\n')
+    result = site.sweep()
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "sweep.budget is now called sweep.time_limit" in result.stderr

@@ -141,7 +141,7 @@ def test_a_decision_with_a_wrong_owner_token_conflicts(store: Records) -> None:
 def test_a_decision_with_a_stale_owner_token_conflicts(store: Records) -> None:
     store.create(header("j1"))
     store.acquire("j1", "t1", SUPERVISOR, AT)
-    store.release("j1", "t1")
+    store.unlock("j1", "t1")
     revision = store.acquire("j1", "t2", SUPERVISOR, AT)
     with pytest.raises(ConflictError):
         store.commit("j1", authorize("t1"), revision)
@@ -172,19 +172,19 @@ def test_a_second_acquire_while_the_lock_is_held_conflicts(subject: Subject) -> 
     assert subject.store.read("j1").revision == 2
 
 
-def test_release_with_another_token_keeps_the_lock(store: Records) -> None:
+def test_unlock_with_another_token_keeps_the_lock(store: Records) -> None:
     store.create(header("j1"))
     store.acquire("j1", "t1", SUPERVISOR, AT)
-    store.release("j1", "t2")
+    store.unlock("j1", "t2")
     with pytest.raises(ConflictError):
         store.acquire("j1", "t2", SUPERVISOR, AT)
 
 
-def test_acquire_after_release_works_and_fences_the_old_token(store: Records) -> None:
+def test_acquire_after_unlock_works_and_fences_the_old_token(store: Records) -> None:
     store.create(header("j1"))
     first = store.acquire("j1", "t1", SUPERVISOR, AT)
     store.commit("j1", authorize("t1"), first)
-    store.release("j1", "t1")
+    store.unlock("j1", "t1")
     second = store.acquire("j1", "t2", SUPERVISOR, AT)
     assert second == first + 2
     with pytest.raises(ConflictError):
@@ -286,7 +286,7 @@ def test_an_owner_entry_whose_token_is_not_the_lock_holders_is_invalid(store: Re
     assert store.lock("j1", "t1")
     with pytest.raises(InvalidError):
         store.commit("j1", [OwnerEntry(at=AT, by=SUPERVISOR, token="t2")], 1)
-    store.release("j1", "t1")
+    store.unlock("j1", "t1")
     with pytest.raises(InvalidError):
         store.commit("j1", [OwnerEntry(at=AT, by=SUPERVISOR, token="t1")], 1)
 
@@ -294,20 +294,20 @@ def test_an_owner_entry_whose_token_is_not_the_lock_holders_is_invalid(store: Re
 def test_a_decision_under_a_lock_without_an_owner_entry_conflicts(store: Records) -> None:
     store.create(header("j1"))
     first = store.acquire("j1", "t0", SUPERVISOR, AT)
-    store.release("j1", "t0")
+    store.unlock("j1", "t0")
     assert store.lock("j1", "t1")
     with pytest.raises(ConflictError):
         store.commit("j1", authorize("t1"), first)
 
 
-def test_lock_after_release_works_and_locks_of_different_jobs_are_independent(
+def test_lock_after_unlock_works_and_locks_of_different_jobs_are_independent(
     store: Records,
 ) -> None:
     store.create(header("j1"))
     store.create(header("j2"))
     assert store.lock("j1", "t1")
     assert store.lock("j2", "t2")
-    store.release("j1", "t1")
+    store.unlock("j1", "t1")
     assert store.lock("j1", "t3")
 
 

@@ -23,7 +23,7 @@ def test_a_late_object_of_a_lost_start_call_is_swept_after_the_job_settles() -> 
     assert w.status().settled and w.status().state is dispatch.State.SUCCEEDED
     (residual,) = w.folded().residuals()
     assert (residual.submission, residual.attempt) == (1, 1)
-    w.store.release(w.job, w.token)
+    w.store.unlock(w.job, w.token)
 
     # The lost call lands now: the scheduler makes attempt 1/1's object, gated, as start does.
     late = w.backend.start(
@@ -49,7 +49,7 @@ def test_a_settled_job_without_residuals_is_not_asked_for() -> None:
     w.env.complete(w.canonical(1))
     w.passes()
     assert w.status().settled and w.folded().residuals() == []
-    w.store.release(w.job, w.token)
+    w.store.unlock(w.job, w.token)
     asked: list[list[str]] = []
     find_many = w.backend.find_many
 

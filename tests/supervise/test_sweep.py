@@ -174,14 +174,14 @@ def test_a_job_recovers_and_settles_over_sweeps(world: World) -> None:
     assert report.passed == [job]
 
 
-def test_the_time_budget_leaves_the_jobs_not_reached_unlocked_for_the_next_tick(
+def test_the_time_limit_leaves_the_jobs_not_reached_unlocked_for_the_next_tick(
     world: World,
 ) -> None:
     jobs = world.submit(6)
     # Every read of the clock takes a second; the sweep reads it once per job before a pass.
     clock = TickingClock(timedelta(seconds=1))
     sup = world.supervisor(clock=clock)
-    report = sup.sweep(budget=timedelta(seconds=16))
+    report = sup.sweep(time_limit=timedelta(seconds=16))
     assert report.passed and report.not_reached
     assert sorted(report.passed + report.not_reached) == jobs
     for job in report.not_reached:
