@@ -63,6 +63,22 @@ class Sharded(Protocol):
         """The record as it was at ``revision`` (an existing one), not looking past it."""
         ...
 
+    def stamp_at(self, job: JobID, revision: int) -> str | None:
+        """While the record is at ``revision`` (no later one exists), a text that names that
+        revision's content, found without reading the record; None otherwise. A sweep skips
+        the pass its memo says would only wait while this stays the same."""
+        ...
+
+    def recall(self, shard: int) -> bytes | None:
+        """What the last sweep of ``shard`` remembered (``dispatch/supervise/memo.py``), or
+        None; read by the sweep that holds the shard's claim."""
+        ...
+
+    def remember(self, shard: int, data: bytes) -> None:
+        """Keep ``data`` as the memo of ``shard``, replacing the last one at once; a failure is
+        reported, not raised (a memo only saves time)."""
+        ...
+
 
 @runtime_checkable
 class ResidualIndex(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -309,6 +310,48 @@ class FileRecords:
         if view.revision <= revision:
             return view
         return View(header=view.header, commits=view.commits[: revision - 1])
+
+    def stamp_at(self, job: JobID, revision: int) -> str | None:
+        """While the record is at ``revision``: the revision file's inode, size and
+        modification time, from two ``lstat`` (that file, and the next name, which must be
+        missing); None otherwise. Revision files never change once durable, and one that a
+        power cut lost and a later commit wrote again has another modification time, so an
+        equal stamp is the same record."""
+        if not fmt.is_job_id(job) or revision < 1:
+            return None
+        base = os.path.join(self._jobs_s, job)
+        try:
+            st = os.lstat(os.path.join(base, fmt.revision_name(revision)))
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        try:
+            os.lstat(os.path.join(base, fmt.revision_name(revision + 1)))
+        except FileNotFoundError:
+            return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+        except OSError:
+            return None
+        return None
+
+    def recall(self, shard: int) -> bytes | None:
+        """What the last sweep of ``shard`` remembered, or None (also when it cannot be read:
+        reported, since a memo only saves time)."""
+        try:
+            return index.recall(self.root, shard)
+        except (OSError, DispatchError) as err:
+            self._problem(index.memo_path(self.root, shard), f"sweep memo ignored: {err}")
+            return None
+
+    def remember(self, shard: int, data: bytes) -> None:
+        """Replace the memo of ``shard``; a failure is reported, not raised."""
+        try:
+            if not self._sweep_folder:
+                fmt.ensure_folder(self.root / index.SWEEP)
+                self._sweep_folder = True
+            index.remember(self.root, shard, data)
+        except (OSError, DispatchError) as err:
+            self._problem(index.memo_path(self.root, shard), f"sweep memo not written: {err}")
 
     def residual_jobs(self) -> list[JobID]:
         """Settled jobs that settled with residual attempts, until a sweep finds none left;

@@ -59,6 +59,22 @@ def unclaim(root: Path, shard: int, token: str) -> None:
     OwnerLocks.give_back(shard_lock(root, shard), token)
 
 
+def memo_path(root: Path, shard: int) -> Path:
+    """The memo the sweeps of ``shard`` keep (``dispatch/supervise/memo.py``)."""
+    return root / SWEEP / f"memo-{shard:02d}"
+
+
+def recall(root: Path, shard: int) -> bytes | None:
+    """The memo of ``shard``, checked as every ledger file (this user's, private, no link)."""
+    return fmt.read_bytes(memo_path(root, shard))
+
+
+def remember(root: Path, shard: int, data: bytes) -> None:
+    """Replace the memo of ``shard`` (temp file, ``rename``). Not flushed: a memo that a power
+    cut leaves partial fails its digest and is ignored, which only costs time."""
+    fmt.replace(memo_path(root, shard), data, sync=False)
+
+
 def has_residuals(view: View) -> bool:
     """Whether the settled record ``view`` has residual attempts; a record that does not fold
     is counted in (a sweep then reads it and reports why)."""

@@ -49,6 +49,7 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
         actor=p.actor,
         rand=w.rand_bytes,
     )
+    sup.check_remembered = w.check_remembered
     if w.mix.sweep_mode:
         while True:
             report = sup.sweep()

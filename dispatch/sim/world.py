@@ -17,8 +17,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from dispatch.adapters.memory import MemoryBackend, Shape
+from dispatch.core.fold import fold
+from dispatch.core.next import next_steps
+from dispatch.core.steps import Wait
 from dispatch.model.enums import ActorKind, State
 from dispatch.model.errors import DispatchError
+from dispatch.model.objects import Discovery
 from dispatch.model.record import View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
@@ -242,6 +246,26 @@ class World:
         finally:
             self._checking = False
         self.checker.truth(views)
+
+    def check_remembered(self, job: JobID, revision: int, found: Discovery, now: datetime) -> None:
+        """A sweep skipped ``job``'s pass on its memo: the pass it skipped, on the record at
+        ``revision`` and what find showed, must have been a lone Wait that offered nothing."""
+        self._checking = True
+        try:
+            view = self._reader.read(job)
+        finally:
+            self._checking = False
+        view = View(header=view.header, commits=view.commits[: revision - 1])
+        j = fold(view, now)
+        steps = next_steps(j, found, now)
+        offered = not j.settled and any(not e.delivered for e in j.escalations.values())
+        if len(steps) != 1 or not isinstance(steps[0], Wait) or offered:
+            kinds = ",".join(s.kind for s in steps)
+            self.report(
+                "memo-waits",
+                f"job {job}: a sweep skipped its pass at r{revision} on its memo, but the pass "
+                f"would have done {kinds}{' and offered escalations' if offered else ''}",
+            )
 
     def add_job(self, job: JobID, supersedes: JobID) -> None:
         """A person superseded ``supersedes`` with ``job``: same lineage, supervised too."""

@@ -159,6 +159,26 @@ class SimShardedStore(SimStore):
         self.w.after(self.proc, f"read r{view.revision}", effect=False)
         return view
 
+    def stamp_at(self, job: JobID, revision: int) -> str | None:
+        """The stamp of the record while it is at ``revision``, else None."""
+        self.w.before(self.proc, f"stamp {job} at r{revision}", effect=False)
+        stamp = self.sharded.stamp_at(job, revision)
+        self.w.after(self.proc, f"stamp {'same' if stamp else 'moved'}", effect=False)
+        return stamp
+
+    def recall(self, shard: int) -> bytes | None:
+        """What the last sweep of the shard remembered."""
+        self.w.before(self.proc, f"recall shard {shard}", effect=False)
+        data = self.sharded.recall(shard)
+        self.w.after(self.proc, f"recalled {len(data or b'')} bytes", effect=False)
+        return data
+
+    def remember(self, shard: int, data: bytes) -> None:
+        """Replace the memo of the shard."""
+        self.w.before(self.proc, f"remember shard {shard}")
+        self.sharded.remember(shard, data)
+        self.w.after(self.proc, "remembered")
+
     def residual_jobs(self) -> list[JobID]:
         """The settled jobs that may have residual attempts."""
         self.w.before(self.proc, "residual jobs", effect=False)

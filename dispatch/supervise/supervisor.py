@@ -30,6 +30,8 @@ from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
+from dispatch.supervise import memo
+from dispatch.supervise.memo import Waited
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 
@@ -63,6 +65,13 @@ class PassResult:
     # Whether the pass took the last look (before its settle commit): the one attempt a
     # settled job's undelivered escalations get, so nobody takes another.
     looked: bool = False
+    # Whether the pass offered escalations to ``deliver``.
+    offered: bool = False
+
+    @property
+    def waited(self) -> bool:
+        """Whether the pass was a lone Wait that offered nothing: the pass a sweep remembers."""
+        return not (self.progressed or self.settled or self.offered)
 
 
 @dataclass
@@ -86,6 +95,8 @@ class SweepReport:
     not_reached: list[JobID] = field(default_factory=list)
     # Settled jobs swept for the late objects of their residual attempts.
     residual: list[JobID] = field(default_factory=list)
+    # Passed jobs whose pass was skipped: the memo showed it would wait (``memo.py``).
+    remembered: list[JobID] = field(default_factory=list)
     # ``passed`` as a set: a sweep of 100,000 jobs asks "passed already?" once a pass.
     _passed: set[JobID] = field(default_factory=set, repr=False, compare=False)
     _progressed: set[JobID] = field(default_factory=set, repr=False, compare=False)
@@ -94,6 +105,39 @@ class SweepReport:
 # What a sweep holds of a job between its look and its pass: the record as read, or (on a
 # sharded store) only its revision, read again at the pass so no sweep holds every record.
 Seen = View | int
+
+Remembered = Callable[[JobID, int, Discovery, datetime], None]
+"""Told of each job a sweep skipped because its memo showed the pass would wait: the revision,
+what find showed and ``now``. The simulator checks there that the pass would have waited."""
+
+
+class _Memos:
+    """A sharded sweep's memos: the jobs whose memo entry held when the shard was claimed, and
+    the entries it leaves for the next sweep, per claimed shard."""
+
+    def __init__(self, store: Sharded) -> None:
+        self.store = store
+        self.recalled: dict[int, dict[JobID, Waited]] = {}
+        self.candidates: dict[JobID, Waited] = {}
+        self.left: dict[int, dict[JobID, Waited]] = {}
+
+    def recall(self, shard: int) -> dict[JobID, Waited]:
+        entries = memo.load(self.store.recall(shard))
+        self.recalled[shard] = entries
+        self.left[shard] = {}
+        return entries
+
+    def keep(self, job: JobID, waited: Waited) -> None:
+        self.left[self.store.shard_of(job)][job] = waited
+
+    def drop(self, job: JobID) -> None:
+        self.left[self.store.shard_of(job)].pop(job, None)
+
+    def save(self) -> None:
+        """Write each claimed shard's memo that changed (before its claim is given back)."""
+        for shard, entries in self.left.items():
+            if entries != self.recalled.get(shard):
+                self.store.remember(shard, memo.dump(entries))
 
 
 class Supervisor:
@@ -120,6 +164,8 @@ class Supervisor:
         self.rand = rand
         self._sharded_of: object = None
         self._sharded_store: Sharded | None = None
+        self.check_remembered: Remembered | None = None
+        self._memos: _Memos | None = None
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -204,6 +250,7 @@ class Supervisor:
                 raise ConflictError(
                     f"job {job}: another supervisor owns it now ({err.message})"
                 ) from None
+        result.offered = bool(undelivered)
         self._deliver(job, undelivered)
         return result
 
@@ -266,6 +313,7 @@ class Supervisor:
         seen: dict[JobID, Seen] = {}
         settled: dict[JobID, View] = {}
         found: dict[JobID, Discovery] = {}
+        self._memos = None if sharded is None else _Memos(sharded)
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
@@ -291,7 +339,10 @@ class Supervisor:
                     if deadline is not None and self.clock.now() >= deadline:
                         break
                     self._residual_pass(job, token, view, found[job], report)
+                if self._memos is not None:
+                    self._memos.save()
             finally:
+                self._memos = None
                 for job in locked:
                     self.store.unlock(job, token)
                 if sharded is not None:
@@ -333,9 +384,17 @@ class Supervisor:
                 report.skipped.extend(members)
                 continue
             claimed.append(shard)
+            recalled = self._memos.recall(shard) if self._memos is not None else {}
             for job in members:
                 try:
-                    peeked[job] = store.revision(job)
+                    # A job the memo says waits needs only that its record has not moved.
+                    waited = recalled.get(job)
+                    if waited is not None and store.stamp_at(job, waited.revision) == waited.stamp:
+                        peeked[job] = waited.revision
+                        assert self._memos is not None
+                        self._memos.candidates[job] = waited
+                    else:
+                        peeked[job] = store.revision(job)
                 except Exception as err:  # noqa: BLE001 - one job's trouble must not stop it
                     report.failed[job] = _describe(err)
         seen.update(sorted(peeked.items()))
@@ -357,10 +416,37 @@ class Supervisor:
                 if job not in report._passed:
                     report.not_reached.append(job)
                 continue
+            if self._remembered(job, found[job], report):
+                continue
             result = self._sweep_pass(job, token, view, found[job], report)
             if result is not None and result.progressed and not result.settled:
                 moved.append(job)
+            if self._memos is not None and isinstance(view, int):
+                self._memos.drop(job)
+                stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
+                if result is not None and stamp is not None:
+                    self._memos.keep(job, Waited(view, stamp, memo.seen(found[job]), result.wake))
         return moved
+
+    def _remembered(self, job: JobID, found: Discovery, report: SweepReport) -> bool:
+        """Count ``job`` as passed without its pass when its memo entry holds: the record is
+        unchanged (checked when its shard was claimed), find shows the same, and its wake has
+        not come. Its entry is left for the next sweep."""
+        waited = None if self._memos is None else self._memos.candidates.pop(job, None)
+        if waited is None:
+            return False
+        now = self.clock.now()
+        if not waited.holds(memo.seen(found), now):
+            return False
+        if self.check_remembered is not None:
+            self.check_remembered(job, waited.revision, found, now)
+        assert self._memos is not None
+        self._memos.keep(job, waited)
+        if job not in report._passed:
+            report._passed.add(job)
+            report.passed.append(job)
+            report.remembered.append(job)
+        return True
 
     def _carry(
         self, moved: list[JobID], token: str, report: SweepReport, deadline: datetime | None

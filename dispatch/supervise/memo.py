@@ -1,0 +1,108 @@
+"""What a sweep remembers of the passes that only waited, so that the next sweep skips them.
+
+A pass is a pure function of the record at its revision, what find showed, and ``now``
+(``fold`` and ``next_steps`` are pure). When a pass was a lone ``Wait`` and offered no
+escalation, the same pass later gives the same lone ``Wait`` as long as the record is still at
+that revision, find shows the same, and ``now`` is before the Wait's wake: every moment at
+which ``now`` changes a decision is one of ``core.deadlines.WAKES``, and a None wake means no
+such moment is ahead. So a sweep notes ``(revision, what find showed, wake)`` for each such
+job, per shard, and the next sweep that finds all three unchanged counts the job as passed
+without reading, locking or deciding it.
+
+The memo is only an optimisation: one that is missing, damaged, of another format or made by
+other decision code is ignored, and then every job gets its full pass. What find showed is
+kept as a digest of the discovery without its time (``Discovery.at`` goes into no Wait).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from dispatch.model.objects import Discovery
+from dispatch.model.values import JobID
+
+FORMAT = b"dispatch-sweep-memo 1"
+
+# The sources whose change may change a decision: a memo made by other code is not used.
+_DECIDING = ("core", "model")
+
+
+@dataclass(frozen=True)
+class Waited:
+    """One job's pass that only waited: the revision it decided on and the store's stamp of
+    it (``Sharded.stamp_at``), the digest of what find showed, and the Wait's wake (None: no
+    moment ahead changes the decision)."""
+
+    revision: int
+    stamp: str
+    seen: str
+    wake: datetime | None
+
+    def holds(self, seen: str, now: datetime) -> bool:
+        """Whether the same pass now would wait the same way (the record being unchanged)."""
+        return seen == self.seen and (self.wake is None or now < self.wake)
+
+
+def seen(d: Discovery) -> str:
+    """The digest of what find showed of a job, without when it looked."""
+    data = b"".join(o.model_dump_json().encode() + b"\n" for o in d.objects)
+    return hashlib.blake2b(data + (b"c" if d.complete else b"i"), digest_size=12).hexdigest()
+
+
+_code: str | None = None
+
+
+def code() -> str:
+    """The digest of the deciding code (the core and the model), read once per process."""
+    global _code
+    if _code is None:
+        digest = hashlib.blake2b(digest_size=12)
+        base = Path(__file__).resolve().parent.parent
+        for folder in _DECIDING:
+            for path in sorted((base / folder).glob("*.py")):
+                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        _code = digest.hexdigest()
+    return _code
+
+
+def dump(entries: dict[JobID, Waited]) -> bytes:
+    """A shard's memo: the format line, the deciding code, a digest of the body, the body."""
+    body = json.dumps(
+        {
+            job: [w.revision, w.stamp, w.seen, None if w.wake is None else w.wake.isoformat()]
+            for job, w in sorted(entries.items())
+        },
+        separators=(",", ":"),
+    ).encode()
+    digest = hashlib.blake2b(body, digest_size=16).hexdigest().encode()
+    return FORMAT + b" " + code().encode() + b"\n" + digest + b"\n" + body
+
+
+def load(data: bytes | None) -> dict[JobID, Waited]:
+    """The entries of a shard's memo; none when it is missing, damaged, of another format or
+    made by other code (it only saves time)."""
+    if not data:
+        return {}
+    head, _, rest = data.partition(b"\n")
+    digest, _, body = rest.partition(b"\n")
+    if head != FORMAT + b" " + code().encode():
+        return {}
+    if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
+        return {}
+    try:
+        raw = json.loads(body)
+        return {
+            str(job): Waited(
+                revision=int(r),
+                stamp=str(t),
+                seen=str(s),
+                wake=None if w is None else datetime.fromisoformat(w),
+            )
+            for job, (r, t, s, w) in raw.items()
+        }
+    except (ValueError, TypeError, AttributeError):
+        return {}

@@ -1,0 +1,173 @@
+"""The sweep's memo: a pass that only waited is skipped while its record, what find shows and
+the time before its wake stay the same; anything else about the memo costs time, never a pass."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dispatch.model.record import View
+from dispatch.records import file_index as index
+from dispatch.records.file import FileRecords
+from dispatch.supervise import memo
+from dispatch.supervise.memo import Waited
+from tests.supervise.sweep_world import ADA, World
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World("file", tmp_path)
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The jobs whose record a sweep reads at a revision (the real read, noted)."""
+    seen: list[str] = []
+    real = FileRecords.read_at
+
+    def read_at(self: FileRecords, job: str, revision: int) -> View:
+        seen.append(job)
+        return real(self, job, revision)
+
+    monkeypatch.setattr(FileRecords, "read_at", read_at)
+    return seen
+
+
+def idle(world: World, n: int) -> list[str]:
+    jobs = world.submit(n)
+    world.sweep_until_idle(world.supervisor())
+    return jobs
+
+
+def memo_files(world: World) -> list[Path]:
+    assert isinstance(world.store, FileRecords)
+    return sorted((world.store.root / index.SWEEP).glob("memo-*"))
+
+
+def test_a_sweep_after_an_idle_one_skips_every_pass_and_reads_no_record(
+    world: World, reads: list[str]
+) -> None:
+    jobs = idle(world, 6)
+    world.supervisor().sweep()  # the first idle sweep remembers
+    reads.clear()
+    report = world.supervisor().sweep()
+    assert sorted(report.passed) == jobs and sorted(report.remembered) == jobs
+    assert not report.progressed and not report.failed
+    assert reads == []
+
+
+def test_a_job_whose_record_moved_gets_its_pass(world: World) -> None:
+    jobs = idle(world, 3)
+    world.supervisor().sweep()
+    world.cluster.operator.hold(jobs[0], ADA, "look at the loss")  # a hold stops starts only
+    report = world.supervisor().sweep()
+    assert jobs[0] in report.passed and jobs[0] not in report.remembered
+    assert sorted(report.remembered) == jobs[1:]
+    assert sorted(world.supervisor().sweep().remembered) == jobs
+
+
+def test_a_job_whose_scheduler_view_changed_gets_its_pass(world: World) -> None:
+    jobs = idle(world, 3)
+    world.supervisor().sweep()
+    world.backend.env().preempt(world.canonical(jobs[1]))
+    report = world.supervisor().sweep()
+    assert jobs[1] not in report.remembered and jobs[1] in report.progressed
+    assert world.job(jobs[1]).latest().n == 2  # type: ignore[union-attr]
+
+
+def test_a_job_whose_wake_has_come_gets_its_pass(world: World) -> None:
+    jobs = idle(world, 2)
+    until = world.clock.now() + timedelta(minutes=5)
+    world.cluster.operator.hold(jobs[0], ADA, "until lunch", until=until)
+    world.sweep_until_idle(world.supervisor())
+    world.supervisor().sweep()
+    assert jobs[0] in world.supervisor().sweep().remembered
+    world.clock.t = until + timedelta(seconds=1)
+    report = world.supervisor().sweep()
+    assert jobs[0] not in report.remembered
+    assert [e.kind for e in world.entries(jobs[0], "escalate")] == ["escalate"]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],
+        lambda data: data.replace(b'"', b"'"),
+        lambda data: data[:-3] + b"999",
+        lambda data: b"",
+        lambda data: b"\0" * len(data),
+    ],
+    ids=["truncated", "mangled", "digest-mismatch", "empty", "zeroes"],
+)
+def test_a_damaged_memo_costs_only_time(world: World, damage: object) -> None:
+    jobs = idle(world, 4)
+    world.supervisor().sweep()
+    files = memo_files(world)
+    assert files
+    for path in files:
+        path.write_bytes(damage(path.read_bytes()))  # type: ignore[operator]
+    report = world.supervisor().sweep()
+    assert sorted(report.passed) == jobs and report.remembered == [] and not report.failed
+    assert sorted(world.supervisor().sweep().remembered) == jobs  # written again
+
+
+def test_a_memo_that_is_a_symbolic_link_is_reported_and_ignored(world: World) -> None:
+    jobs = idle(world, 2)
+    world.supervisor().sweep()
+    for path in memo_files(world):
+        planted = path.with_name("planted")
+        planted.write_bytes(path.read_bytes())
+        path.unlink()
+        path.symlink_to(planted)
+    report = world.supervisor().sweep()
+    assert sorted(report.passed) == jobs and report.remembered == [] and not report.failed
+    assert isinstance(world.store, FileRecords)
+    assert any("symbolic link" in p.detail for p in world.store.problems())
+
+
+def test_a_memo_of_a_record_rewritten_after_a_power_cut_is_not_trusted(world: World) -> None:
+    # The revision a memo names was lost and written again with other content: another stamp.
+    jobs = idle(world, 1)
+    world.supervisor().sweep()
+    store = world.store
+    assert isinstance(store, FileRecords)
+    revision = store.revision(jobs[0])
+    stamp = store.stamp_at(jobs[0], revision)
+    path = store.root / "jobs" / jobs[0] / f"r{revision:010d}.json"
+    data = path.read_bytes()
+    path.unlink()
+    path.write_bytes(data)
+    os.utime(path, ns=(1, 1))
+    assert store.stamp_at(jobs[0], revision) not in (None, stamp)
+
+
+def test_the_stamp_is_none_once_a_later_revision_exists(world: World) -> None:
+    jobs = idle(world, 1)
+    store = world.store
+    assert isinstance(store, FileRecords)
+    revision = store.revision(jobs[0])
+    assert store.stamp_at(jobs[0], revision) is not None
+    assert store.stamp_at(jobs[0], revision - 1) is None
+    assert store.stamp_at(jobs[0], revision + 1) is None
+    assert store.stamp_at("../x", 1) is None
+
+
+def test_a_memo_round_trips_and_one_of_other_code_is_ignored() -> None:
+    at = datetime(2026, 1, 1, 12, tzinfo=datetime.now().astimezone().tzinfo)
+    entries = {"a": Waited(3, "1:2:3", "ab", None), "b": Waited(7, "4:5:6", "cd", at)}
+    data = memo.dump(entries)
+    assert memo.load(data) == entries
+    other = data.replace(memo.code().encode(), b"0" * len(memo.code()), 1)
+    assert memo.load(other) == {}
+
+
+def test_an_entry_holds_only_for_the_same_find_before_its_wake() -> None:
+    at = datetime(2026, 1, 1, 12)
+    w = Waited(3, "s", "seen", at)
+    assert w.holds("seen", at - timedelta(seconds=1))
+    assert not w.holds("seen", at)
+    assert not w.holds("other", at - timedelta(seconds=1))
+    assert Waited(3, "s", "seen", None).holds("seen", at + timedelta(days=999))
