@@ -7,7 +7,9 @@ that revision, find shows the same, and ``now`` is before the Wait's wake: every
 which ``now`` changes a decision is one of ``core.deadlines.WAKES``, and a None wake means no
 such moment is ahead. So a sweep notes ``(revision, what find showed, wake)`` for each such
 job, per shard, and the next sweep that finds all three unchanged counts the job as passed
-without reading, locking or deciding it.
+without reading, locking or deciding it. An entry also lapses ``MAX_AGE`` (plus a spread by job)
+after it was made, so every record is read in full now and then: a revision file damaged in
+place, which no stamp of the last revision shows, is reported within that time.
 
 The memo is only an optimisation: one that is missing, damaged, of another format or made by
 other decision code is ignored, and then every job gets its full pass. What find showed is
@@ -18,14 +20,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from dispatch.model.objects import Discovery
 from dispatch.model.values import JobID
 
 FORMAT = b"dispatch-sweep-memo 1"
+
+# How long an entry is trusted at most, plus up to as much again spread by job id (so that the
+# jobs remembered in one sweep are not all read again in one later sweep): a record damaged in
+# place is reported within two hours.
+MAX_AGE = timedelta(hours=1)
 
 # The sources whose change may change a decision: a memo made by other code is not used.
 _DECIDING = ("core", "model")
@@ -34,17 +42,25 @@ _DECIDING = ("core", "model")
 @dataclass(frozen=True)
 class Waited:
     """One job's pass that only waited: the revision it decided on and the store's stamp of
-    it (``Sharded.stamp_at``), the digest of what find showed, and the Wait's wake (None: no
-    moment ahead changes the decision)."""
+    it (``Sharded.stamp_at``), the digest of what find showed, and until when it is trusted:
+    the Wait's wake, or ``lapse`` when sooner (a None wake: no moment ahead changes the
+    decision)."""
 
     revision: int
     stamp: str
     seen: str
-    wake: datetime | None
+    until: datetime
 
     def holds(self, seen: str, now: datetime) -> bool:
         """Whether the same pass now would wait the same way (the record being unchanged)."""
-        return seen == self.seen and (self.wake is None or now < self.wake)
+        return seen == self.seen and now < self.until
+
+
+def lapse(job: JobID, now: datetime, wake: datetime | None) -> datetime:
+    """Until when a pass of ``job`` at ``now`` that waits for ``wake`` is remembered."""
+    spread = MAX_AGE * (zlib.crc32(job.encode()) % 1000 / 1000)
+    until = now + MAX_AGE + spread
+    return until if wake is None else min(until, wake)
 
 
 def seen(d: Discovery) -> str:
@@ -73,7 +89,7 @@ def dump(entries: dict[JobID, Waited]) -> bytes:
     """A shard's memo: the format line, the deciding code, a digest of the body, the body."""
     body = json.dumps(
         {
-            job: [w.revision, w.stamp, w.seen, None if w.wake is None else w.wake.isoformat()]
+            job: [w.revision, w.stamp, w.seen, w.until.isoformat()]
             for job, w in sorted(entries.items())
         },
         separators=(",", ":"),
@@ -100,9 +116,9 @@ def load(data: bytes | None) -> dict[JobID, Waited]:
                 revision=int(r),
                 stamp=str(t),
                 seen=str(s),
-                wake=None if w is None else datetime.fromisoformat(w),
+                until=datetime.fromisoformat(u),
             )
-            for job, (r, t, s, w) in raw.items()
+            for job, (r, t, s, u) in raw.items()
         }
     except (ValueError, TypeError, AttributeError):
         return {}

@@ -425,7 +425,8 @@ class Supervisor:
                 self._memos.drop(job)
                 stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
                 if result is not None and stamp is not None:
-                    self._memos.keep(job, Waited(view, stamp, memo.seen(found[job]), result.wake))
+                    until = memo.lapse(job, self.clock.now(), result.wake)
+                    self._memos.keep(job, Waited(view, stamp, memo.seen(found[job]), until))
         return moved
 
     def _remembered(self, job: JobID, found: Discovery, report: SweepReport) -> bool:

@@ -4,7 +4,7 @@ the time before its wake stay the same; anything else about the memo costs time,
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -156,18 +156,42 @@ def test_the_stamp_is_none_once_a_later_revision_exists(world: World) -> None:
 
 
 def test_a_memo_round_trips_and_one_of_other_code_is_ignored() -> None:
-    at = datetime(2026, 1, 1, 12, tzinfo=datetime.now().astimezone().tzinfo)
-    entries = {"a": Waited(3, "1:2:3", "ab", None), "b": Waited(7, "4:5:6", "cd", at)}
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    entries = {"a": Waited(3, "1:2:3", "ab", at), "b": Waited(7, "4:5:6", "cd", at)}
     data = memo.dump(entries)
     assert memo.load(data) == entries
     other = data.replace(memo.code().encode(), b"0" * len(memo.code()), 1)
     assert memo.load(other) == {}
 
 
-def test_an_entry_holds_only_for_the_same_find_before_its_wake() -> None:
-    at = datetime(2026, 1, 1, 12)
+def test_an_entry_holds_only_for_the_same_find_before_it_lapses() -> None:
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
     w = Waited(3, "s", "seen", at)
     assert w.holds("seen", at - timedelta(seconds=1))
     assert not w.holds("seen", at)
     assert not w.holds("other", at - timedelta(seconds=1))
-    assert Waited(3, "s", "seen", None).holds("seen", at + timedelta(days=999))
+
+
+def test_an_entry_lapses_at_its_wake_or_within_twice_the_longest_age() -> None:
+    now = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    wake = now + timedelta(minutes=5)
+    assert memo.lapse("j1", now, wake) == wake
+    lapses = {memo.lapse(f"j{i}", now, None) for i in range(50)}
+    assert all(now + memo.MAX_AGE <= t < now + 2 * memo.MAX_AGE for t in lapses)
+    assert len(lapses) > 40  # spread: one later sweep does not read them all again
+
+
+def test_a_record_damaged_in_place_under_a_memo_is_reported_once_its_entry_lapses(
+    world: World,
+) -> None:
+    bad, *good = idle(world, 3)
+    world.supervisor().sweep()
+    assert isinstance(world.store, FileRecords)
+    path = world.store.root / "jobs" / bad / "r0000000002.json"
+    path.write_text("{not json")
+    world.store = FileRecords(world.store.root)
+    assert not world.supervisor().sweep().failed  # the memo holds: nothing reads it yet
+    world.clock.t += 2 * memo.MAX_AGE
+    report = world.supervisor().sweep()
+    assert list(report.failed) == [bad] and str(path) in report.failed[bad]
+    assert sorted(report.passed) == good
