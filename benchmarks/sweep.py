@@ -15,6 +15,12 @@ fsync (the timed sweep commits nothing). Run from the repository root:
 baseline commit is checked out with ``git worktree`` and its own copy of this script times its
 sweep on the same ledger, alternating with this tree's; each row prints issue 17's goal, the
 figure and the ratio to the baseline.
+
+This tree's timed sweeps come after one untimed sweep in a fresh process, as every cron tick
+but the first does: that sweep leaves the memo of the passes that only waited
+(``dispatch/supervise/memo.py``), which the timed ones use. ``no memo s`` is one sweep of this
+tree with the memo removed first (the first tick, or one after the memo was lost), and its
+system calls per job are printed too.
 """
 
 from __future__ import annotations
@@ -89,6 +95,7 @@ def timed_sweep(store: Records, backend: MemoryBackend, n: int) -> dict[str, Any
         "us_per_job": wall / n * 1e6,
         "find_many": backend.calls["find_many"],
         "find": backend.calls["find"],
+        "remembered": len(getattr(report, "remembered", ())),
         "peak_rss_mib": peak_rss_mib(),
     }
 
@@ -214,7 +221,8 @@ def main() -> None:
     print(
         f"{'N':>7}{'goal s':>8}{'base s':>8}{'this s':>8}{'ratio':>7}{'us/job':>8}"
         f"{'goal MiB':>9}{'base MiB':>9}{'this MiB':>9}{'ratio':>7}{'find_many':>10}"
-        f"{'base sys/job':>13}{'this sys/job':>13}"
+        f"{'base sys/job':>13}{'this sys/job':>13}{'sys ratio':>10}"
+        f"{'no memo s':>10}{'no memo sys/job':>16}"
     )
     try:
         for n in sizes:
@@ -228,6 +236,20 @@ def main() -> None:
             ledger, objects = base / f"ledger-{n}", base / f"objects-{n}.json"
             run_child("setup-file", str(ledger), str(objects), str(n))
             child = ("file", str(ledger), str(objects), str(n))
+            run_child(*child)  # the tick before: it leaves the memo that every later tick has
+            saved = base / f"memo-{n}"
+            shutil.copytree(ledger / "sweep", saved)
+            for memo in (ledger / "sweep").glob("memo-*"):
+                memo.unlink()
+            cold = run_child(*child)
+            calls_cold = float("nan")
+            if traced:
+                for memo in (ledger / "sweep").glob("memo-*"):
+                    memo.unlink()
+                run_child(*child, strace=base / "strace-cold")
+                calls_cold = syscalls(base / "strace-cold") / n
+            shutil.rmtree(ledger / "sweep")
+            shutil.copytree(saved, ledger / "sweep")
             this, was = [], []
             for _ in range(args.runs):
                 if old is not None:
@@ -256,9 +278,13 @@ def main() -> None:
             print(
                 f"{n:>7}{goal_s:>8.2f}{wall_was:>8.3f}{wall:>8.3f}{ratio:>7.2f}{us_per_job:>8.0f}"
                 f"{goal_mib:>9.0f}{rss_was:>9.1f}{rss:>9.1f}{rss_ratio:>7.2f}"
-                f"{this[0]['find_many']:>10}{calls_was:>13.1f}{calls_this:>13.1f}  "
+                f"{this[0]['find_many']:>10}{calls_was:>13.1f}{calls_this:>13.1f}"
+                f"{calls_this / calls_was:>10.2f}{cold['wall_s']:>10.3f}{calls_cold:>16.1f}  "
                 f"wall {'met' if wall <= goal_s else 'not met'}, "
-                f"memory {'met' if rss <= goal_mib else 'not met'}",
+                f"memory {'met' if rss <= goal_mib else 'not met'}, "
+                f"syscalls (goal: halved) "
+                f"{'met' if calls_this <= calls_was / 2 else 'not met'}; "
+                f"{this[0]['remembered']} of {n} passes skipped on the memo",
                 flush=True,
             )
     finally:

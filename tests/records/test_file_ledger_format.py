@@ -18,10 +18,10 @@ from dispatch.model.errors import (
     RejectedError,
     UnavailableError,
 )
-from dispatch.model.record import CancelEntry, SettleEntry
+from dispatch.model.record import CancelEntry, SettleEntry, View
 from dispatch.records import ledger_format as fmt
 from dispatch.records import locks
-from dispatch.records.file import FileRecords, Problem
+from dispatch.records.file import FileRecords, Problem, snapshot_due
 
 
 def cancel(reason: str = "") -> list[CancelEntry]:
@@ -351,6 +351,22 @@ def test_a_snapshot_that_disagrees_with_the_revisions_is_ignored(tmp_path: Path)
     grow(store, "j1", 10)
     snapshot = root / "jobs" / "j1" / fmt.SNAPSHOT
     snapshot.write_text(snapshot.read_text().replace('"reason":"8"', '"reason":"forged"'))
+    assert FileRecords(root).read("j1") == store.read("j1")
+
+
+def test_snapshots_are_written_at_the_first_revision_then_at_each_double() -> None:
+    assert [r for r in range(1, 300) if snapshot_due(r, 32)] == [32, 64, 128, 256]
+    # A record of 2,000 revisions: 6 commits of 2,000 write one, under 1 % (commit p99).
+    assert sum(snapshot_due(r, 32) for r in range(1, 2001)) == 6
+
+
+def test_a_long_record_keeps_the_snapshot_of_the_last_double(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root, snapshot_every=4)
+    store.create(header("j1"))
+    grow(store, "j1", 40)
+    data = (root / "jobs" / "j1" / fmt.SNAPSHOT).read_bytes()
+    assert View.load(data).revision == 32
     assert FileRecords(root).read("j1") == store.read("j1")
 
 

@@ -86,6 +86,12 @@ class SlowPeek(FileRecords):
         time.sleep(0.003)
         return super().revision(job)
 
+    def stamp_at(self, job: JobID, revision: int) -> str | None:
+        # What a sweep peeks at instead, for a job its memo says waits.
+        self.first.set()
+        time.sleep(0.003)
+        return super().stamp_at(job, revision)
+
 
 def test_two_sweepers_that_start_together_split_the_jobs_between_them(tmp_path: Path) -> None:
     world = World("file", tmp_path)
