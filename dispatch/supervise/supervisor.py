@@ -133,8 +133,14 @@ class _Memos:
     def drop(self, job: JobID) -> None:
         self.left[self.store.shard_of(job)].pop(job, None)
 
-    def save(self) -> None:
-        """Write each claimed shard's memo that changed (before its claim is given back)."""
+    def save(self, not_reached: list[JobID]) -> None:
+        """Write each claimed shard's memo that changed (before its claim is given back); the
+        entries of the jobs the time limit left stay for the next sweep."""
+        for job in not_reached:
+            shard = self.store.shard_of(job)
+            waited = self.recalled.get(shard, {}).get(job)
+            if waited is not None and shard in self.left:
+                self.left[shard].setdefault(job, waited)
         for shard, entries in self.left.items():
             if entries != self.recalled.get(shard):
                 self.store.remember(shard, memo.dump(entries))
@@ -340,7 +346,7 @@ class Supervisor:
                         break
                     self._residual_pass(job, token, view, found[job], report)
                 if self._memos is not None:
-                    self._memos.save()
+                    self._memos.save(report.not_reached)
             finally:
                 self._memos = None
                 for job in locked:

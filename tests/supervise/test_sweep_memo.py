@@ -14,7 +14,7 @@ from dispatch.records import file_index as index
 from dispatch.records.file import FileRecords
 from dispatch.supervise import memo
 from dispatch.supervise.memo import Waited
-from tests.supervise.sweep_world import ADA, World
+from tests.supervise.sweep_world import ADA, TickingClock, World
 
 
 @pytest.fixture
@@ -195,3 +195,14 @@ def test_a_record_damaged_in_place_under_a_memo_is_reported_once_its_entry_lapse
     report = world.supervisor().sweep()
     assert list(report.failed) == [bad] and str(path) in report.failed[bad]
     assert sorted(report.passed) == good
+
+
+def test_the_jobs_a_time_limit_left_keep_their_entries_for_the_next_sweep(world: World) -> None:
+    jobs = idle(world, 6)
+    world.supervisor().sweep()
+    # Every read of the clock takes a second: the limit stops the sweep part way.
+    clock = TickingClock(timedelta(seconds=1))
+    clock.t = world.clock.t
+    cut = world.supervisor(clock=clock).sweep(time_limit=timedelta(seconds=12))
+    assert cut.not_reached and cut.remembered
+    assert sorted(world.supervisor().sweep().remembered) == jobs
