@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sweep_world import ADA, TickingClock, World
 
 from dispatch.model.record import View
 from dispatch.records import file_index as index
 from dispatch.records.file import FileRecords
 from dispatch.supervise import memo
 from dispatch.supervise.memo import Waited
-from tests.supervise.sweep_world import ADA, TickingClock, World
 
 
 @pytest.fixture
