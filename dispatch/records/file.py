@@ -172,6 +172,7 @@ class FileRecords:
         with self._mu:
             settled = set(self._settled)
         found = []
+        header = fmt.revision_name(1)
         for name in os.listdir(folder):
             if not fmt.is_job_id(name):
                 if not name.startswith("."):
@@ -181,7 +182,7 @@ class FileRecords:
                 self._drop_marker(name)
                 continue
             try:
-                os.lstat(self._jobs / name / fmt.revision_name(1))
+                os.lstat(os.path.join(self._jobs_s, name, header))  # a string: no Path cost
             except FileNotFoundError:
                 # Being created, or its create crashed: the folder is there, not yet the header.
                 # An unsettled job without its folder is listed, for the sweep to report.
