@@ -206,3 +206,22 @@ def test_the_jobs_a_time_limit_left_keep_their_entries_for_the_next_sweep(world:
     cut = world.supervisor(clock=clock).sweep(time_limit=timedelta(seconds=12))
     assert cut.not_reached and cut.remembered
     assert sorted(world.supervisor().sweep().remembered) == jobs
+
+
+def test_the_memo_is_private_to_the_ledger_user(world: World) -> None:
+    idle(world, 3)
+    world.supervisor().sweep()
+    files = memo_files(world)
+    assert files
+    assert all(p.stat().st_mode & 0o777 == 0o600 for p in files)
+
+
+def test_a_memo_another_user_could_write_to_is_refused_and_ignored(world: World) -> None:
+    jobs = idle(world, 2)
+    world.supervisor().sweep()
+    for path in memo_files(world):
+        path.chmod(0o622)
+    report = world.supervisor().sweep()
+    assert sorted(report.passed) == jobs and report.remembered == [] and not report.failed
+    assert isinstance(world.store, FileRecords)
+    assert any("group or others can write" in p.detail for p in world.store.problems())
