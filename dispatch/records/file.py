@@ -89,6 +89,8 @@ class FileRecords:
         # What ``revision`` found per job (the last revision, whether a snapshot is there), so
         # the cold read after it lists nothing.
         self._peeked: dict[JobID, tuple[int, bool]] = {}
+        # The owner token as of a revision, per job: a commit looks only at the commits since.
+        self._owners: dict[JobID, tuple[int, str]] = {}
         self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
         self._sweep_folder = False  # sweep/ made and checked by this store
@@ -558,7 +560,8 @@ class FileRecords:
     ) -> int:
         # ``view`` holds every revision up to the one it was read at, and revisions never change,
         # so the owner as of ``expected`` is known exactly; the exclusive link checks the rest.
-        check_commit(job, view.revision, owner_token(view), entries, expected, locked=locked)
+        owner = self._owner_of(job, view)
+        check_commit(job, view.revision, owner, entries, expected, locked=locked)
         revision = expected + 1
         commit = Commit(revision=revision, entries=tuple(entries))
         folder = self._jobs / job
@@ -582,6 +585,23 @@ class FileRecords:
         if snapshot_due(revision, self._snapshot_every):
             self._write_snapshot(job, folder, new)
         return revision
+
+    def _owner_of(self, job: JobID, view: View) -> str:
+        """``owner_token(view)``, looking only at the commits after the revision it was last
+        found at (walking a long record on every commit made its commits slower with length)."""
+        with self._mu:
+            known = self._owners.get(job)
+        if known is None or known[0] > view.revision:
+            token = owner_token(view)
+        else:
+            since, token = known
+            for commit in view.commits[since - 1 :]:  # commits[0] is revision 2
+                for entry in commit.entries:
+                    if isinstance(entry, OwnerEntry):
+                        token = entry.token
+        with self._mu:
+            self._owners[job] = (view.revision, token)
+        return token
 
     def _write_snapshot(self, job: JobID, folder: Path, view: View) -> None:
         with self._mu:
@@ -638,6 +658,7 @@ class FileRecords:
                 oldest = next(iter(self._cache))
                 del self._cache[oldest]
                 self._raw.pop(oldest, None)
+                self._owners.pop(oldest, None)
             if settled:
                 self._settled.add(job)
 
