@@ -27,6 +27,7 @@ from pathlib import Path
 
 from dispatch.model.objects import Discovery
 from dispatch.model.values import JobID
+from dispatch.records.contract import Sharded
 
 FORMAT = b"dispatch-sweep-memo 1"
 
@@ -122,3 +123,41 @@ def load(data: bytes | None) -> dict[JobID, Waited]:
         }
     except (ValueError, TypeError, AttributeError):
         return {}
+
+
+class SweepMemos:
+    """A sharded sweep's memos: the jobs whose memo entry held when the shard was claimed, and
+    the entries it leaves for the next sweep, per claimed shard."""
+
+    def __init__(self, store: Sharded) -> None:
+        self.store = store
+        self.recalled: dict[int, dict[JobID, Waited]] = {}
+        self.candidates: dict[JobID, Waited] = {}
+        self.left: dict[int, dict[JobID, Waited]] = {}
+
+    def recall(self, shard: int) -> dict[JobID, Waited]:
+        """The entries of ``shard``'s memo, which this sweep has just claimed."""
+        entries = load(self.store.recall(shard))
+        self.recalled[shard] = entries
+        self.left[shard] = {}
+        return entries
+
+    def keep(self, job: JobID, waited: Waited) -> None:
+        """Leave ``waited`` for the next sweep."""
+        self.left[self.store.shard_of(job)][job] = waited
+
+    def drop(self, job: JobID) -> None:
+        """Leave no entry of ``job``."""
+        self.left[self.store.shard_of(job)].pop(job, None)
+
+    def save(self, not_reached: list[JobID]) -> None:
+        """Write each claimed shard's memo that changed (before its claim is given back); the
+        entries of the jobs the time limit left stay for the next sweep."""
+        for job in not_reached:
+            shard = self.store.shard_of(job)
+            waited = self.recalled.get(shard, {}).get(job)
+            if waited is not None and shard in self.left:
+                self.left[shard].setdefault(job, waited)
+        for shard, entries in self.left.items():
+            if entries != self.recalled.get(shard):
+                self.store.remember(shard, dump(entries))

@@ -31,7 +31,7 @@ from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
 from dispatch.supervise import memo
-from dispatch.supervise.memo import Waited
+from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 
@@ -111,41 +111,6 @@ Remembered = Callable[[JobID, int, Discovery, datetime], None]
 what find showed and ``now``. The simulator checks there that the pass would have waited."""
 
 
-class _Memos:
-    """A sharded sweep's memos: the jobs whose memo entry held when the shard was claimed, and
-    the entries it leaves for the next sweep, per claimed shard."""
-
-    def __init__(self, store: Sharded) -> None:
-        self.store = store
-        self.recalled: dict[int, dict[JobID, Waited]] = {}
-        self.candidates: dict[JobID, Waited] = {}
-        self.left: dict[int, dict[JobID, Waited]] = {}
-
-    def recall(self, shard: int) -> dict[JobID, Waited]:
-        entries = memo.load(self.store.recall(shard))
-        self.recalled[shard] = entries
-        self.left[shard] = {}
-        return entries
-
-    def keep(self, job: JobID, waited: Waited) -> None:
-        self.left[self.store.shard_of(job)][job] = waited
-
-    def drop(self, job: JobID) -> None:
-        self.left[self.store.shard_of(job)].pop(job, None)
-
-    def save(self, not_reached: list[JobID]) -> None:
-        """Write each claimed shard's memo that changed (before its claim is given back); the
-        entries of the jobs the time limit left stay for the next sweep."""
-        for job in not_reached:
-            shard = self.store.shard_of(job)
-            waited = self.recalled.get(shard, {}).get(job)
-            if waited is not None and shard in self.left:
-                self.left[shard].setdefault(job, waited)
-        for shard, entries in self.left.items():
-            if entries != self.recalled.get(shard):
-                self.store.remember(shard, memo.dump(entries))
-
-
 class Supervisor:
     """Runs jobs' lifecycles over a backend and a record store."""
 
@@ -171,7 +136,7 @@ class Supervisor:
         self._sharded_of: object = None
         self._sharded_store: Sharded | None = None
         self.check_remembered: Remembered | None = None
-        self._memos: _Memos | None = None
+        self._memos: SweepMemos | None = None
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -303,7 +268,10 @@ class Supervisor:
         for the whole sweep and its record read before the look. Only a pass about to decide commits
         an owner entry, so a pass that waits writes nothing. A job whose pass fails is reported
         and the others go on; nothing is deleted. With ``time_limit``, no pass starts after it is
-        spent: the jobs not reached are left, unlocked, for the next tick.
+        spent: the jobs not reached are left, unlocked, for the next tick. On a sharded
+        store, a job whose pass the last sweep remembered as a lone Wait is counted as passed
+        without it while the record, what find shows and the time before its wake stay the same
+        (``memo.py``).
 
         With ``residuals``, settled records are read too, and those with residual attempts
         (``Job.residuals``) are looked up in the same one scheduler query, and their late
@@ -319,7 +287,7 @@ class Supervisor:
         seen: dict[JobID, Seen] = {}
         settled: dict[JobID, View] = {}
         found: dict[JobID, Discovery] = {}
-        self._memos = None if sharded is None else _Memos(sharded)
+        self._memos = None if sharded is None else SweepMemos(sharded)
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
