@@ -20,7 +20,9 @@ This tree's timed sweeps come after one untimed sweep in a fresh process, as eve
 but the first does: that sweep leaves the memo of the passes that only waited
 (``dispatch/supervise/memo.py``), which the timed ones use. ``no memo s`` is one sweep of this
 tree with the memo removed first (the first tick, or one after the memo was lost), and its
-system calls per job are printed too.
+system calls per job are printed too. The figures measured are in ``docs/supervising.md``
+("How long a sweep takes") and, per step of a pass, in ``docs/ledger.md`` ("What an idle sweep
+costs per job").
 """
 
 from __future__ import annotations
