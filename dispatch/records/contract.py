@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from dispatch.model import mutants
 from dispatch.model.errors import ConflictError, InvalidError
 from dispatch.model.record import Decision, Entry, Header, OwnerEntry, SettleEntry, View
 from dispatch.model.values import Actor, JobID
@@ -152,6 +151,17 @@ def settles(entries: Sequence[Entry]) -> bool:
     return any(isinstance(e, SettleEntry) for e in entries)
 
 
+def owner_entry_refused(entry: OwnerEntry, locked: str) -> bool:
+    """Whether an owner entry is refused: ownership changes only under the job's owner lock,
+    taken with the entry's token, so two supervisors never both own a job."""
+    return not locked or entry.token != locked
+
+
+def decision_refused(entry: Decision, owner: str) -> bool:
+    """Whether a decision is refused: only the current owner's token decides."""
+    return entry.token != owner
+
+
 def check_commit(
     job: JobID,
     current: int,
@@ -174,15 +184,13 @@ def check_commit(
         )
     for entry in entries:
         if isinstance(entry, OwnerEntry):
-            if (not locked or entry.token != locked) and not mutants.on("owner-token-unchecked"):
+            if owner_entry_refused(entry, locked):
                 raise InvalidError(
                     f"job {job}: ownership changes only under the job's owner lock, "
                     "taken with the owner entry's token (acquire or lock)"
                 )
             owner = entry.token
-        elif isinstance(entry, Decision) and entry.token != owner:
-            if mutants.on("owner-token-unchecked"):
-                continue
+        elif isinstance(entry, Decision) and decision_refused(entry, owner):
             raise ConflictError(
                 f"job {job}: {entry.kind} decision carries a token that is not the current owner's"
             )

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from dispatch.model import mutants
 from dispatch.model.errors import ConflictError, DispatchError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
@@ -157,10 +156,14 @@ class FileRecords:
         self._remember(job, view, settled)
         if settled:
             # Repairs a marker left by a crash between the settle commit and its removal.
-            if not mutants.on("marker-drop-before-settle-durable"):
-                fmt.fsync_dir(folder)  # the settle a reader saw must be durable first
+            self._settle_durable(folder)
             self._drop_marker(job)
         return view
+
+    def _settle_durable(self, folder: Path) -> None:
+        """Make the settle a reader saw durable before its marker goes: dropping the marker of a
+        settle a power cut could still lose would leave the job in no index."""
+        fmt.fsync_dir(folder)
 
     def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
         """Append ``entries`` as one revision if the record is still at ``expected``."""

@@ -3,9 +3,9 @@
 The pure core knows nothing of mutants. A mutant of the core is installed from here, by
 substituting a row of one of the core's tables (the decision table, the ordering rules, the
 fold's handlers and refusals, the reasons an object has not vanished) for the block of a
-hunt. The performer's mutants are installed the same way, by substituting one of its methods. The
-mutants of the stores and the supervisor's loop are read from the switchboard in
-``dispatch.model.mutants``, which the core may not import (``tests/core/test_border.py``).
+hunt. The mutants of the performer, the supervisor's loop and the stores are installed the
+same way, by substituting one of their methods or checks: no production module reads a
+mutant switch (``tests/sim/test_mutants.py``).
 This module names every mutant, says which bug it puts back, and hunts it: run seeds with the
 mutant on until an invariant breaks.
 """
@@ -16,6 +16,7 @@ import importlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +25,16 @@ from dispatch.core import steps as st
 from dispatch.core.fold import _Folder
 from dispatch.core.job import ObjectRec
 from dispatch.core.situation import Fact
-from dispatch.model import mutants as switchboard
 from dispatch.model.enums import CauseKind
-from dispatch.model.mutants import active, on
-from dispatch.model.record import AuthorizeEntry, CanonicalEntry, ReplyEntry
-from dispatch.model.values import Cause
+from dispatch.model.record import AuthorizeEntry, CanonicalEntry, Decision, OwnerEntry, ReplyEntry
+from dispatch.model.status import Escalation
+from dispatch.model.values import Cause, JobID
+from dispatch.records import contract
+from dispatch.records.file import FileRecords
 from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
 from dispatch.supervise.perform import Performer
+from dispatch.supervise.supervisor import Supervisor
 
 # The modules whose tables the mutants of the core substitute (``dispatch.core`` re-exports a
 # function named ``fold``, which hides the module of that name from attribute access).
@@ -136,18 +139,55 @@ def _never_observed(rec: ObjectRec) -> bool:
     return rec.last is None
 
 
-# How each mutant of the core and the performer is installed; the others are read from the
-# switchboard.
+@contextmanager
+def _owner_token_unchecked() -> Iterator[None]:
+    """The store and fold accept any decision and any owner entry, whatever its token."""
+    refusals = tuple(r for r in fold.DECISION_REFUSALS if r[0].__name__ != "_token_not_owners")
+    with (
+        _substituted(fold, "DECISION_REFUSALS", refusals),
+        _substituted(contract, "owner_entry_refused", _accepted),
+        _substituted(contract, "decision_refused", _accepted),
+    ):
+        yield
+
+
+def _accepted(entry: OwnerEntry | Decision, token: str) -> bool:
+    return False
+
+
+def _delivering_first() -> AbstractContextManager[None]:
+    """An escalation is delivered before the pass commits it."""
+    before = Supervisor._before
+
+    def delivering(sup: Supervisor, job: JobID, step: st.Step, now: datetime) -> bool:
+        if isinstance(step, st.Escalate):
+            sup.deliver(job, Escalation(id=step.id, detail=step.detail, at=now))
+        return before(sup, job, step, now)
+
+    return _substituted(Supervisor, "_before", delivering)
+
+
+def _no_last_look(sup: Supervisor, job: JobID, step: st.Step, now: datetime) -> bool:
+    """No last look before a settle: escalations wait for the end of the pass."""
+    return False
+
+
+def _not_durable(store: FileRecords, folder: Path) -> None:
+    """The settle a reader saw is taken as durable without syncing its folder."""
+
+
+# How each mutant is installed: by substituting a table row, a check or a method.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "open-before-canonical": _open_before_canonical,
     "unknown-submit-failed": lambda: _substituted(
         Performer, "_unknown_reply", _unknown_reply_refused
     ),
     "budget-after-start": _budget_after_start,
-    "owner-token-unchecked": lambda: _substituted(
-        fold,
-        "DECISION_REFUSALS",
-        tuple(r for r in fold.DECISION_REFUSALS if r[0].__name__ != "_token_not_owners"),
+    "owner-token-unchecked": _owner_token_unchecked,
+    "deliver-before-commit": _delivering_first,
+    "settle-before-last-look": lambda: _substituted(Supervisor, "_before", _no_last_look),
+    "marker-drop-before-settle-durable": lambda: _substituted(
+        FileRecords, "_settle_durable", _not_durable
     ),
     "settle-before-escalations": lambda: _substituted(
         next_module,
@@ -162,15 +202,35 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
 }
 
 
+_active: frozenset[str] = frozenset()
+
+
+def on(name: str) -> bool:
+    """Whether the mutant ``name`` is switched on."""
+    return name in _active
+
+
+def active() -> frozenset[str]:
+    """The mutants switched on now."""
+    return _active
+
+
 @contextmanager
 def switched_on(*names: str) -> Iterator[None]:
     """Put the bugs of the mutants ``names`` back for the duration of the block."""
+    global _active
+    unknown = [n for n in names if n not in INSTALLERS]
+    if unknown:
+        raise ValueError(f"no mutant {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
+    before = _active
     with ExitStack() as stack:
-        stack.enter_context(switchboard.switched_on(*names))
         for name in names:
-            if name in INSTALLERS:
-                stack.enter_context(INSTALLERS[name]())
-        yield
+            stack.enter_context(INSTALLERS[name]())
+        _active = before | frozenset(names)
+        try:
+            yield
+        finally:
+            _active = before
 
 
 # Every mutant must be found within this many seeds.

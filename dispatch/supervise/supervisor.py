@@ -21,7 +21,6 @@ from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
 from dispatch.core.fold import fold
 from dispatch.core.next import next_steps
-from dispatch.model import mutants
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
@@ -205,10 +204,7 @@ class Supervisor:
                 if isinstance(step, st.Wait):
                     result.wake = step.wake
                     continue
-                if isinstance(step, st.Escalate) and mutants.on("deliver-before-commit"):
-                    self.deliver(job, Escalation(id=step.id, detail=step.detail, at=now))
-                if isinstance(step, st.Settle) and not mutants.on("settle-before-last-look"):
-                    self._last_look(job)  # before settling: a crash after it loses nothing
+                if self._before(job, step, now):
                     undelivered = []
                     result.looked = True
                 performer.run(step)
@@ -224,6 +220,18 @@ class Supervisor:
         result.offered = bool(undelivered)
         self._deliver(job, undelivered)
         return result
+
+    def _before(self, job: JobID, step: st.Step, now: datetime) -> bool:
+        """What a step needs before it is performed; True when that was the last look.
+
+        A settle needs the last look first: its escalations are delivered before the settle
+        commit, so a crash right after it loses none. An escalation is delivered only after
+        its commit (at the end of the pass), so a crash never delivers one nobody recorded.
+        """
+        if isinstance(step, st.Settle):
+            self._last_look(job)
+            return True
+        return False
 
     def _deliver(self, job: JobID, escalations: Sequence[Escalation]) -> None:
         for e in escalations:

@@ -57,19 +57,6 @@ def test_model_imports_nothing_else_of_dispatch(path: Path) -> None:
         assert not name.startswith("dispatch.") or name.startswith("dispatch.model"), name
 
 
-@pytest.mark.parametrize("path", sorted((PKG / "core").glob("*.py")), ids=lambda p: p.name)
-def test_the_core_reads_no_mutant_switch(path: Path) -> None:
-    # The simulator installs the core's mutants from outside, by substituting table rows.
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            named = {f"{node.module}.{a.name}" for a in node.names} | {node.module}
-        elif isinstance(node, ast.Import):
-            named = {a.name for a in node.names}
-        else:
-            continue
-        assert "dispatch.model.mutants" not in named, f"{path.name} imports the switchboard"
-
-
 def test_no_datetime_now_in_the_core() -> None:
     for path in FILES:
         text = path.read_text()
