@@ -112,9 +112,7 @@ class Performer:
         except DispatchError as err:
             # Anything else may or may not have created the object: never read as a failure.
             log.warning("job %s: start %d/%d: %s", self.job, n, a, err)
-            reply = ReplyEntry(
-                at=at, by=by, token=token, submission=n, attempt=a, unknown=True, detail=str(err)
-            )
+            reply = self._unknown_reply(n, a, str(err))
         self.commit([reply])
 
     def _unknown_reply(self, n: int, a: int, detail: str) -> ReplyEntry:
