@@ -11,7 +11,6 @@ naming the file, the key and what is allowed. The format, with a full example, i
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -140,42 +139,17 @@ def embedded() -> Settings:
     )
 
 
-def home_config_text(environment: Mapping[str, str]) -> str:
-    """The embedded default as a file, with what ``environment`` needs to reach Slurm."""
-    ledger = os.path.expanduser(DEFAULT_LEDGER)
-    lines = [
-        "# The embedded default of dispatch, written as a file by `dispatch supervise install`",
-        "# so that the sweeps cron runs find the same ledger and Slurm as your shell.",
-        f"ledger = {_toml(ledger)}",
-        "",
-        "[backend]",
-        f"name = {_toml(DEFAULT_BACKEND)}",
-        "",
-        "[backend.settings]",
-        *(f"{k} = {_toml(v)}" for k, v in DEFAULT_BACKEND_SETTINGS.items()),
-    ]
+def cron_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What a sweep run from cron's bare environment needs of ``environment`` to reach the same
+    Slurm with the embedded default: ``SLURM_CONF``, and a ``PATH`` holding ``sbatch`` when
+    cron's own ``PATH`` does not."""
+    needed: dict[str, str] = {}
     if environment.get("SLURM_CONF"):
-        lines.append(f"slurm_conf = {_toml(os.path.abspath(environment['SLURM_CONF']))}")
+        needed["SLURM_CONF"] = os.path.abspath(environment["SLURM_CONF"])
     sbatch = shutil.which("sbatch", path=environment.get("PATH", ""))
     if sbatch and os.path.dirname(sbatch) not in CRON_PATH:
-        lines.append(f"commands = {_toml(os.path.dirname(sbatch))}")
-    return "\n".join(lines) + "\n"
-
-
-def _toml(value: str) -> str:
-    """A TOML basic string."""
-    return json.dumps(value)
-
-
-def write_home_config(environment: Mapping[str, str], *, dry_run: bool = False) -> Path:
-    """Write ``~/.dispatch/config.toml`` from the embedded default (unless ``dry_run``)."""
-    path = home_config()
-    if not dry_run:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(home_config_text(environment))
-    return path
+        needed["PATH"] = os.pathsep.join([os.path.dirname(sbatch), *CRON_PATH])
+    return needed
 
 
 def settings_for(given: str | Path | None) -> Settings:

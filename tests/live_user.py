@@ -107,11 +107,15 @@ def kept_crontab() -> Iterator[None]:
 
 
 def installed_line(table: str, config: Path) -> str:
-    """The one crontab line that sweeps with ``config``."""
-    lines = [ln for ln in table.splitlines() if ln and not ln.startswith("#")]
-    ours = [ln for ln in lines if f"--config {config}" in ln]
-    assert len(ours) == 1, table
-    return ours[0]
+    """The one crontab line between the markers of dispatch's entry for ``config``."""
+    lines = table.splitlines()
+    begins = [
+        i for i, ln in enumerate(lines) if ln.startswith(f"# >>> dispatch sweep for {config} ")
+    ]
+    assert len(begins) == 1, table
+    begin = begins[0]
+    assert lines[begin + 2] == f"# <<< dispatch sweep for {config}", table
+    return lines[begin + 1]
 
 
 class Cron:

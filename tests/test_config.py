@@ -16,10 +16,10 @@ from dispatch.config import (
     DEFAULT_TIME_LIMIT,
     backend_of,
     config_path,
+    cron_environment,
     load,
     parse_duration,
     settings_for,
-    write_home_config,
 )
 from dispatch.model.errors import InvalidError, RejectedError
 
@@ -153,26 +153,18 @@ def test_without_a_named_config_the_home_config_then_the_embedded_default_apply(
     assert not found.embedded and found.backend == "memory"
 
 
-def test_the_home_config_written_for_cron_names_what_the_shell_needs_to_reach_slurm(
-    own_home: Path, tmp_path: Path
-) -> None:
+def test_cron_environment_names_what_the_shell_needs_to_reach_slurm(tmp_path: Path) -> None:
     bin_dir = tmp_path / "slurm" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "sbatch").write_text("#!/bin/sh\n")
     (bin_dir / "sbatch").chmod(0o755)
     env = {"SLURM_CONF": "/etc/site/slurm.conf", "PATH": f"{bin_dir}:/usr/bin:/bin"}
-    path = write_home_config(env)
-    assert path == own_home / ".dispatch" / "config.toml"
-    assert path.stat().st_mode & 0o777 == 0o600
-    s = load(path)
-    assert s.ledger == own_home / ".dispatch" / "ledger"
-    assert s.backend_settings == {
-        "transport": "cli",
-        "slurm_conf": "/etc/site/slurm.conf",
-        "commands": str(bin_dir),
+    assert cron_environment(env) == {
+        "SLURM_CONF": "/etc/site/slurm.conf",
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
     }
-    with pytest.raises(FileExistsError):
-        write_home_config(env)
+    # sbatch on cron's own PATH, and no SLURM_CONF: cron's environment lacks nothing.
+    assert cron_environment({"PATH": "/usr/bin:/bin"}) == {}
 
 
 @pytest.mark.parametrize(

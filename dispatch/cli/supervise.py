@@ -9,6 +9,7 @@ periodic entry that runs ``dispatch sweep``.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -23,7 +24,7 @@ import click
 from dispatch.cli.refs import resolve
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, fail, refusals
 from dispatch.cli.sweep import raise_open_file_limit, show
-from dispatch.config import config_path, embedded, home_config, load, write_home_config
+from dispatch.config import config_path, cron_environment, embedded, home_config, load
 from dispatch.model.base import format_duration
 from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError
@@ -230,9 +231,10 @@ def install(
 ) -> None:
     """Write the periodic entry that runs `dispatch sweep --config FILE`, replacing an old one.
 
-    The entry is printed first; with --dry-run it is only printed. Without a config file, the
-    embedded default is written as ~/.dispatch/config.toml first, with where this shell finds
-    Slurm, so that the sweeps find the same ledger and Slurm from cron's bare environment.
+    The entry is printed first; with --dry-run it is only printed, and works when added to a
+    table by hand. Without a config file the sweeps take the embedded default, and the line
+    sets what cron's bare environment lacks to find the same Slurm as this shell (SLURM_CONF,
+    the folder of sbatch on PATH).
 
     \b
     Example:
@@ -243,11 +245,7 @@ def install(
     with refusals():
         schedule(every)  # refuses an interval cron cannot keep, before anything else
         path = config_path(config or ctx.meta.get("dispatch.config"))
-        if path is None:
-            # cron's sweeps must find the same ledger and Slurm as this shell: make the
-            # embedded default a file, with what this shell needs to reach Slurm.
-            path = write_home_config(os.environ, dry_run=dry_run)
-        settings = load(path) if path.exists() else embedded()
+        settings = embedded() if path is None else load(path)
         if settings.sweep_time_limit >= every:
             limit = format_duration(settings.sweep_time_limit)
             raise InvalidError(
@@ -262,10 +260,22 @@ def install(
             log=(log or settings.path.parent / "dispatch-sweep.log").absolute(),
             command=tuple(dispatch_command()),
             scron_options=scron_options,
+            # Without a config file the sweep takes the embedded default, as this shell does,
+            # and the line carries what cron's bare environment lacks to reach the same Slurm.
+            named=not settings.embedded,
+            environment=tuple(cron_environment(os.environ).items()) if settings.embedded else (),
         )
         click.echo(entry.text(), nl=False)
         if dry_run:
+            if not entry.log.parent.is_dir():
+                # The line's redirection fails before the sweep starts without its folder.
+                click.echo(
+                    "the log's folder does not exist yet; before adding the entry, run: "
+                    f"mkdir -p -m 700 {shlex.quote(str(entry.log.parent))}",
+                    err=True,
+                )
             return
+        entry.log.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         table = Table(entry.kind, user)
         table.write(merge(table.read(), entry))
     whose = f"{user}'s" if user else "your"

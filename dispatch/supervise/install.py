@@ -74,6 +74,10 @@ class CronLine:
     command: tuple[str, ...]
     # sbatch options for the scrontab entry's job (a partition or account the site asks for).
     scron_options: tuple[str, ...] = ()
+    # False when no config file exists: the sweep runs with the embedded default, and
+    # ``environment`` carries what cron's bare environment lacks to reach the same Slurm.
+    named: bool = True
+    environment: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         # A newline in a path would end the line and start one of the path's choosing.
@@ -81,6 +85,8 @@ class CronLine:
         line_safe("log path", self.log)
         for word in self.command:
             line_safe("dispatch command", word)
+        for name, value in self.environment:
+            line_safe(f"environment variable {name}", value)
         for option in self.scron_options:
             line_safe("scrontab option", option)
             if not option.startswith("-"):
@@ -93,8 +99,9 @@ class CronLine:
 
     def sweep_command(self) -> str:
         """The shell command the entry runs."""
-        words = [*self.command, "sweep", "--config", str(self.config)]
-        return " ".join(shlex.quote(w) for w in words)
+        words = [*self.command, "sweep", *(("--config", str(self.config)) if self.named else ())]
+        assigned = [f"{name}={shlex.quote(value)}" for name, value in self.environment]
+        return " ".join([*assigned, *(shlex.quote(w) for w in words)])
 
     def lines(self) -> list[str]:
         """The entry's lines, marker comments included."""

@@ -334,3 +334,27 @@ def test_scron_options_become_scron_lines_of_the_entry_and_go_with_scrontab_only
     ]:
         code, out, err = install(site, *bad, "--dry-run")
         assert code == 2 and why in err and out == "", err
+
+
+def test_without_a_config_file_the_dry_run_line_carries_crons_missing_environment(
+    own_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    result = Site(tmp_path).run(["supervise", "install", "--cron", "--dry-run"])
+    assert result.exit_code == 0, result.stderr
+    home_config = own_home / ".dispatch" / "config.toml"
+    begin, line, end = result.stdout.splitlines()
+    assert begin.startswith(f"# >>> dispatch sweep for {home_config} ")
+    assert end == f"# <<< dispatch sweep for {home_config}"
+    words = shlex.split(CRON_FIELDS.match(line).groups()[1])  # type: ignore[union-attr]
+    assert words[0] == f"SLURM_CONF={tmp_path / 'slurm.conf'}"
+    assert words[2:] == ["sweep", f">>{own_home / '.dispatch' / 'dispatch-sweep.log'}", "2>&1"]
+    # Nothing is written; the folder the line logs into is named with the line that makes it.
+    assert not (own_home / ".dispatch").exists()
+    hint = result.stderr.strip()
+    assert hint.startswith("the log's folder does not exist yet"), hint
+    subprocess.run(["/bin/sh", "-c", hint.partition("run: ")[2]], check=True)
+    assert (own_home / ".dispatch").is_dir()
+    again = Site(tmp_path).run(["supervise", "install", "--cron", "--dry-run"])
+    assert again.exit_code == 0 and again.stderr == "" and again.stdout == result.stdout
+    assert not home_config.exists()
