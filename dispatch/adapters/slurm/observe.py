@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from dispatch.adapters.slurm.meaning import meaning, pattern_for
+from dispatch.adapters.slurm.meaning import Meaning, meaning, pattern_for
 from dispatch.adapters.slurm.row import Origin, Row, expand_hostlist, read_comment
 from dispatch.model.enums import CauseKind, ObjectState, Provenance
 from dispatch.model.objects import ObjectObs, ObjectRef
 from dispatch.model.values import Cause
+
+_S = Provenance.SCHEDULER
 
 
 def observe(rows: Iterable[Row]) -> list[ObjectObs]:
@@ -53,6 +55,9 @@ def observe_one(rows: list[Row]) -> ObjectObs:
     numbers = read_comment(comment)
     restarts = max([r.restarts for r in rows] + [len(history) - 1])
     found = meaning(_with_comment(current, comment))
+    between = between_runs(current, restarts, history)
+    if between:
+        found = Meaning(ObjectState.PENDING, Cause(kind=CauseKind.REQUEUED, provenance=_S))
     cause = found.cause
     requeued = found.state in (ObjectState.PENDING, ObjectState.HELD) and restarts > 0
     if requeued and cause.kind in (CauseKind.NONE, CauseKind.REQUEUED):
@@ -66,7 +71,24 @@ def observe_one(rows: list[Row]) -> ObjectObs:
         held_by_other=found.held_by_other,
         requeue_bit=bool(current.requeue),
         restarts=restarts,
-        nodes=expand_hostlist(current.nodes),
+        nodes=() if between else expand_hostlist(current.nodes),
+    )
+
+
+def between_runs(current: Row, restarts: int, history: Sequence[Row]) -> bool:
+    """Whether the controller's ``current`` row shows a job between two runs: requeued, its
+    restart count already raised, while the run that was requeued is still completing.
+
+    Slurm 22.05 shows such a job ``COMPLETING`` with ``Restarts`` = N for a few seconds, then
+    ``PENDING``; accounting then holds at most N runs (the N-th ended ``REQUEUED``). A run that
+    started after N restarts is the (N+1)-th in accounting, so a ``COMPLETING`` row with N
+    restarts and at most N runs recorded is the N-th run ending, never the next one running.
+    """
+    return (
+        current.origin is Origin.LIVE
+        and current.state == "COMPLETING"
+        and restarts > 0
+        and len(history) <= restarts
     )
 
 

@@ -39,6 +39,8 @@ EXPECTED = {
     "preempted-requeued": (P, C.PREEMPTED, 1, False),
     "preempted-requeued-rerun": (R, C.NONE, 1, False),
     "preemptor": (R, C.NONE, 0, False),
+    "requeued-completing": (P, C.REQUEUED, 1, False),
+    "requeued-rerun-completing": (R, C.NONE, 1, False),
     "running": (R, C.NONE, 0, False),
     "timeout": (E, C.TIME_LIMIT, 0, False),
 }
@@ -93,6 +95,21 @@ def test_requeued_run_is_pending_with_the_earlier_runs_cause_from_history() -> N
     (live_only,) = observe(live)
     assert live_only.cause.kind is C.REQUEUED
     assert found("preempted-requeued").cause.kind is C.PREEMPTED
+
+
+def test_a_requeued_run_still_completing_is_the_run_ending_not_the_next_one_running() -> None:
+    """22.05 raises the restart count at ``scontrol requeue`` while the requeued run is still
+    ``COMPLETING``; accounting holds that run only. The same view after the next run started
+    (accounting holds two runs) is that run ending, and stays running until it ended."""
+    live, history = rows("requeued-completing")
+    assert (live[0].state, live[0].restarts) == ("COMPLETING", 1)
+    assert [r.state for r in history] == ["REQUEUED"]
+    obs = found("requeued-completing")
+    assert (obs.state, obs.restarts, obs.nodes) == (P, 1, ())
+    live, history = rows("requeued-rerun-completing")
+    assert (live[0].state, live[0].restarts) == ("COMPLETING", 1)
+    assert [r.state for r in history] == ["REQUEUED", "CANCELLED"]
+    assert found("requeued-rerun-completing").state is R
 
 
 def test_launch_failure_hold_reads_from_the_json_description() -> None:

@@ -341,6 +341,37 @@ def main(selected: list[str]) -> int:
         cancel(hi)
         wait_nodes_idle()
 
+    # --- between two runs: `scontrol requeue` raises the restart count at once, while the
+    # run it requeued is still COMPLETING (the batch shell ignores SIGTERM, so KillWait runs).
+    if want("requeued-completing"):
+        script = "trap '' TERM; " + SLEEP
+        j, rec = submit("requeued-completing", ["-p", "low", "-N1", "--requeue"], script)
+        wait_until(j, lambda s: s.startswith("RUNNING"), 30, "running")
+        time.sleep(2)  # accounting has the run's start
+        sh(["scontrol", "requeue", str(j)])
+        wait_until(j, lambda s: s.startswith("COMPLETING"), 10, "completing")
+        time.sleep(1)
+        capture(
+            "requeued-completing",
+            j,
+            rec,
+            ["running with --requeue, its shell ignoring SIGTERM; `scontrol requeue` it"],
+        )
+        wait_until(j, lambda s: s.startswith("RUNNING"), 120, "restart after requeue")
+        time.sleep(2)
+        sh(["scancel", str(j)])
+        wait_until(j, lambda s: s.startswith("COMPLETING"), 10, "completing")
+        time.sleep(1)
+        capture(
+            "requeued-completing",
+            j,
+            rec,
+            ["the same job running again after the requeue; `scancel` it"],
+            "requeued-rerun-completing",
+        )
+        cancel(j)
+        wait_nodes_idle()
+
     # --- node failure: the job's first node is set down while it runs.
     if want("node-failed"):
         # Keep clear of the node running the time-limit job: setting it down would
