@@ -1,0 +1,124 @@
+"""Live: one Slurm requeue is one run more, whenever the sweeps look. A job submitted from the
+shell, swept by ``dispatch supervise --follow --every 1s``, is requeued by a person
+(``dispatch requeue``); its first run ignores SIGTERM, so the controller shows it
+``COMPLETING`` with its restart count already raised for KillWait (5 s here). The first
+observation of the raised count is recorded inside that window, and reads pending, not
+running; ``status`` read inside the window does not say running; ``report`` and
+``--timeline`` count the runs and the requeue endings that ``sacct`` holds for the Slurm job.
+
+Nothing is stood in: the real local Slurm cluster and the real ``dispatch`` commands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from live_cluster import wait_for
+from live_user import BIN, User
+
+from dispatch.model.enums import ObjectState
+from dispatch.model.record import ObserveEntry
+from dispatch.records.file import FileRecords
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+# The first run ignores SIGTERM (Slurm then waits KillWait before SIGKILL); the next one ends
+# after long enough for the sweeps to see it run (a run no sweep saw counts from accounting only
+# where the report reads accounting).
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=requeue-window
+#SBATCH --nodes=1
+#SBATCH --time=5
+if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then trap '' TERM; sleep 300; fi
+sleep 8
+echo "run ${SLURM_RESTART_COUNT:-0} done"
+"""
+
+
+def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_sacct(
+    own_home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "train.sbatch").write_text(SCRIPT)
+    user = User(own_home, folder)
+    follow = subprocess.Popen(
+        [str(BIN / "dispatch"), "supervise", "--follow", "--every", "1s"],
+        cwd=folder,
+        env=user.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # A loaded machine may sweep too slowly to fall inside the 5 s window; then a new job
+        # tries again.
+        for _ in range(3):
+            tried = requeued_job(user, own_home / ".dispatch" / "ledger")
+            if tried is not None:
+                break
+        assert tried is not None, "no sweep fell inside the COMPLETING window in three jobs"
+        job, slurm_job, in_window = tried
+        assert in_window and all(s["state"] != "running" for s in in_window), in_window
+        settled = user.settled(job)
+    finally:
+        follow.send_signal(signal.SIGTERM)
+        follow.wait(60)
+    assert settled["state"] == "succeeded", settled
+
+    # Slurm's accounting: one row per run of the same Slurm job, the first ended REQUEUED.
+    rows = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o JobID,State").split()
+    states = [r.split("|")[1] for r in rows]
+    assert states == ["REQUEUED", "COMPLETED"], rows
+
+    report = json.loads(user.sh(f"dispatch report {job} --json"))
+    assert report["executions"] == len(states), report
+    assert [g["cause"] for g in report["recovery_gaps"]] == ["requeued"], report
+    timeline = user.sh(f"dispatch status {job} --timeline")
+    assert len(re.findall(r"  running \S+ \(epoch", timeline)) == len(states), timeline
+    assert len(re.findall(r"  ended \S+: requeued", timeline)) == 1, timeline
+
+
+def requeued_job(user: User, ledger: Path) -> tuple[str, str, list[dict[str, object]]] | None:
+    """Submit, let it run, ``dispatch requeue`` it, and watch Slurm's COMPLETING window: the
+    job, its Slurm job and each ``status`` read inside the window; None (the job cancelled)
+    when no pass that first observed the raised restart count began inside it."""
+    job = user.sh("dispatch sbatch --parsable --partition=low train.sbatch").strip()
+
+    def slurm_view() -> tuple[str, str]:
+        """(Slurm job id, state) of the job's one Slurm job, as squeue shows it now."""
+        out = user.sh(f"squeue -h --name=dj-{job} -o '%i|%T'").strip()
+        return (out.split("|")[0], out.split("|")[1]) if out else ("", "")
+
+    try:
+        wait_for("the first run", slurm_view, lambda v: v[1] == "RUNNING")
+        slurm_job = slurm_view()[0]
+        asked = datetime.now(UTC)
+        user.sh(f"dispatch requeue {job} --reason 'see the requeue window'")
+        wait_for("the requeue", slurm_view, lambda v: v[1] != "RUNNING")
+        last = datetime.now(UTC)
+        in_window = []
+        while slurm_view()[1] == "COMPLETING":
+            last = datetime.now(UTC)
+            status = user.status(job)
+            if slurm_view()[1] == "COMPLETING":
+                last = datetime.now(UTC)
+                in_window.append(status)
+        entries = [e for c in FileRecords(ledger).read(job).commits for e in c.entries]
+        raised = [e for e in entries if isinstance(e, ObserveEntry) and e.obs.restarts == 1]
+    except BaseException:
+        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        raise
+    # A pass that began after the requeue was asked and before the window was last seen.
+    if raised and asked <= raised[0].at <= last:
+        # Inside the window the raised count reads as the run ending: pending again.
+        assert raised[0].obs.state is ObjectState.PENDING, raised[0]
+        if in_window:
+            return job, slurm_job, in_window
+    subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+    return None
