@@ -96,3 +96,27 @@ def test_the_three_steps_run_as_written_and_the_job_succeeds(
     assert st["state"] == "succeeded", st
     outputs = list(folder.glob("finetune-*.out"))
     assert len(outputs) == 1 and "trained --epochs 3" in outputs[0].read_text()
+
+
+@pytest.mark.live
+def test_a_requeue_line_is_refused_beside_a_rule_and_overridden_without_one(
+    own_home: Path, tmp_path: Path
+) -> None:
+    """What the page says of a ``#SBATCH --requeue`` left in, with its own two scripts."""
+    files = [s for s in _steps(DOC.read_text()) if not isinstance(s, Command)]
+    before, after = files[0][1], files[1][1]
+    assert "#SBATCH --requeue\n" in before and "#DISPATCH --rule=" in after
+    user = User(own_home, tmp_path)
+    (tmp_path / "kept.sbatch").write_text(before)
+    (tmp_path / "both.sbatch").write_text(
+        after.replace("#DISPATCH", "#SBATCH --requeue\n#DISPATCH")
+    )
+    (tmp_path / "ruled.sbatch").write_text(after)
+    refused = user.run("dispatch sbatch --plan both.sbatch")
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert "both.sbatch line 6: #SBATCH --requeue" in refused.stderr and "remove" in refused.stderr
+    kept = user.run("dispatch sbatch --plan kept.sbatch")
+    assert kept.returncode == 0, kept
+    assert "--requeue: dispatch's --no-requeue wins" in kept.stderr, kept.stderr
+    asked = user.run("dispatch sbatch --plan --requeue ruled.sbatch")
+    assert asked.returncode == 2 and "--requeue: recovery is dispatch's" in asked.stderr, asked
