@@ -1,0 +1,238 @@
+/*
+ * The SPANK plugin's parsing and spool handling, without Slurm: the plugin's source is
+ * included with DISPATCH_SPANK_NO_HOOKS (its Slurm hooks left out) and every function
+ * the hooks rely on is called here on real files in a scratch folder. Run under valgrind
+ * by tests/slurm_helpers/test_spank_plugin.py; it prints one line per check and exits 1
+ * on the first that fails.
+ */
+
+#define DISPATCH_SPANK_NO_HOOKS
+#include "../../slurm_helpers/spank/dispatch_spank.c"
+
+#include <dirent.h>
+
+/* How many descriptors this process holds: every one the plugin opens it must close. */
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (d == NULL)
+		return -1;
+	while (readdir(d) != NULL)
+		n++;
+	closedir(d);
+	return n;
+}
+
+static int failures;
+
+#define CHECK(cond)                                                                    \
+	do {                                                                           \
+		if (cond) {                                                            \
+			printf("ok   %s\n", #cond);                                        \
+		} else {                                                               \
+			printf("FAIL %s (line %d)\n", #cond, __LINE__);                    \
+			failures++;                                                    \
+		}                                                                      \
+	} while (0)
+
+static char scratch[512];
+
+static void path_in(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", scratch, name);
+}
+
+static void test_args(void)
+{
+	struct ds_conf c;
+	char err[DS_ERR];
+	char *good[] = {"spool=/var/spool/dispatch", "fence=no"};
+	char *none[] = {"fence=yes"};
+	char *rel[] = {"spool=var/spool"};
+	char *dots[] = {"spool=/var/../etc"};
+	char *odd[] = {"spool=/x", "colour=blue"};
+	CHECK(ds_parse_args(2, good, &c, err, sizeof(err)) == 0 && c.fence == 0 &&
+	      strcmp(c.spool, "/var/spool/dispatch") == 0);
+	CHECK(ds_parse_args(1, none, &c, err, sizeof(err)) == -1 && strstr(err, "spool=PATH"));
+	CHECK(ds_parse_args(1, rel, &c, err, sizeof(err)) == -1 && strstr(err, "absolute"));
+	CHECK(ds_parse_args(1, dots, &c, err, sizeof(err)) == -1);
+	CHECK(ds_parse_args(2, odd, &c, err, sizeof(err)) == -1 && strstr(err, "colour=blue"));
+	CHECK(ds_parse_args(0, NULL, &c, err, sizeof(err)) == -1);
+}
+
+static void test_names_and_numbers(void)
+{
+	unsigned long n = 7;
+	CHECK(ds_valid_name("n1") && ds_valid_name("12.0.node-3.epilog"));
+	CHECK(!ds_valid_name("") && !ds_valid_name(".hidden") && !ds_valid_name("a/b") &&
+	      !ds_valid_name("a b") && !ds_valid_name("../x"));
+	CHECK(ds_parse_number("42", DS_EPOCH_PART, &n) == 0 && n == 42);
+	CHECK(ds_parse_number("", DS_EPOCH_PART, &n) != 0);
+	CHECK(ds_parse_number("12x", DS_EPOCH_PART, &n) != 0);
+	CHECK(ds_parse_number("1000000", DS_EPOCH_PART, &n) != 0);
+	CHECK(ds_parse_number("99999999999999999999999", DS_EPOCH_PART, &n) != 0);
+	CHECK(ds_parse_number("-1", DS_EPOCH_PART, &n) != 0);
+}
+
+static void test_fence_text(void)
+{
+	struct ds_fence f;
+	unsigned long n = 9;
+	CHECK(ds_parse_fence("job=7f3k\nsubmission=3\n", &f) == 0 && f.submission == 3 &&
+	      strcmp(f.job, "7f3k") == 0);
+	CHECK(ds_parse_fence("submission=3\njob=7f3k", &f) == 0);
+	CHECK(ds_parse_fence("job=7f3k\n", &f) != 0);
+	CHECK(ds_parse_fence("job=7f3k\nsubmission=0\n", &f) != 0);
+	CHECK(ds_parse_fence("job=../x\nsubmission=1\n", &f) != 0);
+	CHECK(ds_parse_fence("job=7f3k\nsubmission=1\nextra=1\n", &f) != 0);
+	CHECK(ds_parse_current("current=4\n", &n) == 0 && n == 4);
+	CHECK(ds_parse_current("current=ended\n", &n) == 0 && n == 0);
+	CHECK(ds_parse_current("current=0\n", &n) != 0);
+	CHECK(ds_parse_current("current=4\ncurrent=5\n", &n) != 0);
+	CHECK(ds_parse_current("now=4\n", &n) != 0);
+	CHECK(ds_parse_run("restart=2\n", &n) == 0 && n == 2);
+	CHECK(ds_parse_run("restart=\n", &n) != 0);
+}
+
+static void test_record_text(void)
+{
+	char buf[DS_SMALL], tiny[16];
+	struct ds_tasks t = {0, 0, 0, 0};
+	ds_count_task(&t, 0);
+	ds_count_task(&t, 3 << 8);
+	ds_count_task(&t, 9);
+	CHECK(t.total == 3 && t.exit0 == 1 && t.nonzero == 1 && t.signaled == 1);
+	CHECK(ds_render_record(buf, sizeof(buf), 12, "0", "n2", 1, 1700000000LL, &t) == 0 &&
+	      strstr(buf, "job=12\nstep=0\nnode=n2\nrestart=1\ntime=1700000000\nended=tasks\n"
+			  "tasks=3\nexit0=1\nnonzero=1\nsignaled=1\n"));
+	CHECK(ds_render_record(buf, sizeof(buf), 12, "job", "n2", 0, 1LL, NULL) == 0 &&
+	      strstr(buf, "ended=epilog\n") && strncmp(buf, "format=1\n", 9) == 0);
+	CHECK(ds_render_record(tiny, sizeof(tiny), 12, "job", "n2", 0, 1LL, NULL) == -1);
+	ds_step_name(DS_BATCH_STEP, buf, sizeof(buf));
+	CHECK(strcmp(buf, "batch") == 0);
+	ds_step_name(4, buf, sizeof(buf));
+	CHECK(strcmp(buf, "4") == 0);
+}
+
+static void test_spool(void)
+{
+	char err[DS_ERR], text[DS_SMALL], p[700], why[DS_ERR];
+	struct stat st;
+	unsigned long sub = 0;
+	int spool, dir, fd;
+	uid_t user = 4242;
+
+	/* A spool others may write is refused; a symlink to a good one is not followed. */
+	path_in(p, sizeof(p), "spool");
+	mkdir(p, 0777);
+	chmod(p, 0777);
+	CHECK(ds_open_spool(p, err, sizeof(err)) == -1 && strstr(err, "only root may write"));
+	chmod(p, 0755);
+	path_in(text, sizeof(text), "spool-link");
+	CHECK(symlink(p, text) == 0);
+	CHECK(ds_open_spool(text, err, sizeof(err)) == -1);
+	spool = ds_open_spool(p, err, sizeof(err));
+	CHECK(spool >= 0);
+
+	/* The user's folder is made for them, 0700 and theirs. */
+	dir = ds_open_user_dir(spool, user, user, 0, err, sizeof(err));
+	CHECK(dir == -1);
+	dir = ds_open_user_dir(spool, user, user, 1, err, sizeof(err));
+	CHECK(dir >= 0 && fstat(dir, &st) == 0 && st.st_uid == user &&
+	      (st.st_mode & 0777) == 0700);
+
+	/* A record: written whole, 0400, owned by the user; a planted link is replaced. */
+	path_in(p, sizeof(p), "victim");
+	fd = open(p, O_CREAT | O_WRONLY, 0644);
+	close(fd);
+	CHECK(symlinkat(p, dir, "12.0.n1.epilog") == 0);
+	CHECK(ds_write_file(dir, "12.0.n1.epilog", "format=1\n", user, user, 0400, err,
+			    sizeof(err)) == 0);
+	CHECK(stat(p, &st) == 0 && st.st_size == 0); /* nothing went through the link */
+	CHECK(fstatat(dir, "12.0.n1.epilog", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+	      st.st_uid == user && (st.st_mode & 0777) == 0400);
+	CHECK(ds_write_file(dir, "../escape", "x", user, user, 0400, err, sizeof(err)) == -1);
+	CHECK(ds_write_file(dir, "12.0.n1.epilog", "format=1\nagain\n", user, user, 0400, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_read_small(dir, "12.0.n1.epilog", user, text, sizeof(text), err, sizeof(err)) ==
+		      0 &&
+	      strcmp(text, "format=1\nagain\n") == 0);
+
+	/* Reading: missing is 1; a link, a FIFO, a file others may write, a big one: refused. */
+	CHECK(ds_read_small(dir, "nothing", user, text, sizeof(text), err, sizeof(err)) == 1);
+	CHECK(symlinkat(p, dir, "fence.5") == 0);
+	CHECK(ds_read_small(dir, "fence.5", user, text, sizeof(text), err, sizeof(err)) == -1);
+	CHECK(mkfifoat(dir, "fence.6", 0600) == 0);
+	CHECK(ds_read_small(dir, "fence.6", user, text, sizeof(text), err, sizeof(err)) == -1);
+	CHECK(ds_write_file(dir, "fence.7", "job=abc\nsubmission=2\n", user, user, 0666, err,
+			    sizeof(err)) == 0);
+	fchmodat(dir, "fence.7", 0666, 0);
+	CHECK(ds_read_small(dir, "fence.7", user, text, sizeof(text), err, sizeof(err)) == -1);
+	CHECK(ds_read_small(dir, "fence.7", user, text, 4, err, sizeof(err)) == -1);
+	fchmodat(dir, "fence.7", 0644, 0);
+	CHECK(ds_read_small(dir, "fence.7", 1, text, sizeof(text), err, sizeof(err)) == -1);
+
+	/* Fencing: no fence runs; current at the fence's submission runs; newer or ended not. */
+	CHECK(ds_fence_check(dir, user, 99, &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	      sub == 0);
+	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	      sub == 2);
+	CHECK(ds_write_file(dir, "current.abc", "current=2\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 0);
+	CHECK(ds_write_file(dir, "current.abc", "current=3\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
+	      strstr(why, "at submission 3; submission 2 may not run"));
+	CHECK(ds_write_file(dir, "current.abc", "current=ended\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
+	      strstr(why, "is over"));
+	CHECK(ds_write_file(dir, "current.abc", "current=soon\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == -1);
+	CHECK(ds_fence_check(dir, user, 6, &sub, why, sizeof(why), err, sizeof(err)) == -1);
+	close(dir);
+
+	/* A user folder someone else owns, or that others may write, is refused. */
+	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
+	CHECK(dir >= 0);
+	if (dir >= 0)
+		close(dir);
+	snprintf(p, sizeof(p), "%s/spool/%lu", scratch, (unsigned long)(user + 1));
+	CHECK(chown(p, user + 2, user + 2) == 0);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1 &&
+	      strstr(err, "only its owner may write"));
+	CHECK(chown(p, user + 1, user + 1) == 0 && chmod(p, 0777) == 0);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1);
+	/* A user folder replaced by a link (to a folder of theirs) is not followed. */
+	CHECK(rmdir(p) == 0);
+	path_in(text, sizeof(text), "elsewhere");
+	mkdir(text, 0700);
+	CHECK(chown(text, user + 1, user + 1) == 0 && symlink(text, p) == 0);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1);
+	close(spool);
+}
+
+int main(void)
+{
+	snprintf(scratch, sizeof(scratch), "%s", getenv("SCRATCH") ? getenv("SCRATCH") : "");
+	if (scratch[0] != '/') {
+		fprintf(stderr, "SCRATCH must name an empty folder\n");
+		return 2;
+	}
+	if (geteuid() != 0) {
+		fprintf(stderr, "must run as root (the plugin does)\n");
+		return 2;
+	}
+	int fds = open_fds();
+	test_args();
+	test_names_and_numbers();
+	test_fence_text();
+	test_record_text();
+	test_spool();
+	CHECK(open_fds() == fds);
+	printf("%d failed\n", failures);
+	return failures ? 1 : 0;
+}
