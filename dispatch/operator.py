@@ -7,6 +7,7 @@ again. Effects on the scheduler are the supervisor's, except the stop half of ``
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -15,9 +16,10 @@ from dispatch.clock import Clock
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.model.base import Value
-from dispatch.model.enums import ActorKind, State
+from dispatch.model.enums import ActorKind, Capability, State, Tristate
 from dispatch.model.errors import (
     ConflictError,
+    DispatchError,
     InvalidError,
     NotFoundError,
     RejectedError,
@@ -39,7 +41,7 @@ from dispatch.model.record import (
 )
 from dispatch.model.values import AbandonTarget, Actor, JobID, JobSpec, Plan
 from dispatch.records.contract import Records
-from dispatch.spi import Backend, Requeuer
+from dispatch.spi import Backend, CessationSignal, Fencer, Requeuer
 from dispatch.submission import new_job_id, plan_with, submit_options
 
 # How often a control commit is retried after losing a race; each retry re-reads the record.
@@ -53,6 +55,7 @@ class CancelReceipt(Value):
     already: State | None = None
     cleanup_complete: bool = False
     live: tuple[ObjectRef, ...] = ()
+    unproven: tuple[str, ...] = ()
 
 
 class Operator:
@@ -127,6 +130,10 @@ class Operator:
             self._control(job, lambda j, now: _cancel(j, now, by, reason))
         except _AlreadyTerminal as done:
             return CancelReceipt(committed=False, already=done.state)
+        if isinstance(self._backend, Fencer):
+            # Nothing of a cancelled job may start again (best effort, as every fence).
+            with contextlib.suppress(DispatchError):
+                self._backend.advance(job, None)
         found = self._backend.find(job)
         live = []
         why = f"cancelled by {by}" + (f": {reason}" if reason else "")
@@ -136,7 +143,33 @@ class Operator:
                 live.append(obs.ref)
         after = self._backend.find(job)
         still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)
-        return CancelReceipt(committed=True, cleanup_complete=not still, live=still)
+        ended = [o.ref for o in after.objects if not o.state.live and not o.foreign]
+        return CancelReceipt(
+            committed=True,
+            cleanup_complete=not still,
+            live=still,
+            unproven=self._unproven(ended),
+        )
+
+    def _unproven(self, ended: list[ObjectRef]) -> tuple[str, ...]:
+        """What the site's cessation signal could not prove gone of the ended objects (the
+        nodes without evidence), where the cluster has such a signal."""
+        backend = self._backend
+        if not isinstance(backend, CessationSignal):
+            return ()
+        signal = backend.capabilities().get(Capability.CESSATION_SIGNAL)
+        if signal is None or signal.state is not Tristate.YES:
+            return ()
+        out = []
+        for ref in ended:
+            try:
+                answer = backend.ceased(ref)
+            except DispatchError as err:
+                out.append(f"{ref.id}: the cessation signal failed: {err}")
+                continue
+            if not answer.ceased:
+                out.append(f"{ref.id}: {answer.detail}")
+        return tuple(out)
 
     def hold(self, job: JobID, by: Actor, reason: str, until: datetime | None = None) -> int:
         """Hold the job: nothing of it is started or opened until the hold is released.

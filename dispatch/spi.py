@@ -116,6 +116,24 @@ class CessationSignal(Protocol):
 
 
 @runtime_checkable
+class Fencer(Protocol):
+    """Tells the nodes which execution of a job is current, so a stale one never starts.
+
+    Best effort: a fence that could not be written leaves that execution unfenced (it runs,
+    as it would without the capability); both calls raise ``UnavailableError`` then.
+    """
+
+    def fence(self, job: JobID, ref: ObjectRef, submission: int) -> None:
+        """``ref`` runs the lineage's submission ``submission`` of ``job``."""
+        ...
+
+    def advance(self, job: JobID, submission: int | None) -> None:
+        """The job's current submission is now ``submission`` (None: the job is over);
+        every execution of an older one is stale."""
+        ...
+
+
+@runtime_checkable
 class NativePolicyCompiler(Protocol):
     """Offers rules the backend would enforce by itself."""
 

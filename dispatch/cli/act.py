@@ -172,6 +172,8 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
         )
     else:
         cleanup = "nothing of the job runs"
+    if receipt.unproven:
+        cleanup += "; " + "; ".join(receipt.unproven)
     done(
         as_json,
         act,
@@ -179,6 +181,7 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
         f"cancel committed; clean-up: {cleanup}",
         live=live,
         cleanup_complete=receipt.cleanup_complete,
+        cessation_unproven=list(receipt.unproven),
     )
 
 

@@ -22,6 +22,7 @@ from dispatch.model.objects import Discovery, ObjectObs
 from dispatch.model.record import (
     AbandonEntry,
     CancelEntry,
+    CessationEntry,
     GiveUpEntry,
     HoldEntry,
     ObserveEntry,
@@ -251,6 +252,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "actions": [
             _control(e) for c in s.view.commits for e in c.entries if isinstance(e, _CONTROL)
         ],
+        "cessation": _cessation(s.view),
         "scheduler": {
             "reachable": s.look.reachable,
             "error": s.look.error,
@@ -269,6 +271,20 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
             ],
         },
     }
+
+
+def _cessation(view: View) -> list[dict[str, Any]]:
+    """The cessation signal's answers, each once: an answer equal to the one before it for
+    the same object is left out (the hold asks again every minute)."""
+    out: list[dict[str, Any]] = []
+    last: dict[str, tuple[bool, str]] = {}
+    for c in view.commits:
+        for e in c.entries:
+            if not isinstance(e, CessationEntry) or last.get(e.ref.id) == (e.ceased, e.detail):
+                continue
+            last[e.ref.id] = (e.ceased, e.detail)
+            out.append({"at": _t(e.at), "object": e.ref.id, "ceased": e.ceased, "detail": e.detail})
+    return out
 
 
 def summary(s: Story, now: datetime) -> dict[str, Any]:

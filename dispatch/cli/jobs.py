@@ -109,6 +109,11 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
                 f"{cause}) by {ev['by'] or 'unknown'}",
             )
         )
+    for c in doc["cessation"]:
+        said = "ceased" if c["ceased"] else "not proven ceased"
+        out.append(
+            ("cessation", f"{_time(c['at'])} {object_word} {c['object']}: {said}: {c['detail']}")
+        )
     for a in doc["actions"]:
         reason = f": {a['reason']}" if a["reason"] else ""
         out.append(("action", f"{_time(a['at'])} {a['action']} by {a['by']}{reason}"))

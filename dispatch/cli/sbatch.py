@@ -24,11 +24,11 @@ from dispatch.batch import request
 from dispatch.batch.directives import OPTIONS
 from dispatch.cli.session import Session, echo_json, fail, refusals
 from dispatch.cluster import Config, compose
-from dispatch.model.enums import ActorKind, State
+from dispatch.model.enums import ActorKind, Capability, State, Tristate
 from dispatch.model.errors import DispatchError, InvalidError, RejectedError, UnreachableError
 from dispatch.model.objects import StartRequest
 from dispatch.model.status import Status
-from dispatch.model.values import Actor, JobSpec, Plan
+from dispatch.model.values import Actor, JobSpec, Plan, Support
 from dispatch.spi import Backend, StartChecker
 from dispatch.submission import make_plan
 
@@ -135,8 +135,9 @@ def _plan(backend: Backend, spec: JobSpec, submit: dict[str, Any]) -> Plan:
         ) from None
 
 
-def plan_lines(plan: Plan) -> list[str]:
-    """The plan, for people: who enforces each rule, and what nothing covers."""
+def plan_lines(plan: Plan, cessation: Support | None = None) -> list[str]:
+    """The plan, for people: who enforces each rule, and what nothing covers; under a shared
+    checkpoint, whether the cluster's cessation signal (``cessation``) lifts its holds."""
     out = []
     for ra in plan.rules:
         r = ra.effective
@@ -147,7 +148,14 @@ def plan_lines(plan: Plan) -> list[str]:
             f"enforced by the {ra.enforcer}"
         )
     if plan.rules and plan.checkpoint.value == "shared":
-        out.append("checkpoint shared: every rule is a hold for a person to decide")
+        if cessation is not None and cessation.state is Tristate.YES:
+            out.append(
+                "checkpoint shared: every rule is a hold, lifted by itself once the cessation "
+                f"signal proves the old execution gone ({cessation.detail}); else a person decides"
+            )
+        else:
+            why = f" (no cessation signal: {cessation.detail})" if cessation else ""
+            out.append(f"checkpoint shared: every rule is a hold for a person to decide{why}")
     uncovered = ", ".join(c.value for c in plan.uncovered)
     out.append(
         f"not covered: {uncovered or 'nothing'}"
@@ -199,11 +207,15 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
         said = _check(backend, req.spec)
+        cessation = backend.capabilities(req.spec).get(Capability.CESSATION_SIGNAL)
         if cmd.plan:
             if cmd.json:
-                echo_json({"plan": plan.model_dump(mode="json"), "slurm": said})
+                signal = cessation.model_dump(mode="json") if cessation else None
+                echo_json(
+                    {"plan": plan.model_dump(mode="json"), "slurm": said, "cessation": signal}
+                )
             else:
-                for line in plan_lines(plan):
+                for line in plan_lines(plan, cessation):
                     click.echo(line)
                 if said:
                     click.echo(f"Slurm would take it: {said}")
@@ -220,7 +232,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             {**_submitted(st), "plan": plan.model_dump(mode="json"), "notes": list(req.notes)}
         )
     else:
-        for line in plan_lines(plan):
+        for line in plan_lines(plan, cessation):
             click.echo(line)
         click.echo(_summary(st, backend.declarations().name))
     if st.state is State.FAILED:

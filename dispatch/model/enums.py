@@ -207,3 +207,4 @@ class Capability(Vocabulary):
     OUTPUT_READ = "output-read"
     OUTPUT_FOLLOW = "output-follow"
     OUTPUT_RETAINED = "output-retained"
+    CESSATION_SIGNAL = "cessation-signal"

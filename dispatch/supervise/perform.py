@@ -32,7 +32,7 @@ from dispatch.model.record import (
 )
 from dispatch.model.values import Actor, Cause, JobID
 from dispatch.records.contract import Records
-from dispatch.spi import Backend, CessationSignal, Holder, Requeuer
+from dispatch.spi import Backend, CessationSignal, Fencer, Holder, Requeuer
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -75,6 +75,10 @@ class Performer:
                 self._backend_call(step)
             case st.Cease(ref=ref):
                 self._cease(ref)
+            case st.Authorize(submission=n):
+                self._fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
+            case st.Outcome():
+                self._fence(lambda f: f.advance(self.job, None))
             case _:
                 pass  # a decision: its entry is all there is
 
@@ -114,6 +118,17 @@ class Performer:
             log.warning("job %s: start %d/%d: %s", self.job, n, a, err)
             reply = self._unknown_reply(n, a, str(err))
         self.commit([reply])
+        if reply.ref is not None:
+            made = reply.ref
+            self._fence(lambda f: f.fence(self.job, made, req.lineage_submission))
+
+    def _fence(self, call: Callable[[Fencer], None]) -> None:
+        """Tell the nodes which execution is current; a failure leaves it unfenced (logged)."""
+        if isinstance(self.backend, Fencer):
+            try:
+                call(self.backend)
+            except DispatchError as err:
+                log.warning("job %s: not fenced: %s", self.job, err)
 
     def _unknown_reply(self, n: int, a: int, detail: str) -> ReplyEntry:
         """The reply of a start call whose outcome is unknown: the object may exist, so the

@@ -121,6 +121,7 @@ def test_cancel_says_what_clean_up_still_waits_for(tmp_path: Path) -> None:
         "message": "cancel committed; clean-up: nothing of the job runs",
         "live": [],
         "cleanup_complete": True,
+        "cessation_unproven": [],
     }
 
 

@@ -37,6 +37,7 @@ STATUS_KEYS = {
     "waiting",
     "history",
     "actions",
+    "cessation",
     "scheduler",
 }
 LIST_KEYS = {

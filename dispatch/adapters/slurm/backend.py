@@ -1,4 +1,5 @@
-"""The Slurm backend: the SPI (Backend, Holder, Requeuer, MultiFinder) over a transport.
+"""The Slurm backend: the SPI (Backend, Holder, Requeuer, MultiFinder, CessationSignal,
+Fencer) over a transport.
 
 Every call is: render a command line (``render``), run it (``run``), parse what came back
 (``parse``) and give it meaning (``meaning``/``observe``); or, on the pyslurm transport, the
@@ -23,6 +24,7 @@ from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
 from dispatch.adapters.slurm.row import Row
 from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
 from dispatch.adapters.slurm.settings import SlurmSettings
+from dispatch.adapters.slurm.spool import Spool, probe_spank
 from dispatch.model.enums import Capability, CauseKind, ObjectState, Tristate
 from dispatch.model.errors import (
     InvalidError,
@@ -35,6 +37,7 @@ from dispatch.model.errors import (
 )
 from dispatch.model.objects import (
     CallMeta,
+    CessationEvidence,
     Declarations,
     Discovery,
     HoldMeta,
@@ -108,9 +111,17 @@ class SlurmBackend:
         help_text = ""
         if self.settings.container_images == "probe":
             help_text = self.runner.run(render.sbatch_help_argv()).stdout
-        return probe_capabilities(
+        caps = probe_capabilities(
             parse.parse_config(config.stdout), help_text, self.settings.container_images
         )
+        caps[Capability.CESSATION_SIGNAL] = probe_spank(self.spool)
+        return caps
+
+    @cached_property
+    def spool(self) -> Spool | None:
+        """The SPANK plugin's spool, when the settings name one (docs/spank.md)."""
+        path = self.settings.spank_spool
+        return Spool(path, self.identity[0]) if path else None
 
     def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:
         """What the cluster supports (probed where Slurm can tell, declared otherwise)."""
@@ -251,6 +262,29 @@ class SlurmBackend:
         if not reply.ok and ("no longer pending" in reply.stderr.lower() or _gone(reply)):
             return
         self._check(reply, f"release {ref}", effect=True)
+
+    # CessationSignal and Fencer: through the SPANK plugin's spool (``spool``).
+
+    def ceased(self, ref: ObjectRef) -> CessationEvidence:
+        """Ceased once every node of the object's allocation recorded its end; otherwise
+        the nodes without evidence are named (cessation unproven)."""
+        support = self._capabilities[Capability.CESSATION_SIGNAL]
+        if self.spool is None or support.state is not Tristate.YES:
+            return CessationEvidence(
+                ceased=False, detail=f"no cessation evidence: {support.detail}"
+            )
+        return self.spool.ceased(self.inspect(ref))
+
+    def fence(self, job: JobID, ref: ObjectRef, submission: int) -> None:
+        """Tell the nodes that ``ref`` runs submission ``submission`` (lineage-wide) of
+        ``job``; without a spool, nothing."""
+        if self.spool is not None:
+            self.spool.fence(job, ref.id, submission)
+
+    def advance(self, job: JobID, submission: int | None) -> None:
+        """Tell the nodes the job's current submission (None: the job is over)."""
+        if self.spool is not None:
+            self.spool.advance(job, submission)
 
     # Requeuer: two steps, so a crash between them leaves the bit to restore.
 

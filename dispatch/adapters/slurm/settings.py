@@ -24,7 +24,8 @@ class SlurmSettings:
     ``sbatch --help``. ``slurm_conf``: the slurm.conf the
     commands read (``SLURM_CONF``), for a sweep under cron whose environment lacks it.
     ``commands``: the folder holding sbatch, squeue and the rest, when cron's short ``PATH``
-    does not reach them.
+    does not reach them. ``spank_spool``: the spool of the cluster's SPANK plugin as this
+    host sees it (docs/spank.md): its cessation evidence and fences.
     """
 
     transport: str = "auto"
@@ -37,6 +38,7 @@ class SlurmSettings:
     container_images: str = "probe"
     slurm_conf: str = ""
     commands: str = ""
+    spank_spool: str = ""
 
 
 def _words(key: str, value: Any) -> tuple[str, ...]:
@@ -76,7 +78,7 @@ def load_settings(raw: Mapping[str, Any]) -> SlurmSettings:
     if not isinstance(since, str) or not since:
         raise InvalidError(f"slurm setting 'history_since' = {since!r}: expected a sacct time")
     paths = {}
-    for key in ("slurm_conf", "commands"):
+    for key in ("slurm_conf", "commands", "spank_spool"):
         value = raw.get(key, "")
         if not isinstance(value, str) or (value and not value.startswith("/")):
             raise InvalidError(f"slurm setting {key!r} = {value!r}: expected an absolute path")

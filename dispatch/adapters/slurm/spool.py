@@ -1,0 +1,224 @@
+"""The SPANK plugin's spool, as the adapter sees it: cessation evidence in, fences out.
+
+The plugin (``slurm_helpers/spank``, docs/spank.md) writes into ``SPOOL/<uid>/`` one record
+per node when a Slurm job's allocation there is over (``<job>.<restart>.<node>.epilog``);
+the adapter reads them to answer its cessation signal. The adapter writes, into the same
+folder, the fences the plugin checks at task launch: ``fence.<slurm job>`` (which dispatch
+job and submission a Slurm job runs) and ``current.<dispatch job>`` (the ledger's current
+submission, or ``ended``). Every file is opened without following links, under a folder
+whose owner and mode were checked, and anything malformed counts as missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from dispatch.model.enums import Source, Tristate
+from dispatch.model.errors import UnavailableError
+from dispatch.model.objects import CessationEvidence, ObjectObs
+from dispatch.model.values import Support
+
+# The plugin's record format (DS_FORMAT in dispatch_spank.c).
+FORMAT = "1"
+# A record, a fence or the marker is a few lines (DS_SMALL in dispatch_spank.c).
+SMALL = 1024
+ENDED = "ended"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """What the plugin's marker says: it is loaded on the cluster's nodes."""
+
+    slurm: str
+    fence: bool
+
+
+def _checked_dir(path: Path, owner: int | None) -> int:
+    """A folder descriptor for ``path`` (not a link), owned by ``owner`` (None: root or the
+    caller), that nobody else may write; ``OSError`` otherwise."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    owners = (0, os.geteuid()) if owner is None else (owner,)
+    if st.st_uid not in owners or st.st_mode & 0o022:
+        os.close(fd)
+        raise OSError(errno.EPERM, f"{path} is not a folder only its owner may write")
+    return fd
+
+
+def _read_small(dir_fd: int, name: str, owners: tuple[int, ...]) -> str | None:
+    """A small regular file of one of ``owners`` that no one else may write; None if absent
+    or refused."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if (
+            not stat.S_ISREG(st.st_mode)
+            or st.st_uid not in owners
+            or st.st_mode & 0o022
+            or st.st_size >= SMALL
+        ):
+            return None
+        return os.read(fd, SMALL).decode("ascii", errors="replace")
+    finally:
+        os.close(fd)
+
+
+def _fields(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+class Spool:
+    """The spool folder as this host sees it (``spank_spool``), for the jobs of ``uid``."""
+
+    def __init__(self, path: str, uid: int) -> None:
+        self.path = Path(path)
+        self.uid = uid
+
+    def marker(self) -> Marker:
+        """The plugin's marker, written by every slurmd that loaded it; ``OSError`` when the
+        spool or the marker is missing or not root's."""
+        fd = _checked_dir(self.path, 0)
+        try:
+            text = _read_small(fd, "plugin", (0,))
+        finally:
+            os.close(fd)
+        fields = _fields(text or "")
+        if fields.get("format") != FORMAT:
+            raise OSError(errno.ENOENT, f"no plugin marker of format {FORMAT} in {self.path}")
+        return Marker(slurm=fields.get("slurm", "?"), fence=fields.get("fence") == "yes")
+
+    def _user_dir(self) -> int:
+        return _checked_dir(self.path / str(self.uid), self.uid)
+
+    def ended_on(self, job_id: str, restarts: int, nodes: tuple[str, ...]) -> list[str]:
+        """The nodes among ``nodes`` whose epilog recorded execution ``restarts`` of Slurm
+        job ``job_id`` as over, in order."""
+        try:
+            fd = self._user_dir()
+        except OSError:
+            return []
+        try:
+            proven = []
+            for node in nodes:
+                text = _read_small(fd, f"{job_id}.{restarts}.{node}.epilog", (self.uid, 0))
+                f = _fields(text or "")
+                if (
+                    f.get("format") == FORMAT
+                    and f.get("job") == job_id
+                    and f.get("restart") == str(restarts)
+                    and f.get("node") == node
+                    and f.get("ended") == "epilog"
+                ):
+                    proven.append(node)
+            return proven
+        finally:
+            os.close(fd)
+
+    def ceased(self, obs: ObjectObs) -> CessationEvidence:
+        """Ceased once every node of the object's last allocation has its epilog record."""
+        ref = obs.ref
+        if obs.state.live:
+            return CessationEvidence(ceased=False, detail=f"Slurm job {ref.id} is {obs.state}")
+        if not obs.nodes:
+            return CessationEvidence(
+                ceased=True, detail=f"Slurm job {ref.id} ended without running on any node"
+            )
+        proven = self.ended_on(ref.id, obs.restarts, obs.nodes)
+        missing = [n for n in obs.nodes if n not in proven]
+        run = f"Slurm job {ref.id} (execution {obs.restarts})"
+        if missing:
+            return CessationEvidence(
+                ceased=False,
+                detail=f"cessation unproven on {', '.join(missing)}: no epilog record of {run}",
+            )
+        return CessationEvidence(
+            ceased=True, detail=f"every node of {run} recorded its end: {', '.join(obs.nodes)}"
+        )
+
+    # -- fences ---------------------------------------------------------------------------
+
+    def fence(self, job: str, slurm_job: str, submission: int) -> None:
+        """Name the dispatch job and submission Slurm job ``slurm_job`` runs; ``OSError``
+        when the spool cannot take it."""
+        self._write(f"fence.{slurm_job}", f"job={job}\nsubmission={submission}\n")
+
+    def advance(self, job: str, submission: int | None) -> None:
+        """Make ``submission`` the job's current one (None: the job is over, nothing of it
+        may run); never moves back."""
+        try:
+            fd = self._user_dir()
+        except OSError as err:
+            raise UnavailableError(f"the SPANK spool: {err}") from None
+        try:
+            now = _fields(_read_small(fd, f"current.{job}", (self.uid,)) or "").get("current")
+        finally:
+            os.close(fd)
+        if now == ENDED or (
+            submission is not None and now is not None and now.isdigit() and int(now) >= submission
+        ):
+            return
+        self._write(f"current.{job}", f"current={ENDED if submission is None else submission}\n")
+
+    def _write(self, name: str, text: str) -> None:
+        try:
+            self._write_file(name, text)
+        except OSError as err:
+            raise UnavailableError(f"the SPANK spool did not take {name}: {err}") from None
+
+    def _write_file(self, name: str, text: str) -> None:
+        fd = self._user_dir()
+        tmp = f".tmp-{os.getpid()}-{name}"
+        try:
+            out = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o644,
+                dir_fd=fd,
+            )
+            try:
+                os.write(out, text.encode("ascii"))
+                os.fsync(out)
+            finally:
+                os.close(out)
+            os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+        finally:
+            os.close(fd)
+
+
+def probe_spank(spool: Spool | None) -> Support:
+    """The cessation signal's capability: the plugin's marker in the spool, or why not."""
+    if spool is None:
+        return Support(
+            state=Tristate.NO,
+            source=Source.DECLARED,
+            detail="no spank_spool setting: the SPANK plugin is not used (docs/spank.md)",
+        )
+    try:
+        marker = spool.marker()
+    except OSError as err:
+        return Support(state=Tristate.NO, source=Source.PROBED, detail=f"SPANK plugin: {err}")
+    fence = "fences stale executions" if marker.fence else "does not fence"
+    return Support(
+        state=Tristate.YES,
+        source=Source.PROBED,
+        detail=f"SPANK plugin loaded (built for Slurm {marker.slurm}; {fence}), spool {spool.path}",
+    )
