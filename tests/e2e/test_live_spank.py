@@ -1,0 +1,195 @@
+"""Shared checkpoints on the live cluster with the SPANK plugin, as a user drives them.
+
+Nothing is stood in: ``localcluster up --spank`` loads the plugin into the real slurmd and
+slurmstepd; every command is a real ``dispatch`` process (``sbatch``, ``status``, ``cancel``)
+beside ``dispatch supervise --follow``; a real ``high`` job preempts, a real slurmd is stopped.
+Waits poll with a bound; nothing asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import live_cluster
+import pytest
+
+pytestmark = pytest.mark.live
+
+DISPATCH = str(Path(sys.executable).parent / "dispatch")
+WAIT = 240.0  # seconds: a hold asks the cessation signal again every minute
+
+
+class Shell:
+    """A user's shell with a config naming a fresh ledger, the cluster and the plugin's spool."""
+
+    def __init__(self, folder: Path, cluster: dict[str, str], spool: str) -> None:
+        self.folder = folder
+        self.config = folder / "dispatch.toml"
+        self.config.write_text(
+            f'ledger = "{folder / "ledger"}"\n[backend]\nname = "slurm"\n'
+            f'[backend.settings]\ntransport = "cli"\nslurm_conf = "{cluster["SLURM_CONF"]}"\n'
+            + (f'spank_spool = "{spool}"\n' if spool else "")
+        )
+        self.env = {**os.environ, **cluster, "USER": "ada", "DISPATCH_CONFIG": str(self.config)}
+
+    def attempt(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [DISPATCH, *args],
+            cwd=self.folder,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=live_cluster.WAIT,
+            check=False,
+        )
+
+    def run(self, *args: str) -> str:
+        done = self.attempt(*args)
+        assert done.returncode == 0, (args, done.stdout, done.stderr)
+        return done.stdout
+
+    def status(self, job: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.run("status", job, "--json"))
+        return data
+
+    def wait(self, job: str, what: str, ok: Any) -> dict[str, Any]:
+        result: dict[str, Any] = live_cluster.wait_for(
+            what, lambda: self.status(job), ok, patience=WAIT
+        )
+        return result
+
+    def script(self, name: str, rule: str, body: str) -> str:
+        (self.folder / f"{name}.sbatch").write_text(
+            "#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --nodes=2\n"
+            f"#SBATCH --output={self.folder}/{name}-%j.out\n"
+            f"#DISPATCH --rule={rule}\n#DISPATCH --checkpoint=shared\n{body}\n"
+        )
+        return f"{name}.sbatch"
+
+
+def spool() -> str:
+    up = subprocess.run(
+        [str(live_cluster.LOCALCLUSTER), "up", "--spank"], capture_output=True, text=True
+    )
+    assert up.returncode == 0, up.stderr
+    return live_cluster.cluster_env()["LOCALCLUSTER_SPANK_SPOOL"]
+
+
+def shell_in(folder: Path, spank_spool: str) -> Iterator[Shell]:
+    sh = Shell(folder, live_cluster.cluster_env(), spank_spool)
+    sweeper = subprocess.Popen(
+        [DISPATCH, "supervise", "--follow", "--every", "1s"],
+        cwd=folder,
+        env=sh.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield sh
+    finally:
+        sweeper.send_signal(signal.SIGTERM)
+        sweeper.wait(live_cluster.WAIT)
+        for row in json.loads(sh.run("list", "--json")):
+            sh.attempt("emergency-stop", row["job"])
+
+
+@pytest.fixture
+def shell(tmp_path: Path) -> Iterator[Shell]:
+    yield from shell_in(tmp_path, spool())
+
+
+@pytest.fixture
+def plain_shell(tmp_path: Path) -> Iterator[Shell]:
+    spool()
+    yield from shell_in(tmp_path, "")
+
+
+def wait_flag(folder: Path) -> str:
+    return f'until [ -e "{folder}/go-$DISPATCH_SUBMISSION" ]; do sleep 1; done\necho trained'
+
+
+def preempt(sh: Shell, node: str) -> None:
+    subprocess.run(
+        [
+            "sbatch",
+            "--partition=high",
+            f"--nodelist={node}",
+            "--exclusive",
+            "--output=/dev/null",
+            "--wrap=sleep 15",
+        ],
+        env=sh.env,
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_a_preempted_shared_checkpoint_recovers_by_itself_once_every_node_reported(
+    shell: Shell,
+) -> None:
+    script = shell.script("shared", "preempted:resubmit:2", wait_flag(shell.folder))
+    plan = shell.run("sbatch", "--plan", script)
+    assert "checkpoint shared: every rule is a hold, lifted by itself once the cessation" in plan
+    job = shell.run("sbatch", "--parsable", script).strip()
+    first = shell.wait(job, "running", lambda d: d["state"] == "running")
+    execution = first["submissions"][0]["executions"][0]
+    slurm_job, nodes = execution["object"], execution["nodes"]
+    assert len(nodes) == 2
+    preempt(shell, nodes[0])
+    second = shell.wait(job, "submission 2 running", lambda d: len(d["submissions"]) == 2)
+    (shell.folder / "go-2").touch()
+    done = shell.wait(job, "the job to settle", lambda d: d["settled"])
+    assert (done["state"], second["holds"][0]["kind"]) == ("succeeded", "recovery")
+    proven = [c for c in done["cessation"] if c["object"] == slurm_job and c["ceased"]]
+    assert proven, done["cessation"]
+    assert proven[-1]["detail"] == (
+        f"every node of Slurm job {slurm_job} (execution 0) recorded its end: {', '.join(nodes)}"
+    )
+    assert f"Slurm job {slurm_job}: ceased: every node" in shell.run("status", job)
+    assert [(e["to"], e["submission"]) for e in done["history"]][-1] == ("succeeded", 2)
+
+
+def test_a_node_whose_slurmd_stopped_leaves_the_hold_waiting_and_cancel_names_it(
+    shell: Shell,
+) -> None:
+    script = shell.script("lost", "node-lost:resubmit:2", "sleep 600")
+    job = shell.run("sbatch", "--parsable", script).strip()
+    running = shell.wait(job, "running", lambda d: d["state"] == "running")
+    execution = running["submissions"][0]["executions"][0]
+    slurm_job, lost = execution["object"], execution["nodes"][-1]
+    state = Path(shell.env["LOCALCLUSTER_STATE"])
+    os.kill(int((state / "run" / f"slurmd-{lost}.pid").read_text().split()[0]), signal.SIGTERM)
+    try:
+        subprocess.run(
+            ["scontrol", "update", f"nodename={lost}", "state=down", "reason=spank-e2e"],
+            env=shell.env,
+            check=True,
+        )
+        unproven = f"cessation unproven on {lost}: no epilog record of Slurm job {slurm_job}"
+        held = shell.wait(
+            job,
+            "the cessation answer naming the lost node",
+            lambda d: any(c["detail"].startswith(unproven) for c in d["cessation"]),
+        )
+        assert len(held["submissions"]) == 1 and held["holds"][0]["active"]
+        assert "recovery hold 1" in held["waiting"]
+        said = shell.run("cancel", job, "--reason", "node gone")
+        assert f"{slurm_job}: {unproven}" in said, said
+    finally:
+        subprocess.run([str(live_cluster.LOCALCLUSTER), "up"], capture_output=True, timeout=900)
+
+
+def test_without_the_plugin_a_shared_checkpoint_waits_for_a_person(plain_shell: Shell) -> None:
+    script = plain_shell.script("plain", "preempted:resubmit:2", "true")
+    plan = plain_shell.run("sbatch", "--plan", script)
+    assert (
+        "checkpoint shared: every rule is a hold for a person to decide (no cessation signal: "
+        "no spank_spool setting" in plan
+    )
