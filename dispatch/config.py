@@ -3,7 +3,8 @@
 A TOML file, named by ``--config``, else the ``DISPATCH_CONFIG`` environment variable, else
 ``~/.dispatch/config.toml`` when it exists, read with ``tomllib``. With none of them the
 embedded default applies: a ledger in ``~/.dispatch/ledger`` (the home folder is on the shared
-filesystem of a real cluster) and the ``slurm`` adapter over its command-line transport. Every
+filesystem of a real cluster) and the ``slurm`` adapter with ``transport = "auto"`` (pyslurm where
+one built for the cluster's release imports, else the commands). Every
 key is checked: an unknown key, a missing one or a wrong value is refused with ``InvalidError``
 naming the file, the key and what is allowed. The format, with a full example, is in
 ``docs/supervising.md``.
@@ -36,7 +37,7 @@ HOME_FOLDER = "~/.dispatch"
 HOME_CONFIG = f"{HOME_FOLDER}/config.toml"
 DEFAULT_LEDGER = f"{HOME_FOLDER}/ledger"
 DEFAULT_BACKEND = "slurm"
-DEFAULT_BACKEND_SETTINGS: dict[str, Any] = {"transport": "cli"}
+DEFAULT_BACKEND_SETTINGS: dict[str, Any] = {"transport": "auto"}
 
 # The folders on cron's PATH, where a Slurm command needs no `commands` setting.
 CRON_PATH = ("/usr/bin", "/bin")

@@ -15,6 +15,9 @@ as in CI), else ``<repo>/.state/`` (git-ignored) when that path qualifies, else 
 
 ``SLURM_LIVE_TRANSPORT=ssh`` makes the live adapter and conformance suites build their
 runner with ``live_runner`` through this server instead of running the commands locally.
+``SLURM_LIVE_TRANSPORT=pyslurm`` makes ``live_backend`` go through the real pyslurm in-process
+(the probes stay on the local CLI): the test process must then run where pyslurm links the
+cluster's libslurm, which ``slurm_helpers/pyslurm/in-chroot`` arranges for a release chroot.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ from pathlib import Path
 
 from live_cluster import REPO
 
+from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
 from dispatch.adapters.slurm.run import CommandRunner
+from dispatch.adapters.slurm.settings import SlurmSettings
 
 SSHD = "/usr/sbin/sshd"
 TRANSPORT = os.environ.get("SLURM_LIVE_TRANSPORT", "cli")
@@ -220,6 +226,18 @@ def live_runner(prefix: tuple[str, ...], env: dict[str, str], timeout: float = 6
         if prefix:
             raise RuntimeError("SLURM_LIVE_TRANSPORT=ssh reaches the local cluster, no prefix")
         return server().runner(env, timeout=timeout)
-    if TRANSPORT != "cli":
-        raise RuntimeError(f"SLURM_LIVE_TRANSPORT={TRANSPORT!r}: expected cli or ssh")
+    if TRANSPORT not in ("cli", "pyslurm"):
+        raise RuntimeError(f"SLURM_LIVE_TRANSPORT={TRANSPORT!r}: expected cli, ssh or pyslurm")
     return CommandRunner(prefix=prefix, env=env, timeout=timeout)
+
+
+def live_backend(prefix: tuple[str, ...], env: dict[str, str], timeout: float = 60) -> SlurmBackend:
+    """The backend the live suites use, through ``SLURM_LIVE_TRANSPORT``: the CLI (local or
+    under ``prefix``), ssh, or pyslurm in-process. The name of the transport is also the test
+    parameter of the suites' backend fixtures, so a test's name says what it ran through."""
+    runner = live_runner(prefix, env, timeout=timeout)
+    if TRANSPORT == "pyslurm":
+        if prefix:
+            raise RuntimeError("SLURM_LIVE_TRANSPORT=pyslurm runs in-process, no prefix")
+        return SlurmBackend(runner, SlurmSettings(transport="pyslurm"), reader=PyslurmTransport())
+    return SlurmBackend(runner, SlurmSettings(transport=TRANSPORT))

@@ -144,7 +144,7 @@ def test_without_a_named_config_the_home_config_then_the_embedded_default_apply(
     default = settings_for(None)
     assert default.embedded and default.backend == "slurm"
     assert default.ledger == own_home / ".dispatch" / "ledger"
-    assert default.backend_settings == {"transport": "cli"}
+    assert default.backend_settings == {"transport": "auto"}
     home = own_home / ".dispatch" / "config.toml"
     home.parent.mkdir()
     home.write_text(MINIMAL)

@@ -209,14 +209,23 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         said = _check(backend, req.spec)
         cessation = backend.capabilities(req.spec).get(Capability.CESSATION_SIGNAL)
         if cmd.plan:
+            # The slurm adapter says which transport it goes through, and why.
+            via = str(getattr(backend, "transport", ""))
             if cmd.json:
                 signal = cessation.model_dump(mode="json") if cessation else None
                 echo_json(
-                    {"plan": plan.model_dump(mode="json"), "slurm": said, "cessation": signal}
+                    {
+                        "plan": plan.model_dump(mode="json"),
+                        "slurm": said,
+                        "cessation": signal,
+                        "transport": via,
+                    }
                 )
             else:
                 for line in plan_lines(plan, cessation):
                     click.echo(line)
+                if via:
+                    click.echo(f"Slurm transport: {via}")
                 if said:
                     click.echo(f"Slurm would take it: {said}")
                 click.echo("nothing was created (--plan)")

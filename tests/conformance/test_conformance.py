@@ -1,5 +1,7 @@
 """The conformance suite passes against the memory adapter (both shapes) and the live cluster
-(through the local CLI, or over ssh with ``SLURM_LIVE_TRANSPORT=ssh``: ``tests/live_ssh.py``)."""
+(through the local CLI, over ssh with ``SLURM_LIVE_TRANSPORT=ssh``, or through the real pyslurm
+with ``SLURM_LIVE_TRANSPORT=pyslurm`` in a release chroot: ``tests/live_ssh.py``). The live
+test's name ends in its transport, ``[cli-...]``, ``[pyslurm-...]``."""
 
 from __future__ import annotations
 
@@ -67,10 +69,10 @@ def test_a_backend_that_breaks_a_rule_is_caught() -> None:
 def test_the_slurm_adapter_conforms_through_the_pyslurm_transport_on_a_standin(
     check: Callable[[Harness], None],
 ) -> None:
-    """The pyslurm transport under the whole suite. pyslurm does not build against any Slurm
-    here (docs/slurm-mapping.md), so ``pyslurm_standin`` stands in for pyslurm 25.11 and its
-    controller, and its ``ProbeRunner`` for the CLI probes; the transport, the backend, the rows
-    and the meaning table are the real ones."""
+    """The pyslurm transport under the whole suite, fast: ``pyslurm_standin`` stands in for
+    pyslurm 25.11 and its controller (the real one runs in the sid chroot's live stage), and its
+    ``ProbeRunner`` for the CLI probes; the transport, the backend, the rows and the meaning
+    table are the real ones."""
     check(pyslurm_harness())
 
 
@@ -113,12 +115,9 @@ def live_env() -> dict[str, str]:
     return cluster_env()
 
 
-@pytest.fixture
+@pytest.fixture(params=[live_ssh.TRANSPORT])
 def live(live_env: dict[str, str], tmp_path: Path) -> Iterator[Harness]:
-    from dispatch.adapters.slurm.backend import SlurmBackend
-    from dispatch.adapters.slurm.settings import SlurmSettings
-
-    backend = SlurmBackend(live_ssh.live_runner((), live_env), SlurmSettings(transport="cli"))
+    backend = live_ssh.live_backend((), live_env)
     out = dict(working_directory=str(tmp_path), output_path=str(tmp_path / "out-%j.txt"))
     h = Harness(
         backend=backend,

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import live_ssh
 from live_cluster import WAIT, cluster_env, wait_for
 
 import dispatch
@@ -18,8 +19,10 @@ from dispatch.model.status import Escalation
 from dispatch.records.file import FileRecords
 from dispatch.supervise import Supervisor
 
-__all__ = ["ADA", "LiveWorld", "cluster_env", "wait_for"]
+__all__ = ["ADA", "TRANSPORT", "LiveWorld", "cluster_env", "wait_for"]
 
+# What the supervisor's backend goes through; the world fixtures' test parameter.
+TRANSPORT = "pyslurm" if live_ssh.TRANSPORT == "pyslurm" else "cli"
 ADA = dispatch.Actor(kind=dispatch.ActorKind.HUMAN, id="ada")
 
 
@@ -30,7 +33,13 @@ class LiveWorld:
         self.env = env
         self.root = root
         self.runner = CommandRunner(env=env, timeout=60)
-        self.backend = SlurmBackend(self.runner, SlurmSettings(transport="cli"))
+        # Through the real pyslurm with SLURM_LIVE_TRANSPORT=pyslurm (tests/live_ssh.py), else
+        # the local CLI; the commands a test runs itself (preemptors, node changes) stay CLI.
+        self.backend = (
+            live_ssh.live_backend((), env)
+            if TRANSPORT == "pyslurm"
+            else SlurmBackend(self.runner, SlurmSettings(transport="cli"))
+        )
         self.store = FileRecords(root / "ledger")
         self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
         self.delivered: list[str] = []

@@ -1,8 +1,9 @@
 """dispatch end to end on the real local Slurm cluster, with a file ledger.
 
 Nothing is stood in: real slurmctld/slurmd/slurmdbd, real sbatch/squeue/sacct/scontrol through
-the slurm adapter's CLI transport, a real preemption by a ``high`` job, a real node failure. Waits
-poll with a bound; nothing asserts on elapsed time.
+the slurm adapter's CLI transport (or the real pyslurm with ``SLURM_LIVE_TRANSPORT=pyslurm``, in a
+release chroot: test names end in ``[pyslurm]``), a real preemption by a ``high`` job, a real
+node failure. Waits poll with a bound; nothing asserts on elapsed time.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_world import LiveWorld, cluster_env, wait_for
+from live_world import TRANSPORT, LiveWorld, cluster_env, wait_for
 
 import dispatch
 from dispatch.model.enums import CauseKind, State
@@ -24,7 +25,7 @@ def env() -> dict[str, str]:
     return cluster_env()
 
 
-@pytest.fixture
+@pytest.fixture(params=[TRANSPORT])
 def world(env: dict[str, str], tmp_path: Path) -> Iterator[LiveWorld]:
     w = LiveWorld(env, tmp_path)
     jobs: list[str] = []

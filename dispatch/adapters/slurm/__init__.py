@@ -18,5 +18,5 @@ __all__ = ["SlurmBackend", "SlurmSettings", "factory"]
 def factory(settings: Mapping[str, Any]) -> SlurmBackend:
     """A SlurmBackend from config-file settings; unknown keys are refused with InvalidError."""
     s = load_settings(settings)
-    runner, reader = choose_transport(s)
-    return SlurmBackend(runner, s, reader)
+    runner, reader, why = choose_transport(s)
+    return SlurmBackend(runner, s, reader, transport=why)

@@ -59,7 +59,8 @@ class SlurmBackend:
     """dispatch's view of one Slurm cluster, through the CLI (local, prefixed, ssh) or pyslurm.
 
     ``reader``: the pyslurm transport; when given, find and every effect on an object go
-    through it, and ``runner`` serves the probes and batch-script jobs only.
+    through it, and ``runner`` serves the probes and batch-script jobs only. ``transport``:
+    which transport that is and why, in words (``transport.choose_transport``).
     """
 
     def __init__(
@@ -67,10 +68,12 @@ class SlurmBackend:
         runner: CommandRunner,
         settings: SlurmSettings | None = None,
         reader: PyslurmTransport | None = None,
+        transport: str = "",
     ) -> None:
         self.runner = runner
         self.settings = settings or SlurmSettings()
         self.reader = reader
+        self.transport = transport or ("pyslurm" if reader is not None else "cli")
 
     # -- the cluster, probed once -------------------------------------------------------
 
@@ -397,7 +400,8 @@ class SlurmBackend:
 
     def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         if self.reader is not None:
-            return self._ours([row_from_db_job(j) for j in self.reader.history(names, ids)])
+            found = self.reader.history(names, ids, self.settings.history_since)
+            return self._ours([row_from_db_job(j) for j in found])
         argv = render.sacct_argv(
             names,
             uid=self.identity[0],

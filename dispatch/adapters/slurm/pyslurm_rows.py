@@ -9,8 +9,8 @@ Attribute names follow pyslurm 25.11: ``pyslurm.Job`` (controller) has ``id``, `
 ``nodelist``, ``priority``, ``submit_time``, ``eligible_time``, ``cancelled_by``, ``user_id``
 and ``user_name``. pyslurm loads every user's jobs; the owner travels in the row so the backend
 keeps only its own (see ``Row.owned_by_other``). The mapping accepts the
-objects or plain dicts with those keys, which is how it is tested: pyslurm needs the Slurm
-25.11 headers and has not been run against a live cluster here.
+objects or plain dicts with those keys, which is how the fast tests use it; the live suites
+read the real objects (Slurm 26.05, docs/slurm-mapping.md).
 """
 
 from __future__ import annotations

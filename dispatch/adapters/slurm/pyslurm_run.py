@@ -9,14 +9,16 @@ What is not a Slurm reply is translated here, in one place: a description pyslur
 ``InvalidError``, anything else raised during an effect is ``OutcomeUnknownError``, during a
 read ``UnreachableError``.
 
-pyslurm has run here only against a stand-in (``tests/adapters/slurm/pyslurm_standin.py``):
-the sdist needs Slurm 25.11's headers and does not build against the 26.05 ones
-(docs/slurm-mapping.md, "The pyslurm transport").
+Run live against Slurm 26.05 through PyPI's pyslurm 25.11.2 with the project's patch
+(``slurm_helpers/pyslurm``); what that run corrected is in docs/slurm-mapping.md, "The pyslurm
+transport".
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import signal
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -58,6 +60,10 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
         "priority": 0,
         "nodes": spec.nodes,
         "ntasks_per_node": spec.procs_per_node,
+        # sbatch derives the task count from these two before it submits; the controller
+        # checks it (without it, more nodes than exist is "Task count specification invalid"
+        # where sbatch's job pends with PartitionNodeLimit).
+        "ntasks": spec.nodes * spec.procs_per_node,
         # Recovery is dispatch's, as with --no-requeue.
         "is_requeueable": False,
         "environment": {
@@ -71,7 +77,10 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
     if spec.gpus_per_node:
         found["gres_per_node"] = f"gpu:{spec.gpus_per_node}"
     if spec.time_limit is not None:
-        found["time_limit"] = slurm_time(spec.time_limit)
+        # Whole minutes as a number: pyslurm 25.11 passes a string of digits on as a string,
+        # and its uint32 field refuses it (TypeError), where "D-HH:MM:SS" is parsed.
+        limit = slurm_time(spec.time_limit)
+        found["time_limit"] = int(limit) if limit.isdigit() else limit
     for key, value in (
         ("partitions", spec.partition),
         ("account", spec.account),
@@ -86,17 +95,65 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
             name, secs = parse_signal(spec.pre_termination_signal)
         except ValueError as err:
             raise InvalidError(str(err)) from None
-        found["signal"] = {"signal": name, "time": secs, "batch_only": True}
+        # The number: pyslurm reads a dict's signal as a uint16 as it is (a name is a
+        # TypeError), and its string form knows only Python's SIG names, not 33-64.
+        number = int(name) if name.isdigit() else int(signal.Signals[f"SIG{name}"])
+        found["signal"] = {"signal": number, "time": secs, "batch_only": True}
     return found
+
+
+# Where libslurm reads its configuration when SLURM_CONF does not say.
+DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
+
+
+def pyslurm_unusable() -> str | None:
+    """Why pyslurm cannot be imported here, without importing it; None when it can. Importing
+    pyslurm initialises libslurm, which reads slurm.conf and, finding none, ends the process
+    (``fatal: Could not establish a configuration source``) rather than raising: so the file
+    must be there first (``SLURM_CONF``, else Slurm's default path; a configless cluster whose
+    slurmd serves the configuration is not recognised and gets the CLI)."""
+    if importlib.util.find_spec("pyslurm") is None:
+        return "pyslurm is not installed"
+    conf = os.environ.get("SLURM_CONF") or DEFAULT_SLURM_CONF
+    if not os.path.isfile(conf):
+        return f"libslurm would find no slurm.conf at {conf} (SLURM_CONF or the slurm_conf setting)"
+    return None
 
 
 def pyslurm_version() -> str | None:
     """The installed pyslurm's version, or None when pyslurm cannot be imported."""
+    if pyslurm_unusable() is not None:
+        return None
     try:
         import pyslurm  # type: ignore[import-not-found]
     except ImportError:
         return None
     return str(getattr(pyslurm, "__version__", "") or "")
+
+
+def pyslurm_built_for(module: Any = None) -> tuple[int, int] | None:
+    """The Slurm release the importable pyslurm was compiled against: its
+    ``slurm_api_version()`` (the ``SLURM_VERSION_NUMBER`` of the headers it was built with), else
+    the major.minor its version starts with (PyPI's 25.11.x is built for 25.11 only). None when
+    pyslurm cannot be imported or says neither."""
+    if module is None:
+        if pyslurm_unusable() is not None:
+            return None
+        try:
+            import pyslurm
+        except ImportError:
+            return None
+        module = pyslurm
+    try:
+        major, minor = tuple(module.slurm_api_version())[:2]
+        return int(major), int(minor)
+    except Exception:  # an older pyslurm without it, or a value it cannot give
+        pass
+    parts = str(getattr(module, "__version__", "")).split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
 
 
 class PyslurmTransport:
@@ -105,6 +162,9 @@ class PyslurmTransport:
     def __init__(self, module: Any = None) -> None:
         """``module``: pyslurm itself (imported when None), or a stand-in of it in tests."""
         if module is None:
+            why = pyslurm_unusable()
+            if why is not None:
+                raise UnavailableError(f"pyslurm cannot be used: {why}")
             try:
                 import pyslurm
             except ImportError as err:
@@ -126,13 +186,19 @@ class PyslurmTransport:
         wanted = set(names)
         return [j for j in jobs.values() if not wanted or getattr(j, "name", None) in wanted]
 
-    def history(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Any]:
-        """Every accounting record of a job named in ``names`` (or with one of ``ids``)."""
+    def history(
+        self, names: Sequence[str], ids: Sequence[str] = (), since: str = "now-60days"
+    ) -> list[Any]:
+        """The accounting record of each job named in ``names`` (or with one of ``ids``),
+        submitted since ``since`` (sacct's ``--starttime``). pyslurm keys records by job id, so
+        a requeued job gives its last run only (sacct ``--duplicates`` gives every run)."""
         self.counts["pyslurm.db.Jobs.load"] += 1
         try:
             db = self._pyslurm.db
             flt = (
-                db.JobFilter(ids=[int(i) for i in ids]) if ids else db.JobFilter(names=list(names))
+                db.JobFilter(ids=[int(i) for i in ids], start_time=since)
+                if ids
+                else db.JobFilter(names=list(names), start_time=since)
             )
             return list(db.Jobs.load(flt).values())
         except Exception as err:  # translated here, the one boundary for pyslurm errors

@@ -1,8 +1,9 @@
 """A stand-in for pyslurm 25.11, for the pyslurm transport's tests.
 
-Why a stand-in: pyslurm 25.11 builds only against Slurm 25.11's headers, which no registry
-here has, and it does not build against Debian sid's 26.05 (docs/slurm-mapping.md, "The
-pyslurm transport"). So this module plays pyslurm and the controller behind it, in memory:
+Why a stand-in: the real pyslurm runs only where it links a cluster's libslurm (the sid chroot,
+with the project's patch: ``slurm_helpers/pyslurm``), which the fast tests do not have. So this
+module plays pyslurm and the controller behind it, in memory, as the live run against Slurm
+26.05 showed them (docs/slurm-mapping.md, "The pyslurm transport", lists what it corrected):
 the names of pyslurm's classes, calls and attributes (``Jobs.load``, ``Job(id).release()``,
 ``.modify(JobSubmitDescription(...))``, ``.requeue()``, ``.cancel()``,
 ``JobSubmitDescription(**kw).submit()``, ``db.Jobs.load(db.JobFilter(...))``, ``RPCError``
@@ -46,11 +47,12 @@ DESCRIPTION_FIELDS = frozenset(
         "gres_per_node",
         "ntasks_per_node",
         "begin_time",
+        "ntasks",
     ]
 )
 # slurm_strerror's words for the errors the controller gives here.
 INVALID_JOB_ID = "Invalid job id specified"
-ALREADY_DONE = "Job/step already completing or completed"
+FINISHED = "Job has already finished"
 NOT_PENDING = "Job is no longer pending execution"
 DISABLED = "Requested operation is presently disabled"
 NODE_CONFIG = "Requested node configuration is not available"
@@ -154,9 +156,21 @@ class JobSubmitDescription:
             raise AttributeError(f"JobSubmitDescription has no attribute {sorted(unknown)}")
         self.fields = kwargs
 
+    def _check_types(self) -> None:
+        """What pyslurm's C fields refuse when the description is built (on submit or
+        modify): a string of digits for ``time_limit`` (passed on as a string), and a signal
+        name in the ``signal`` dict (read as a number as it is)."""
+        limit = self.fields.get("time_limit")
+        if isinstance(limit, str) and limit.isdigit():
+            raise TypeError("an integer is required")
+        sig = self.fields.get("signal")
+        if isinstance(sig, dict) and not isinstance(sig.get("signal"), int):
+            raise TypeError("an integer is required")
+
     def submit(self) -> int:
         c = CONTROLLER
         c.calls.append(("submit", dict(self.fields)))
+        self._check_types()
         f = self.fields
         if not str(f.get("script", "")).startswith("#!"):
             raise ValueError("Not a valid Batch script.")
@@ -186,23 +200,26 @@ class Job:
         self.id = job_id
 
     def release(self) -> None:
+        """pyslurm's release is a modify of the priority: a running job takes it (no error)."""
         c = CONTROLLER
         c.calls.append(("release", self.id))
         job = c.job(self.id)
-        if job.state != "PENDING":
-            raise RPCError(2019, NOT_PENDING)
-        job.priority, job.state_reason = 1, "None"
+        if job.state not in ("PENDING", "RUNNING"):
+            raise RPCError(2084, FINISHED)
+        if job.state == "PENDING":
+            job.priority, job.state_reason = 1, "None"
         c.schedule()
 
     def modify(self, changes: JobSubmitDescription) -> None:
         c = CONTROLLER
         c.calls.append(("modify", (self.id, dict(changes.fields))))
+        changes._check_types()
         job = c.job(self.id)
         if job.state not in ("PENDING", "RUNNING"):
-            raise RPCError(2021, ALREADY_DONE)
+            raise RPCError(2084, FINISHED)
         if "begin_time" in changes.fields:
             if job.state != "PENDING":
-                raise RPCError(2019, NOT_PENDING)
+                raise RPCError(2073, NOT_PENDING)
             text = changes.fields["begin_time"]
             m = re.fullmatch(r"now(?:\+(\d+))?", text)
             if not m:
@@ -215,24 +232,24 @@ class Job:
         c.schedule()
 
     def requeue(self, hold: bool = False) -> None:
+        """Slurm requeues a running or a finished batch job alike (it runs again)."""
         c = CONTROLLER
         c.calls.append(("requeue", self.id))
         job = c.job(self.id)
-        if job.state in ("COMPLETED", "FAILED", "CANCELLED"):
-            raise RPCError(2021, ALREADY_DONE)
         if not job.is_requeueable:
-            raise RPCError(2050, DISABLED)
+            raise RPCError(2037, DISABLED)
         job.runs.append(job.state)
         job.state, job.state_reason, job.allocated_nodes = "PENDING", "BeginTime", None
         job.requeue_count += 1
 
     def cancel(self) -> None:
+        """SIGKILL through ``send_signal``, which ignores "already done" and an unknown job id:
+        cancelling an ended or unknown job is no error. The reason is left as it was."""
         c = CONTROLLER
         c.calls.append(("cancel", self.id))
-        job = c.job(self.id)
-        if job.state not in ("PENDING", "RUNNING"):
-            raise RPCError(2021, ALREADY_DONE)
-        job.state, job.state_reason = "CANCELLED", "None"
+        job = c.jobs.get(self.id)
+        if job is not None and job.state in ("PENDING", "RUNNING"):
+            job.state = "CANCELLED"
 
 
 class Jobs:
@@ -245,14 +262,20 @@ class Jobs:
 
 
 class _DbJobFilter:
-    def __init__(self, ids: list[int] | None = None, names: list[str] | None = None) -> None:
-        self.ids, self.names = ids or [], names or []
+    def __init__(
+        self,
+        ids: list[int] | None = None,
+        names: list[str] | None = None,
+        start_time: str | None = None,
+    ) -> None:
+        self.ids, self.names, self.start_time = ids or [], names or [], start_time
 
 
 class _DbJobs:
     @staticmethod
     def load(flt: _DbJobFilter) -> dict[int, Any]:
-        """Accounting: what the controller has, as ``pyslurm.db.Job`` attributes."""
+        """Accounting: what the controller has, as ``pyslurm.db.Job`` attributes, one record
+        per job id (pyslurm keys them by id: a requeued job's earlier runs are not there)."""
         c = CONTROLLER
         c.calls.append(("db.Jobs.load", (flt.ids, flt.names)))
         found = {}
@@ -271,7 +294,7 @@ class _DbJobs:
                 priority=job.priority,
                 submit_time=job.submit_time,
                 eligible_time=job.eligible_time,
-                cancelled_by="",
+                cancelled_by=None,
                 user_id=job.user_id,
                 user_name=job.user_name,
             )

@@ -8,7 +8,9 @@ own squeue and sacct output is written to ``data/<release>/adapter/`` for the pa
 With ``SLURM_LIVE_PREFIX`` the same tests run through the prefix transport against another
 release (see docs/slurm-mapping.md); the local cluster is then not started. With
 ``SLURM_LIVE_TRANSPORT=ssh`` they run through the ssh transport, logged in to a real sshd on
-127.0.0.1 (``tests/live_ssh.py``) in front of the local cluster.
+127.0.0.1 (``tests/live_ssh.py``) in front of the local cluster; with
+``SLURM_LIVE_TRANSPORT=pyslurm`` through the real pyslurm, in a release chroot
+(``slurm_helpers/pyslurm/in-chroot``). Each test's name ends in the transport, ``[pyslurm]``.
 """
 
 from __future__ import annotations
@@ -65,10 +67,9 @@ def cluster_env() -> dict[str, str]:
         pytest.fail(str(err))
 
 
-@pytest.fixture
+@pytest.fixture(params=[live_ssh.TRANSPORT])
 def backend(cluster_env: dict[str, str]) -> Iterator[SlurmBackend]:
-    runner = live_ssh.live_runner(PREFIX, cluster_env)
-    b = SlurmBackend(runner, SlurmSettings(transport="cli"))
+    b = live_ssh.live_backend(PREFIX, cluster_env)
     yield b
     b.close()
 
@@ -386,11 +387,18 @@ def test_find_many_is_one_squeue_and_one_sacct_for_all_jobs(
     backend.capabilities()
     backend.sacct_json  # noqa: B018  (the release and the user are read once, before counting)
     backend.identity  # noqa: B018
-    before = dict(backend.runner.counts)
+    # What the transport does: commands it runs, or pyslurm calls it makes in-process.
+    counts = backend.reader.counts if backend.reader is not None else backend.runner.counts
+    before, commands = dict(counts), dict(backend.runner.counts)
     found = backend.find_many([*made, missing])
-    spent = {k: v - before.get(k, 0) for k, v in backend.runner.counts.items()}
-    sacct = {"sacct": 1} if has_history(backend) else {}
-    assert {k: v for k, v in spent.items() if v} == {"squeue": 1, **sacct}
+    spent = {k: v - before.get(k, 0) for k, v in counts.items()}
+    if backend.reader is not None:
+        history = {"pyslurm.db.Jobs.load": 1} if has_history(backend) else {}
+        assert {k: v for k, v in spent.items() if v} == {"pyslurm.Jobs.load": 1, **history}
+        assert dict(backend.runner.counts) == commands  # no command at all
+    else:
+        sacct = {"sacct": 1} if has_history(backend) else {}
+        assert {k: v for k, v in spent.items() if v} == {"squeue": 1, **sacct}
     for job, ref in refs.items():
         assert [o.ref.id for o in found[job].objects] == [ref.id]
     assert found[missing].objects == ()

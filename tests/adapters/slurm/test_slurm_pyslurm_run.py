@@ -1,11 +1,11 @@
 """The pyslurm transport: every call the adapter makes goes through pyslurm, and the same
 meaning decides what the replies say.
 
-pyslurm does not build against any Slurm this machine has (docs/slurm-mapping.md, "The
-pyslurm transport"), so ``pyslurm_standin`` stands in for pyslurm 25.11 and its controller;
-the probes (release, user, config) come from its ``ProbeRunner``, which refuses any other
-command. What is real: the transport, the backend, the rows and the meaning table.
-"""
+The real pyslurm runs only where it links a cluster's libslurm (the live suites, in the sid
+chroot), so ``pyslurm_standin`` stands in for pyslurm 25.11 and its controller here, as the live
+run showed them; the probes (release, user, config) come from its ``ProbeRunner``, which
+refuses any other command. What is real: the transport, the backend, the rows and the meaning
+table."""
 
 from __future__ import annotations
 
@@ -94,15 +94,17 @@ def test_the_description_asks_what_sbatch_is_asked_field_for_field() -> None:
         "DISPATCH_SUBMISSION": "3",
         "DISPATCH_ATTEMPT": "1",
     }
-    assert (d["nodes"], d["ntasks_per_node"], d["gres_per_node"]) == (2, 4, "gpu:1")
+    # sbatch's task count, nodes x tasks per node, which the controller checks.
+    assert (d["nodes"], d["ntasks_per_node"], d["ntasks"], d["gres_per_node"]) == (2, 4, 8, "gpu:1")
+    # Whole minutes as a number, the signal by number: what the real pyslurm's fields take.
     assert (d["time_limit"], d["partitions"], d["account"], d["qos"]) == (
-        "90",
+        90,
         "low",
         "acct",
         "normal",
     )
     assert (d["working_directory"], d["standard_output"]) == ("/w d", "/w d/o-%j.txt")
-    assert d["signal"] == {"signal": "USR1", "time": 120, "batch_only": True}
+    assert d["signal"] == {"signal": 10, "time": 120, "batch_only": True}
     assert "--signal=B:USR1@120" in argv
     assert set(d) <= standin.DESCRIPTION_FIELDS
 
@@ -196,8 +198,33 @@ def test_slurms_refusals_read_the_same_through_pyslurm(
     backend.stop(ref, "t")
     backend.stop(ObjectRef(id="999999", name="dj-ab12"), "t")
     backend.restore_requeue_bit(ref, CallMeta(by=ME))
-    with pytest.raises(NotFoundError, match="already completing"):
+    # Slurm would requeue a finished job, but dispatch first sets its requeue bit, which the
+    # controller refuses for an ended job: "Job has already finished" is not found.
+    with pytest.raises(NotFoundError, match="already finished"):
         backend.requeue(ref, CallMeta(by=ME))
+
+
+def test_what_the_real_pyslurm_refused_live_the_standin_refuses() -> None:
+    """Found against Slurm 26.05: a ``time_limit`` of digits as a string, and a signal name in
+    the ``signal`` dict, are TypeErrors of pyslurm's C fields; cancelling an ended or unknown
+    job is no error; releasing a running job is no error; holding a running one is refused."""
+    c = standin.use(standin.Controller())
+    held = {"name": "dj-x", "priority": 0, "script": "#!/bin/sh\ntrue\n"}
+    with pytest.raises(TypeError):
+        standin.JobSubmitDescription(**held, time_limit="90").submit()
+    with pytest.raises(TypeError):
+        standin.JobSubmitDescription(**held, signal={"signal": "USR1", "time": 60}).submit()
+    job = standin.JobSubmitDescription(**held, time_limit=90).submit()
+    standin.Job(job).release()
+    c.run(job)
+    standin.Job(job).release()
+    with pytest.raises(standin.RPCError, match="no longer pending"):
+        standin.Job(job).modify(standin.JobSubmitDescription(begin_time="now+60"))
+    c.complete(job)
+    standin.Job(job).cancel()
+    standin.Job(999999).cancel()
+    with pytest.raises(standin.RPCError, match="already finished"):
+        standin.Job(job).release()
 
 
 def test_a_submission_pyslurm_refuses_with_a_no_capacity_text_is_a_refused_launch(
