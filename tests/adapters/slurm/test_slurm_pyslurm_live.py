@@ -8,6 +8,7 @@ Runs where pyslurm imports, with ``SLURM_LIVE_TRANSPORT=pyslurm``: in the sid ch
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -61,6 +62,15 @@ def test_dispatch_sbatch_plan_says_it_goes_through_pyslurm(pyslurm: Any, tmp_pat
         f"{release[0]}.{release[1]:02d}, the cluster's release)"
     ) in done.stdout.splitlines(), done.stdout
     assert "nothing was created (--plan)" in done.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "dispatch.cli.main", "sbatch", "--plan", "--json", str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout)["transport"].startswith(f"pyslurm {pyslurm_version()} ")
 
 
 def _held(pyslurm: Any, **more: Any) -> int:
