@@ -93,6 +93,11 @@ def parse_rule(text: str) -> Rule:
         raise ValueError(
             f"the budget {budget!r} is not a whole number (how often the rule may fire)"
         )
+    if int(budget) == 0:
+        raise ValueError(
+            f"the budget 0 in {text!r} would never fire: write 1 or more, or leave "
+            f"{causes} out and the job fails on it"
+        )
     hold_for = None
     if len(parts) == 4:
         if act is not Action.HOLD:

@@ -3,11 +3,12 @@
 ``dispatch.make_plan`` asks the backend about the rules and calls this.
 
 Pure: the backend's answers about the rules come in as an argument. For each rule, in order:
-an invalid rule is refused; a rule the backend cannot perform is refused; one whose support is
-unknown is refused unless accepted as unverified (naming its enforcer); a rule the backend
-enforces natively goes to the backend; a supervised job's rule goes to the supervisor; anything
-else is refused unless accepted as unenforced, and then a matching cause fails the job with an
-escalation. Under a shared checkpoint every rule becomes a hold for a person.
+an invalid rule (a budget of 0 among them: it would never fire) is refused; a rule the backend
+cannot perform is refused; one whose support is unknown is refused unless accepted as
+unverified (naming its enforcer); a rule the backend enforces natively goes to the backend; a
+supervised job's rule goes to the supervisor; anything else is refused unless accepted as
+unenforced, and then a matching cause fails the job with an escalation. Under a shared
+checkpoint every rule becomes a hold for a person.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def plan_rules(
         for i in sorted(indexes):
             if not 0 <= i < len(rules):
                 raise InvalidError(f"{name} names rule {i}, but the policy has {len(rules)} rules")
+    for i, rule in enumerate(rules):
+        _check_budget(i, rule)
     shared = spec.checkpoint is CheckpointMode.SHARED
     assignments = tuple(
         RuleAssignment(
@@ -65,6 +68,17 @@ def plan_rules(
         unmatched=options.unmatched,
         identity_weakened=identity_weakened,
     )
+
+
+def _check_budget(i: int, rule: Rule) -> None:
+    # A budget of 0 never fires, yet would list its causes as covered: refuse it rather than
+    # show a coverage the job does not have.
+    if rule.budget == 0:
+        causes = ",".join(c.value for c in rule.on)
+        raise InvalidError(
+            f"rule {i} ({causes}:{rule.action}) has a budget of 0, so it would never fire; "
+            f"give it a budget of 1 or more, or leave {causes} out and the job fails on it"
+        )
 
 
 def _effective(rule: Rule, shared: bool) -> Rule:

@@ -25,7 +25,7 @@ def draw_spec(w: World, i: int) -> JobSpec:
         Rule(
             on=(CauseKind.PREEMPTED, CauseKind.NODE_LOST),
             action=Action.RESUBMIT,
-            budget=rng.randint(0, 3),
+            budget=rng.randint(1, 3),
         )
     ]
     if rng.random() < 0.5:
@@ -33,7 +33,7 @@ def draw_spec(w: World, i: int) -> JobSpec:
             Rule(
                 on=(CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY),
                 action=Action.RESUBMIT,
-                budget=rng.randint(0, 2),
+                budget=rng.randint(1, 2),
             )
         )
     if rng.random() < 0.4:
@@ -50,7 +50,7 @@ def draw_spec(w: World, i: int) -> JobSpec:
     if rng.random() < 0.4:
         # The Slurm shape requeues natively; the Kubeflow shape leaves it to the supervisor.
         rules.append(
-            Rule(on=(CauseKind.TIME_LIMIT,), action=Action.REQUEUE, budget=rng.randint(0, 2))
+            Rule(on=(CauseKind.TIME_LIMIT,), action=Action.REQUEUE, budget=rng.randint(1, 2))
         )
     return JobSpec(
         name=f"sim{i}",

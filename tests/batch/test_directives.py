@@ -40,6 +40,10 @@ def test_a_rule_reads_causes_action_and_budget() -> None:
         ("preempted:resubmit:3:2h", "only a hold rule takes a fourth part"),
         ("preempted:hold:1:soon", "'soon' is not a duration"),
         ("preempted,preempted:resubmit:1", "a cause is named twice"),
+        (
+            "preempted:resubmit:0",
+            "the budget 0 in 'preempted:resubmit:0' would never fire: write 1",
+        ),
     ],
 )
 def test_a_bad_rule_says_what_is_wrong(text: str, why: str) -> None:

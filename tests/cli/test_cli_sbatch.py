@@ -101,6 +101,8 @@ BAD = [
     ("#DISPATCH --retries=3", (), "train.sbatch line 4: --retries=3: unknown dispatch option"),
     ("#DISPATCH --rule=preemted:resubmit:3", (), "line 4: --rule: cause 'preemted' is not one"),
     ("#DISPATCH --rule=preempted:resubmit:lots", (), "line 4: --rule: the budget 'lots' is not"),
+    ("#DISPATCH --rule=preempted:resubmit:0", (), "line 4: --rule: the budget 0 in "),
+    ("", ("--plan", "--rule=node-lost:hold:0:1h", "train.sbatch"), "would never fire: write 1"),
     ("", ("missing.sbatch",), "script missing.sbatch: no such file in"),
     ("", ("--array=0-9", "train.sbatch"), "--array=0-9: dispatch runs one execution per"),
     ("#SBATCH --array=0-9", (), "train.sbatch line 4: #SBATCH --array=0-9: dispatch runs one"),

@@ -34,6 +34,18 @@ def test_a_supervised_rule_is_enforced_by_the_supervisor_and_the_rest_are_uncove
     assert plan.uncovered == tuple(c for c in COVERABLE if c not in RULE.on)
 
 
+def test_a_budget_of_0_is_refused_saying_what_to_write_instead() -> None:
+    never = Rule(on=(CauseKind.NODE_LOST,), action=Action.RESUBMIT, budget=0)
+    with pytest.raises(InvalidError) as err:
+        plan_rules(
+            "j", spec(RULE, never), SubmitOptions(supervised=True), [RuleSupport(perform=YES)] * 2
+        )
+    assert err.value.message.endswith(
+        "rule 1 (node-lost:resubmit) has a budget of 0, so it would never fire; give it a "
+        "budget of 1 or more, or leave node-lost out and the job fails on it"
+    )
+
+
 def test_native_support_goes_to_the_backend_before_the_supervisor() -> None:
     plan = plan_rules(
         "j", spec(RULE), SubmitOptions(supervised=True), [RuleSupport(perform=YES, native=YES)]

@@ -145,7 +145,7 @@ def test_a_failed_delivery_is_offered_again_after_the_next_pass() -> None:
 
 
 def test_run_settles_and_its_last_look_delivers_what_the_settling_pass_committed() -> None:
-    w = World(budget=0)
+    w = World(budget=1)
     w.store.unlock(w.job, w.token)
     w.backend.auto_run = True
     # The memory scheduler runs the job at open; a background preempt is replaced by a
@@ -208,7 +208,7 @@ def test_on_the_pass_that_settles_a_failing_delivery_gets_one_last_attempt(how: 
         offered.append(e.id)
         raise RuntimeError("pager down")
 
-    w = World(budget=0, deliver=deliver)
+    w = World(budget=1, deliver=deliver)
     w.store.unlock(w.job, w.token)
     w.backend.env().no_capacity(3)
     if how == "run":

@@ -29,7 +29,7 @@ def rand() -> object:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     shape=hs.sampled_from(list(Shape)),
-    budget=hs.integers(0, 3),
+    budget=hs.integers(1, 3),
     covers=hs.lists(
         hs.sampled_from(["preempted", "node-lost", "out-of-memory", "non-zero-exit"]),
         min_size=1,
