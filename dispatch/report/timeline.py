@@ -58,7 +58,9 @@ def hms(seconds: float) -> str:
 
 def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list[TimelineRow]:
     """The rows of the picture: one per execution, then holds, checkpoints and marks."""
-    out: list[TimelineRow] = []
+    # Executions and launches that never ran share one list, in time order, so a launch that
+    # ended unseen sits between the runs before and after it.
+    timed: list[tuple[datetime, TimelineRow]] = []
     for run in s.runs:
         released = [r.at for r in s.releases if r.object == run.object and r.at <= run.start]
         waited = max(released) if released else run.start
@@ -73,13 +75,13 @@ def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list
         else:
             cause = run.cause.kind if run.cause else "unknown"
             note, points = str(cause), ((end, "X"),)
-        out.append(TimelineRow(label, bars, points, note))
+        timed.append((waited, TimelineRow(label, bars, points, note)))
     ran = {r.object for r in s.runs}
     for e in s.endings:  # launches that ended without ever being seen running
         if e.object not in ran:
-            out.append(
-                TimelineRow(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind))
-            )
+            row = TimelineRow(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind))
+            timed.append((e.at, row))
+    out = [row for _, row in sorted(timed, key=lambda x: x[0])]
     if s.holds:
         out.append(
             TimelineRow(

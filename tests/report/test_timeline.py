@@ -10,10 +10,11 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from report_records import PUBLICATIONS, at, preempted_node_lost_then_succeeded
+from report_records import PUBLICATIONS, Rec, at, preempted_node_lost_then_succeeded
 from report_tutorial import tutorial_job
 
 from dispatch.core.fold import fold
+from dispatch.model.enums import CauseKind
 from dispatch.report import figures, spans
 from dispatch.report.svg import svg
 from dispatch.report.timeline import WIDTH, draw
@@ -105,3 +106,20 @@ def test_the_axis_is_labelled_at_any_length(minutes: int) -> None:
     text = draw("job1", "finetune", s, [], s.submitted + timedelta(minutes=minutes))
     assert text.splitlines()[1].strip().startswith("12:00:00")
     assert json.dumps(text)  # plain text through any JSON log shipper
+
+
+def test_rows_follow_time_even_when_a_launch_ended_before_it_ran() -> None:
+    rec = (
+        Rec()
+        .launch(10, 1, 101)
+        .ended(30, 101, 1, CauseKind.LAUNCH_FAILED)
+        .launch(36, 2, 102, rule=0)
+        .running(50, 102, 2, nodes=("n1", "n2"))
+        .ended(90, 102, 2, CauseKind.PREEMPTED)
+        .launch(96, 3, 103, rule=0)
+        .ended(100, 103, 3, CauseKind.LAUNCH_FAILED)
+    )
+    s = rec.spans()
+    text = draw("job1", "finetune", s, [], at(120))
+    labels = [line.split()[:2] for line in text.splitlines()[3:6]]
+    assert labels == [["1", "101"], ["2", "102"], ["3", "103"]]
