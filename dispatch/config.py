@@ -61,7 +61,13 @@ _KEYS: dict[str, dict[str, str]] = {
         "supervise": "a table",
     },
     "backend": {"name": "an adapter name", "settings": "a table of the adapter's settings"},
-    "deliver": {"command": "a list of words", "timeout": "a duration"},
+    "deliver": {
+        "command": "a list of words",
+        "mail_to": "a list of e-mail addresses",
+        "sendmail": "a list of words",
+        "webhook": "an http:// or https:// address",
+        "timeout": "a duration",
+    },
     "sweep": {"time_limit": "a duration", "metrics": "the file sweeps write metrics to (a path)"},
     "supervise": {"poll": "a duration"},
 }
@@ -79,6 +85,10 @@ class Settings:
     backend: str
     backend_settings: dict[str, Any] = field(default_factory=dict)
     deliver_command: tuple[str, ...] = ()
+    deliver_mail_to: tuple[str, ...] = ()
+    # The sendmail program and its first words; empty: the host's /usr/sbin/sendmail.
+    deliver_sendmail: tuple[str, ...] = ()
+    deliver_webhook: str = ""
     deliver_timeout: timedelta = DEFAULT_DELIVER_TIMEOUT
     sweep_time_limit: timedelta = DEFAULT_TIME_LIMIT
     # Where ``dispatch sweep`` writes its Prometheus metrics after each sweep, if anywhere.
@@ -203,13 +213,24 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
     name = check.required(backend, "name", str, "backend.")
     settings = check.table(backend, "settings", prefix="backend.")
     deliver = check.table(raw, "deliver")
-    command = deliver.get("command")
-    if command is not None and (
-        not isinstance(command, list)
-        or not command
-        or not all(isinstance(w, str) and w for w in command)
+    command, mail_to, sendmail = (
+        check.words(deliver, k) for k in ("command", "mail_to", "sendmail")
+    )
+    if any(not a.isprintable() or " " in a or a.startswith("-") for a in mail_to):
+        raise check.error("deliver.mail_to", mail_to, "addresses without spaces or dashes first")
+    webhook = deliver.get("webhook", "")
+    if not isinstance(webhook, str) or (
+        webhook and not webhook.startswith(("http://", "https://"))
     ):
-        raise check.error("deliver.command", command, "a non-empty list of words")
+        raise check.error("deliver.webhook", webhook, _KEYS["deliver"]["webhook"])
+    channels = [k for k in ("command", "mail_to", "webhook") if k in deliver]
+    if len(channels) > 1:
+        raise InvalidError(
+            f"config {path}: [deliver] sets {' and '.join(channels)}: one channel delivers "
+            "escalations; keep one of them"
+        )
+    if sendmail and not mail_to:
+        raise InvalidError(f"config {path}: deliver.sendmail is set but deliver.mail_to is not")
     sweep = check.table(raw, "sweep")
     supervise = check.table(raw, "supervise")
     try:
@@ -227,7 +248,10 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         ledger=ledger_path,
         backend=name,
         backend_settings=dict(settings),
-        deliver_command=tuple(command or ()),
+        deliver_command=command,
+        deliver_mail_to=mail_to,
+        deliver_sendmail=sendmail,
+        deliver_webhook=webhook,
         deliver_timeout=check.duration(deliver, "timeout", "deliver.", DEFAULT_DELIVER_TIMEOUT),
         sweep_time_limit=check.duration(sweep, "time_limit", "sweep.", DEFAULT_TIME_LIMIT),
         sweep_metrics=metrics_path,
@@ -293,6 +317,19 @@ class _Checker:
         if prefix + key in _KEYS:
             self.keys(prefix + key, value)
         return value
+
+    def words(self, deliver: Mapping[str, Any], key: str) -> tuple[str, ...]:
+        """``deliver.<key>``: a non-empty list of non-empty words, or () when it is not set."""
+        value = deliver.get(key)
+        if value is None:
+            return ()
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(w, str) and w for w in value)
+        ):
+            raise self.error(f"deliver.{key}", value, f"a non-empty {_KEYS['deliver'][key][2:]}")
+        return tuple(value)
 
     def duration(
         self, raw: Mapping[str, Any], key: str, prefix: str, default: timedelta

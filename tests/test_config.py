@@ -66,6 +66,17 @@ def test_a_minimal_config_takes_the_defaults(tmp_path: Path) -> None:
     )
 
 
+def test_mail_and_webhook_channels_are_read(tmp_path: Path) -> None:
+    s = load(write(tmp_path, MINIMAL + "[deliver]\nmail_to = ['ops@example.org', 'ada']\n"))
+    assert (s.deliver_mail_to, s.deliver_sendmail, s.deliver_webhook) == (
+        ("ops@example.org", "ada"),
+        (),
+        "",
+    )
+    s = load(write(tmp_path, MINIMAL + "[deliver]\nwebhook = 'https://chat.example.org/h/x'\n"))
+    assert s.deliver_webhook == "https://chat.example.org/h/x" and not s.deliver_mail_to
+
+
 def test_a_relative_ledger_is_taken_from_the_folder_of_the_config(tmp_path: Path) -> None:
     s = load(write(tmp_path, MINIMAL.replace("/srv/ledger", "ledger")))
     assert s.ledger == tmp_path / "ledger"
@@ -94,6 +105,17 @@ def test_a_relative_ledger_is_taken_from_the_folder_of_the_config(tmp_path: Path
             "deliver.command = 'page': expected a non-empty list",
         ),
         (MINIMAL + "[deliver]\ncommand = []\n", "deliver.command = []"),
+        (
+            MINIMAL + "[deliver]\ncommand = ['page']\nwebhook = 'https://chat/h'\n",
+            "[deliver] sets command and webhook: one channel delivers escalations; keep one",
+        ),
+        (MINIMAL + "[deliver]\nwebhook = 'ftp://chat/h'\n", "deliver.webhook = 'ftp://chat/h'"),
+        (MINIMAL + "[deliver]\nmail_to = 'ops'\n", "deliver.mail_to = 'ops': expected a non"),
+        (MINIMAL + "[deliver]\nmail_to = ['-oi ops']\n", "addresses without spaces"),
+        (
+            MINIMAL + "[deliver]\nsendmail = ['/usr/sbin/sendmail']\n",
+            "deliver.sendmail is set but deliver.mail_to is not",
+        ),
         (MINIMAL + "[sweep]\ntime_limit = 45\n", "sweep.time_limit = 45: expected a duration"),
         (MINIMAL + "[sweep]\ntime_limit = '45 seconds'\n", "sweep.time_limit = '45 seconds'"),
         (

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from dispatch.cli.answers import answer, waiting, waits
+from dispatch.cli.render import delivery
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.project import project
@@ -232,6 +233,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
                 "at": _t(e.at),
                 "detail": e.detail,
                 "delivered": _t(e.delivered),
+                "delivery": delivery(e),
                 "waiting": waits(j, e),
                 "answer": answer(j, e) if waits(j, e) else "",
             }

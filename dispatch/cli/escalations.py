@@ -8,7 +8,7 @@ import click
 
 from dispatch.cli.answers import answer, waits
 from dispatch.cli.refs import complete_job, resolve
-from dispatch.cli.render import table, when
+from dispatch.cli.render import delivery, table, when
 from dispatch.cli.session import Session, config_option, echo_json, json_option, refusals
 from dispatch.core.fold import fold
 
@@ -18,7 +18,7 @@ from dispatch.core.fold import fold
 @json_option
 @click.argument("job", shell_complete=complete_job)
 def escalations(config: str | None, as_json: bool, job: str) -> None:
-    """List JOB's escalations: id, when, whether delivered, why, and the command that
+    """List JOB's escalations: id, when, what became of its delivery, why, and the command that
     answers each one still waiting.
 
     \b
@@ -33,9 +33,9 @@ def escalations(config: str | None, as_json: bool, job: str) -> None:
         echo_json([e.model_dump(mode="json") for e in found])
         return
     table(
-        ("ID", "AT", "DELIVERED", "DETAIL", "ANSWER"),
+        ("ID", "AT", "DELIVERY", "DETAIL", "ANSWER"),
         [
-            (e.id, when(e.at), when(e.delivered), e.detail, answer(j, e) if waits(j, e) else "-")
+            (e.id, when(e.at), delivery(e), e.detail, answer(j, e) if waits(j, e) else "-")
             for e in found
         ],
     )

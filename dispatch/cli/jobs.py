@@ -95,10 +95,9 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
         reason = f": {h['reason']}" if h["reason"] else ""
         out.append((f"hold {h['instance']}", f"{h['kind']} by {h['by']}{until}, {state}{reason}"))
     for e in doc["escalations"]:
-        delivered = f"delivered {_time(e['delivered'])}" if e["delivered"] else "not delivered"
         answer = f" -> answer: {e['answer']}" if e["answer"] else ""
         out.append(
-            (f"escalation {e['id']}", f"{_time(e['at'])}, {delivered}: {e['detail']}{answer}")
+            (f"escalation {e['id']}", f"{_time(e['at'])}, {e['delivery']}: {e['detail']}{answer}")
         )
     for ev in doc["history"]:
         cause = f", {_cause(ev['cause'])}" if ev["cause"]["kind"] != "none" else ""

@@ -9,8 +9,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:  # the model imports pydantic, which an empty sweep never loads
+    from dispatch.model.status import Escalation
 
 # C0 controls, DEL and C1 controls: what a terminal may act on (ESC starts its sequences).
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -50,3 +54,14 @@ def age(d: timedelta) -> str:
         if seconds >= size:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def delivery(e: Escalation) -> str:
+    """What became of an escalation's delivery, as the record says it."""
+    if e.delivered is not None:
+        return f"delivered {when(e.delivered)}" + (f" ({e.via})" if e.via else "")
+    if e.failed is not None:
+        return f"delivery failed {when(e.failed.at)}: {e.failed.error}; offered again each pass"
+    if e.logged is not None:
+        return "logged only (no delivery configured)"
+    return "not delivered yet"

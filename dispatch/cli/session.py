@@ -32,6 +32,9 @@ from dispatch.records.file import FileRecords
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
 from dispatch.supervise.deliver_command import CommandDeliver
+from dispatch.supervise.deliver_mail import SENDMAIL, MailDeliver
+from dispatch.supervise.deliver_webhook import WebhookDeliver
+from dispatch.supervise.delivery import Deliver
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -169,9 +172,15 @@ class Session:
         return compose(self.backend, Config(store=self.ledger)).observer
 
     def supervisor(self) -> Supervisor:
-        """A supervisor delivering escalations through the configured command, if any."""
+        """A supervisor delivering escalations through the configured channel, if any."""
         s = self.settings
-        deliver = None
+        deliver: Deliver | None = None
         if s.deliver_command:
             deliver = CommandDeliver(s.deliver_command, s.deliver_timeout)
+        elif s.deliver_mail_to:
+            deliver = MailDeliver(
+                s.deliver_mail_to, s.deliver_timeout, s.deliver_sendmail or SENDMAIL
+            )
+        elif s.deliver_webhook:
+            deliver = WebhookDeliver(s.deliver_webhook, s.deliver_timeout)
         return Supervisor(self.backend, self.store, deliver=deliver, poll=s.poll)

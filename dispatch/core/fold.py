@@ -25,6 +25,7 @@ from dispatch.model.record import (
     CessationEntry,
     Decision,
     DeliveredEntry,
+    DeliveryFailedEntry,
     EscalateEntry,
     GiveUpEntry,
     HoldEntry,
@@ -119,4 +120,5 @@ HANDLERS: dict[type[Base], Handler] = {
     EscalateEntry: _Folder._escalate,
     SettleEntry: _Folder._settle,
     DeliveredEntry: _Folder._delivered,
+    DeliveryFailedEntry: _Folder._delivery_failed,
 }

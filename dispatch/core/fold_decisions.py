@@ -10,11 +10,13 @@ from dispatch.core.transitions import Change
 from dispatch.model.enums import HoldKind, State
 from dispatch.model.errors import InvalidError
 from dispatch.model.record import (
+    LOGGED_ONLY,
     AttemptEntry,
     AuthorizeEntry,
     CallEntry,
     CanonicalEntry,
     DeliveredEntry,
+    DeliveryFailedEntry,
     EscalateEntry,
     OpenEntry,
     OutcomeEntry,
@@ -26,7 +28,7 @@ from dispatch.model.record import (
     StopEntry,
     VerifiedStoppedEntry,
 )
-from dispatch.model.status import Escalation
+from dispatch.model.status import DeliveryFailure, Escalation
 from dispatch.model.values import NO_CAUSE, Hold
 
 
@@ -201,7 +203,24 @@ class DecisionFolder(FoldState):
         # A delivery follows its escalation's commit, so a crash never delivers an unrecorded one.
         if old is None:
             raise InvalidError(f"delivery of escalation {e.id}, which was never committed")
+        if old.delivered is not None:
+            return
+        if e.via == LOGGED_ONLY:
+            if old.logged is None:
+                self.job.escalations[e.id] = Escalation(
+                    id=old.id, detail=old.detail, at=old.at, logged=e.at
+                )
+            return
+        self.job.escalations[e.id] = Escalation(
+            id=old.id, detail=old.detail, at=old.at, delivered=e.at, via=e.via, logged=old.logged
+        )
+
+    def _delivery_failed(self, e: DeliveryFailedEntry) -> None:
+        old = self.job.escalations.get(e.id)
+        if old is None:
+            raise InvalidError(f"failed delivery of escalation {e.id}, which was never committed")
         if old.delivered is None:
+            failed = DeliveryFailure(at=e.at, via=e.via, error=e.error)
             self.job.escalations[e.id] = Escalation(
-                id=old.id, detail=old.detail, at=old.at, delivered=e.at
+                id=old.id, detail=old.detail, at=old.at, logged=old.logged, failed=failed
             )

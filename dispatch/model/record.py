@@ -215,11 +215,27 @@ class SettleEntry(f.SettleFields, Decision):
 # --- delivery ---------------------------------------------------------------------------------
 
 
+# The ``via`` of a delivery that only wrote the escalation to the supervisor's log: no channel
+# was configured, so nobody was told; a channel configured later still delivers it.
+LOGGED_ONLY = "log"
+
+
 class DeliveredEntry(Base):
-    """An escalation reached a person."""
+    """An escalation reached a person through ``via`` (the channel, as people read it: empty
+    when the channel has no name), or was only logged (``via`` is ``LOGGED_ONLY``)."""
 
     kind: Literal["delivered"] = "delivered"
     id: str = Field(min_length=1)
+    via: str = Field(default="", max_length=200)
+
+
+class DeliveryFailedEntry(Base):
+    """Delivering an escalation through ``via`` failed, saying ``error``; it is offered again."""
+
+    kind: Literal["delivery-failed"] = "delivery-failed"
+    id: str = Field(min_length=1)
+    via: str = Field(default="", max_length=200)
+    error: str = Field(max_length=500)
 
 
 Entry = Annotated[
@@ -248,7 +264,8 @@ Entry = Annotated[
     | EscalateEntry
     | CallEntry
     | SettleEntry
-    | DeliveredEntry,
+    | DeliveredEntry
+    | DeliveryFailedEntry,
     Field(discriminator="kind"),
 ]
 
@@ -279,6 +296,7 @@ ENTRY_TYPES: tuple[type[Base], ...] = (
     CallEntry,
     SettleEntry,
     DeliveredEntry,
+    DeliveryFailedEntry,
 )
 
 

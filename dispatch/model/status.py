@@ -34,6 +34,19 @@ class Escalation(Value):
     detail: str = ""
     at: datetime
     delivered: datetime | None = None
+    # The channel that delivered it, as people read it ("" when it has no name).
+    via: str = ""
+    # When it was written to the supervisor's log only, no channel being configured.
+    logged: datetime | None = None
+    failed: DeliveryFailure | None = None
+
+
+class DeliveryFailure(Value):
+    """The last failed attempt to deliver an escalation not delivered since."""
+
+    at: datetime
+    via: str = ""
+    error: str
 
 
 class Submission(Value):

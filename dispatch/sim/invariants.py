@@ -17,6 +17,7 @@ from dispatch.model.enums import Action, Enforcer, State
 from dispatch.model.errors import DispatchError
 from dispatch.model.objects import epoch, object_name
 from dispatch.model.record import (
+    LOGGED_ONLY,
     AbandonEntry,
     AuthorizeEntry,
     CallEntry,
@@ -134,7 +135,7 @@ class Checker:
             if e.id in c.escalations:
                 self.report("7-escalation-once", f"job {job} r{r}: escalation {e.id} twice")
             c.escalations.add(e.id)
-        if isinstance(e, DeliveredEntry):
+        if isinstance(e, DeliveredEntry) and e.via != LOGGED_ONLY:
             c.delivered.add(e.id)
         if isinstance(e, SettleEntry) and not c.settled_at:
             c.settled_at = r

@@ -28,6 +28,7 @@ class CommandDeliver:
             raise ValueError("a delivery command needs at least its program")
         self.argv = tuple(argv)
         self.timeout = timeout
+        self.via = f"command {self.argv[0]}"
 
     def __call__(self, job: JobID, escalation: Escalation) -> None:
         """Run the command with the escalation on stdin; ``UnavailableError`` unless it exits 0."""

@@ -86,8 +86,16 @@ def code() -> str:
     return _code
 
 
-def dump(entries: dict[JobID, Waited]) -> bytes:
-    """A shard's memo: the format line, the deciding code, a digest of the body, the body."""
+def _head(channel: str) -> bytes:
+    # The delivery channel decides too: an escalation only logged waits for no pass until a
+    # channel is configured, and then every pass offers it.
+    made_for = hashlib.blake2b(channel.encode(), digest_size=8).hexdigest()
+    return f"{FORMAT.decode()} {code()} {made_for}".encode()
+
+
+def dump(entries: dict[JobID, Waited], channel: str = "") -> bytes:
+    """A shard's memo: the format line (with the deciding code and the delivery channel it was
+    made under), a digest of the body, the body."""
     body = json.dumps(
         {
             job: [w.revision, w.stamp, w.seen, w.until.isoformat()]
@@ -96,17 +104,17 @@ def dump(entries: dict[JobID, Waited]) -> bytes:
         separators=(",", ":"),
     ).encode()
     digest = hashlib.blake2b(body, digest_size=16).hexdigest().encode()
-    return FORMAT + b" " + code().encode() + b"\n" + digest + b"\n" + body
+    return _head(channel) + b"\n" + digest + b"\n" + body
 
 
-def load(data: bytes | None) -> dict[JobID, Waited]:
+def load(data: bytes | None, channel: str = "") -> dict[JobID, Waited]:
     """The entries of a shard's memo; none when it is missing, damaged, of another format or
-    made by other code (it only saves time)."""
+    made by other code or for another delivery channel (it only saves time)."""
     if not data:
         return {}
     head, _, rest = data.partition(b"\n")
     digest, _, body = rest.partition(b"\n")
-    if head != FORMAT + b" " + code().encode():
+    if head != _head(channel):
         return {}
     if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
         return {}
@@ -129,15 +137,15 @@ class SweepMemos:
     """A sharded sweep's memos: the jobs whose memo entry held when the shard was claimed, and
     the entries it leaves for the next sweep, per claimed shard."""
 
-    def __init__(self, store: Sharded) -> None:
-        self.store = store
+    def __init__(self, store: Sharded, channel: str = "") -> None:
+        self.store, self.channel = store, channel
         self.recalled: dict[int, dict[JobID, Waited]] = {}
         self.candidates: dict[JobID, Waited] = {}
         self.left: dict[int, dict[JobID, Waited]] = {}
 
     def recall(self, shard: int) -> dict[JobID, Waited]:
         """The entries of ``shard``'s memo, which this sweep has just claimed."""
-        entries = load(self.store.recall(shard))
+        entries = load(self.store.recall(shard), self.channel)
         self.recalled[shard] = entries
         self.left[shard] = {}
         return entries
@@ -160,4 +168,4 @@ class SweepMemos:
                 self.left[shard].setdefault(job, waited)
         for shard, entries in self.left.items():
             if entries != self.recalled.get(shard):
-                self.store.remember(shard, dump(entries))
+                self.store.remember(shard, dump(entries, self.channel))

@@ -13,7 +13,7 @@ import gc
 import logging
 import os
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,32 +24,22 @@ from dispatch.core.next import next_steps
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
-from dispatch.model.record import DeliveredEntry, View
-from dispatch.model.status import Escalation
+from dispatch.model.record import View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
 from dispatch.supervise import memo
+from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 
 log = logging.getLogger("dispatch.supervise")
 
-Deliver = Callable[[JobID, Escalation], None]
-"""Receives one escalation; returning without an exception means it reached a person."""
-
-# How often a delivery mark is retried when other commits race it.
-DELIVERY_RETRIES = 4
-
 # Passes ``launch`` gives a new job, and rounds a sweep gives a job that moves: authorize,
 # start, canonical and open take one each (after an ending, observe and authorize share one),
 # and a pass lost to a racing actor may need another.
 LAUNCH_PASSES = 8
-
-
-def _no_delivery(job: JobID, escalation: Escalation) -> None:
-    log.warning("job %s: escalation %s: %s", job, escalation.id, escalation.detail)
 
 
 @dataclass
@@ -125,12 +115,13 @@ class Supervisor:
         rand: Callable[[int], bytes] = os.urandom,
     ) -> None:
         self.backend, self.store = backend, store
-        self.deliver = deliver or _no_delivery
         self.clock = clock or SystemClock()
         self.poll = poll
         self.actor = actor or Actor(
             kind=ActorKind.SUPERVISOR, id=f"{socket.gethostname()}:{os.getpid()}"
         )
+        self.deliveries = Deliveries(store, self.clock, self.actor, deliver)
+        self.deliver = self.deliveries.deliver
         self.rand = rand
         self._sharded_of: object = None
         self._sharded_store: Sharded | None = None
@@ -190,7 +181,7 @@ class Supervisor:
         now = self.clock.now()
         j = fold(view, now)
         # A settled record had its last look: its escalations are not offered again.
-        undelivered = [] if j.settled else [e for e in j.escalations.values() if not e.delivered]
+        undelivered = [] if j.settled else self.deliveries.owed(j)
         result = PassResult(job=job, settled=j.settled)
         store: Records = self.store
         if j.owner != token and not j.settled:  # a settled record takes evidence only
@@ -199,26 +190,28 @@ class Supervisor:
         performer = Performer(
             self.backend, store, view.header, view.revision, token, self.actor, now
         )
-        try:
-            for step in next_steps(j, found, now):
-                if isinstance(step, st.Wait):
-                    result.wake = step.wake
-                    continue
-                if self._before(job, step, now):
-                    undelivered = []
-                    result.looked = True
-                performer.run(step)
+        # A failed last look before a settle is recorded after the settle commit, not under it.
+        with self.deliveries.holding_failures():
+            try:
+                for step in next_steps(j, found, now):
+                    if isinstance(step, st.Wait):
+                        result.wake = step.wake
+                        continue
+                    if self._before(job, step, now):
+                        undelivered = []
+                        result.looked = True
+                    performer.run(step)
+                    result.progressed = True
+                    result.steps.append(step.kind)
+                    result.settled = result.settled or isinstance(step, st.Settle)
+            except ConflictError as err:
                 result.progressed = True
-                result.steps.append(step.kind)
-                result.settled = result.settled or isinstance(step, st.Settle)
-        except ConflictError as err:
-            result.progressed = True
-            if owner_token(self.store.read(job)) not in (token, j.owner):
-                raise ConflictError(
-                    f"job {job}: another supervisor owns it now ({err.message})"
-                ) from None
+                if owner_token(self.store.read(job)) not in (token, j.owner):
+                    raise ConflictError(
+                        f"job {job}: another supervisor owns it now ({err.message})"
+                    ) from None
         result.offered = bool(undelivered)
-        self._deliver(job, undelivered)
+        self.deliveries.offer(job, undelivered)
         return result
 
     def _before(self, job: JobID, step: st.Step, now: datetime) -> bool:
@@ -233,37 +226,11 @@ class Supervisor:
             return True
         return False
 
-    def _deliver(self, job: JobID, escalations: Sequence[Escalation]) -> None:
-        for e in escalations:
-            try:
-                self.deliver(job, e)
-            except Exception as err:  # noqa: BLE001 - any failure means "offer it again"
-                log.warning("job %s: delivering %s failed, offered again: %s", job, e.id, err)
-                continue
-            self._mark_delivered(job, e.id)
-
-    def _mark_delivered(self, job: JobID, escalation_id: str) -> None:
-        for _ in range(DELIVERY_RETRIES):
-            view = self.store.read(job)
-            j = fold(view, self.clock.now())
-            known = j.escalations.get(escalation_id)
-            if known is None or known.delivered is not None:
-                return
-            entry = DeliveredEntry(at=self.clock.now(), by=self.actor, id=escalation_id)
-            try:
-                self.store.commit(job, [entry], view.revision)
-                return
-            except ConflictError:
-                continue
-        log.warning(
-            "job %s: could not record delivery of %s; it may be offered again", job, escalation_id
-        )
-
     def _last_look(self, job: JobID) -> None:
         """When settling: deliver every escalation still undelivered, one attempt each (taken
         once per job: by the settling pass before its settle commit, else after it)."""
         j = fold(self.store.read(job), self.clock.now())
-        self._deliver(job, [e for e in j.escalations.values() if e.delivered is None])
+        self.deliveries.offer(job, self.deliveries.owed(j))
 
     def sweep(self, time_limit: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
@@ -295,7 +262,7 @@ class Supervisor:
         seen: dict[JobID, Seen] = {}
         settled: dict[JobID, View] = {}
         found: dict[JobID, Discovery] = {}
-        self._memos = None if sharded is None else SweepMemos(sharded)
+        self._memos = None if sharded is None else SweepMemos(sharded, self.deliveries.via)
         with _no_cyclic_gc():
             try:
                 if sharded is not None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from cli_setup import ADA, Site
+from local_webhook import Hook
 
 import dispatch
 from dispatch.model.errors import UnreachableError
@@ -242,11 +243,48 @@ def test_escalations_lists_each_with_its_delivery_and_answer(tmp_path: Path) -> 
     foreign = site.backend.env().inject_foreign(job)
     sweeps(site, 2)
     rows = read(site, "escalations", job)[1].splitlines()
-    assert rows[0].split() == ["ID", "AT", "DELIVERED", "DETAIL", "ANSWER"]
+    assert rows[0].split() == ["ID", "AT", "DELIVERY", "DETAIL", "ANSWER"]
     assert rows[1].startswith(f"foreign:{foreign.id} ")
+    # No channel is configured: the sweep only wrote it to its log, and says so.
+    assert "logged only (no delivery configured)" in rows[1]
     assert rows[1].endswith(f"dispatch abandon {job} foreign:{foreign.id}")
     (e,) = json.loads(read(site, "escalations", job, "--json")[1])
-    assert e["id"] == f"foreign:{foreign.id}" and e["delivered"] is not None and e["detail"]
+    assert e["id"] == f"foreign:{foreign.id}" and e["detail"]
+    assert e["delivered"] is None and e["logged"] is not None
+    status = read(site, "status", job)[1]
+    assert f"foreign:{foreign.id}" in status and "logged only (no delivery configured)" in status
+    assert "delivered" not in status
+
+
+@pytest.mark.parametrize("answer", [200, 503])
+def test_status_says_which_channel_delivered_an_escalation_or_why_it_failed(
+    tmp_path: Path, answer: int
+) -> None:
+    with Hook() as hook:
+        hook.status = answer
+        site = Site(tmp_path, extra=f'[deliver]\nwebhook = "{hook.url}"\n')
+        (job,) = site.submit()
+        sweeps(site)
+        foreign = site.backend.env().inject_foreign(job)
+        sweeps(site, 2)
+    via = f"webhook http://127.0.0.1:{hook.server.server_address[1]}"
+    (row,) = read(site, "escalations", job)[1].splitlines()[1:]
+    status = read(site, "status", job)[1]
+    assert [str(b["text"]).split(" at ")[0] for b in hook.bodies][:1] == [
+        f"dispatch job {job}: escalation foreign:{foreign.id}"
+    ]
+    if answer == 200:
+        assert f"({via})" in row and f"({via})" in status and len(hook.bodies) == 1
+        # The command the message names runs as printed (the config from the environment).
+        command = str(hook.bodies[0]["text"]).rsplit(": ", 1)[1]
+        assert command == f"dispatch escalations {job}"
+        shown = site.run(command.split()[1:], env={**ME, "DISPATCH_CONFIG": str(site.config)})
+        assert shown.exit_code == 0 and shown.stdout.splitlines()[1] == row
+    else:
+        said = f"delivery failed ... {via} answered HTTP 503; offered again each pass"
+        for text in (row, status):
+            assert all(part in text for part in said.split(" ... ")), text
+        assert len(hook.bodies) == 2
 
 
 def test_jobs_are_named_by_a_unique_id_prefix_or_by_name(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from dispatch.model.record import (
     CancelEntry,
     CanonicalEntry,
     DeliveredEntry,
+    DeliveryFailedEntry,
     EscalateEntry,
     GiveUpEntry,
     Header,
@@ -119,5 +120,6 @@ def every_entry(token: str) -> list[Base]:
         OutcomeEntry(at=AT, by=by, token=s, state=State.FAILED, cause=cause),
         EscalateEntry(at=AT, by=by, token=s, id="failed:non-zero-exit", detail="no rule"),
         SettleEntry(at=AT, by=by, token=s),
-        DeliveredEntry(at=AT, by=ADA, id="failed:non-zero-exit"),
+        DeliveryFailedEntry(at=AT, by=ADA, id="failed:non-zero-exit", via="w", error="HTTP 500"),
+        DeliveredEntry(at=AT, by=ADA, id="failed:non-zero-exit", via="mail to ada@example.org"),
     ]

@@ -164,6 +164,14 @@ def test_a_memo_round_trips_and_one_of_other_code_is_ignored() -> None:
     assert memo.load(other) == {}
 
 
+def test_a_memo_made_under_another_delivery_channel_is_ignored() -> None:
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    entries = {"a": Waited(3, "1:2:3", "ab", at)}
+    data = memo.dump(entries, "log")
+    assert memo.load(data, "log") == entries
+    assert memo.load(data, "webhook https://chat.example.org") == {}
+
+
 def test_an_entry_holds_only_for_the_same_find_before_it_lapses() -> None:
     at = datetime(2026, 1, 1, 12, tzinfo=UTC)
     w = Waited(3, "s", "seen", at)
