@@ -179,6 +179,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         submissions.append(
             {
                 "n": sub_st.n,
+                "lineage_n": h.lineage_base + sub_st.n,
                 "object": sub_st.canonical.id if sub_st.canonical else None,
                 "authorized_at": _t(rec.authorized_at),
                 "rule": rec.rule,

@@ -73,10 +73,16 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
         if s["n"] == 1 and s["rule"] is None:
             why = "first"
         label = f"submission {s['n']}"
+        # A superseding job's scripts see the lineage submission: say which one they see.
+        lineage = (
+            f", lineage submission {s['lineage_n']} (DISPATCH_SUBMISSION)"
+            if s["lineage_n"] != s["n"]
+            else ""
+        )
         out.append(
             (
                 label,
-                f"{obj} ({why}, authorized {_time(s['authorized_at'])})"
+                f"{obj} ({why}, authorized {_time(s['authorized_at'])}{lineage})"
                 + (", abandoned" if s["abandoned"] else ""),
             )
         )

@@ -165,6 +165,30 @@ def test_supersede_makes_a_new_job_with_the_old_ones_options(tmp_path: Path) -> 
     assert site.cluster.observer.get(new).state is dispatch.State.RUNNING
 
 
+def test_a_superseding_jobs_status_names_the_lineage_submission_its_scripts_see(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path)
+    job = running(site, dispatch.Rule(on=["preempted"], action="resubmit", budget=1))
+    site.backend.env().preempt(canonical(site, job))
+    sweeps(site)
+    site.backend.env().fail(canonical(site, job), 3)
+    sweeps(site)
+    new = json.loads(act(site, "supersede", job, "--json")[1])["new_job"]
+    sweeps(site)
+    doc = json.loads(act(site, "status", new, "--json")[1])
+    [sub] = doc["submissions"]
+    # The old job ran submissions 1 and 2: the new job's first is lineage submission 3, the
+    # number its executions carry as DISPATCH_SUBMISSION (and in DISPATCH_EPOCH).
+    assert (sub["n"], sub["lineage_n"]) == (1, 3)
+    assert site.backend.objects[sub["object"]].epoch_submission() == 3
+    assert site.backend.env().epoch_of(canonical(site, new)) == 3_000_000
+    text = act(site, "status", new)[1]
+    assert "lineage submission 3 (DISPATCH_SUBMISSION)" in text
+    old = act(site, "status", job)[1]
+    assert "lineage submission" not in old
+
+
 def test_give_up_fails_the_job_with_the_cause_that_ended_it(tmp_path: Path) -> None:
     site = Site(tmp_path)
     job = running(site, dispatch.Rule(on=["preempted"], action="hold", budget=1))
