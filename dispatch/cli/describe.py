@@ -19,7 +19,7 @@ from dispatch.core.job import Job
 from dispatch.core.project import project
 from dispatch.model.enums import ObjectState
 from dispatch.model.errors import DispatchError, UnreachableError
-from dispatch.model.objects import Discovery, ObjectObs
+from dispatch.model.objects import Discovery, ObjectObs, RunObs
 from dispatch.model.record import (
     AbandonEntry,
     CancelEntry,
@@ -35,6 +35,7 @@ from dispatch.model.record import (
 )
 from dispatch.model.status import Status
 from dispatch.model.values import Actor, Cause, JobID
+from dispatch.report.events import learn
 from dispatch.spi import Backend, find_all
 
 _CONTROL = (
@@ -100,18 +101,23 @@ def _t(t: datetime | None) -> str | None:
     return t.isoformat() if t else None
 
 
-def _seen(view: View) -> dict[str, tuple[datetime | None, datetime | None]]:
-    """For each object: when the record first saw it running, and first saw it ended."""
-    out: dict[str, tuple[datetime | None, datetime | None]] = {}
+Seen = dict[str, tuple[datetime | None, datetime | None, dict[int, RunObs]]]
+
+
+def _seen(view: View) -> Seen:
+    """For each object: when the record first saw it running and first saw it ended, and
+    every run of it the scheduler's own record showed (``report.events.learn``)."""
+    out: Seen = {}
     for c in view.commits:
         for e in c.entries:
             if isinstance(e, ObserveEntry):
-                start, end = out.get(e.obs.ref.id, (None, None))
+                start, end, runs = out.get(e.obs.ref.id, (None, None, {}))
                 if e.obs.state is ObjectState.RUNNING and start is None:
                     start = e.at
                 if e.obs.state is ObjectState.ENDED and end is None:
                     end = e.at
-                out[e.obs.ref.id] = (start, end)
+                learn(runs, e.obs.runs)
+                out[e.obs.ref.id] = (start, end, runs)
     return out
 
 
@@ -137,8 +143,12 @@ def actors(view: View, job: Job) -> list[Actor | None]:
     return out
 
 
-def _execution(o: ObjectObs, seen: dict[str, tuple[datetime | None, datetime | None]]) -> Any:
-    start, end = seen.get(o.ref.id, (None, None))
+def _execution(o: ObjectObs, seen: Seen) -> Any:
+    start, end, runs = seen.get(o.ref.id, (None, None, {}))
+    if runs:  # the scheduler's own times, where it keeps them
+        start = min(r.start for r in runs.values())
+        ends = [r.end for r in runs.values() if r.end is not None]
+        end = max(ends) if ends else end
     return {
         "object": o.ref.id,
         "attempt": o.attempt,
@@ -148,6 +158,16 @@ def _execution(o: ObjectObs, seen: dict[str, tuple[datetime | None, datetime | N
         "restarts": o.restarts,
         "started": _t(start),
         "ended": _t(end) if o.state is ObjectState.ENDED else None,
+        "runs": [
+            {
+                "restarts": r.restarts,
+                "started": _t(r.start),
+                "ended": _t(r.end),
+                "nodes": list(r.nodes),
+                "cause": _cause(r.cause) if r.cause else None,
+            }
+            for _, r in sorted(runs.items())
+        ],
     }
 
 

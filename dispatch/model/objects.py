@@ -32,6 +32,18 @@ class ObjectRef(Value):
         return self.id
 
 
+class RunObs(Value):
+    """One run of an object as the scheduler's own record has it (Slurm: the job's start and
+    end times, one accounting row per run with ``sacct --duplicates``): the restart count it
+    ran under, when it started and ended (None: still running), its nodes, why it ended."""
+
+    restarts: int = Field(ge=0)
+    start: datetime
+    end: datetime | None = None
+    nodes: tuple[str, ...] = ()
+    cause: Cause | None = None
+
+
 class ObjectObs(Value):
     """What the scheduler shows of one object at one moment.
 
@@ -48,6 +60,8 @@ class ObjectObs(Value):
     requeue_bit: bool = False
     restarts: int = Field(default=0, ge=0)
     nodes: tuple[str, ...] = ()
+    # Every run the scheduler's record shows, in restart order; empty where it keeps none.
+    runs: tuple[RunObs, ...] = ()
 
     @property
     def foreign(self) -> bool:

@@ -2,9 +2,11 @@
 
 Pure: the record (``View``) and its folded ``Job`` come in, the spans go out; no I/O, no clock.
 The folded job keeps only each object's last observation, so runs are read from the record's
-observe entries in order: an execution runs from the first observation that shows it running
-to the first that shows it ended (or back in the queue, for a requeue). Both times are when a
-sweep looked, so each is late by at most one sweep.
+observe entries in order. Where the scheduler keeps its own record of each run (Slurm: start,
+end and nodes, one accounting row per run), the observations carry it, and each run is taken
+from there, as first learnt: Slurm's times, and every run Slurm made, also one no sweep saw
+running. Otherwise an execution runs from the first observation that shows it running to the
+first that shows it ended (or back in the queue, for a requeue), times late by at most a sweep.
 """
 
 from __future__ import annotations
@@ -15,10 +17,11 @@ from datetime import datetime
 from dispatch.core.job import Job
 from dispatch.core.project import project
 from dispatch.model.enums import CauseKind, HoldKind, ObjectState, State
-from dispatch.model.objects import EPOCH_BASE, Discovery
+from dispatch.model.objects import EPOCH_BASE, Discovery, RunObs
 from dispatch.model.record import (
     AuthorizeEntry,
     CallEntry,
+    Header,
     HoldEntry,
     ObserveEntry,
     OpenEntry,
@@ -134,6 +137,7 @@ def spans(view: View, job: Job) -> Spans:
     running: dict[str, _Open] = {}
     ended: set[str] = set()
     submission_of: dict[str, int] = {}
+    learnt: dict[str, dict[int, RunObs]] = {}
 
     def close(ref: str, at: datetime, cause: Cause) -> None:
         o = running.pop(ref)
@@ -159,6 +163,7 @@ def spans(view: View, job: Job) -> Spans:
                 if obs.foreign or obs.submission is None:
                     continue
                 submission_of[ref] = obs.submission
+                learn(learnt.setdefault(ref, {}), obs.runs)
                 current = running.get(ref)
                 if obs.state is ObjectState.RUNNING:
                     if current is not None and current.restarts != obs.restarts:
@@ -217,6 +222,9 @@ def spans(view: View, job: Job) -> Spans:
                 None,
             )
         )
+    for ref, known in learnt.items():
+        if known:
+            runs, endings = _slurm_runs(ref, known, runs, endings, submission_of, h, default_nodes)
     for esc in job.escalations.values():
         marks.append(Mark(esc.at, "escalation", esc.id))
     outcome = job.outcome.at if job.outcome is not None else None
@@ -236,3 +244,39 @@ def spans(view: View, job: Job) -> Spans:
         holds=tuple(holds),
         marks=tuple(sorted(marks, key=lambda m: m.at)),
     )
+
+
+def learn(known: dict[int, RunObs], seen: tuple[RunObs, ...]) -> None:
+    """Keep each run as first learnt; a later look adds its end, never takes one away."""
+    for run in seen:
+        old = known.get(run.restarts)
+        if old is None or (old.end is None and run.end is not None):
+            known[run.restarts] = run
+
+
+def _slurm_runs(
+    ref: str,
+    known: dict[int, RunObs],
+    runs: list[Run],
+    endings: list[Ending],
+    submission_of: dict[str, int],
+    h: Header,
+    default_nodes: int,
+) -> tuple[list[Run], list[Ending]]:
+    """``runs`` and ``endings`` with those of ``ref`` taken from the scheduler's own record.
+
+    A run the record still shows running, which the observations saw end (or stopped), ends
+    when and why the observations say."""
+    seen = {r.restarts: r for r in runs if r.object == ref}
+    n = submission_of.get(ref, 0)
+    mine: list[Run] = []
+    for i, r in sorted(known.items()):
+        end, cause = r.end, r.cause
+        if end is None and i in seen and seen[i].end is not None:
+            end, cause = seen[i].end, seen[i].cause
+        epoch = (h.lineage_base + n) * EPOCH_BASE + i
+        mine.append(Run(ref, n, i, epoch, len(r.nodes) or default_nodes, r.start, end, cause))
+    others = [r for r in runs if r.object != ref]
+    kept = [e for e in endings if e.object != ref]
+    ends = [Ending(r.end, ref, n, r.cause or Cause()) for r in mine if r.end is not None]
+    return others + mine, kept + ends

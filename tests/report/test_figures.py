@@ -13,6 +13,7 @@ from report_records import ADA, PUBLICATIONS, Rec, at, preempted_node_lost_then_
 
 from dispatch.model import record as r
 from dispatch.model.enums import CauseKind, HoldKind, ObjectState
+from dispatch.model.objects import RunObs
 from dispatch.model.values import Cause
 from dispatch.report import Publication, Spans, figures
 from dispatch.report.events import Ending, HoldSpan, Release, Run
@@ -179,3 +180,78 @@ def test_a_cancelled_run_that_no_sweep_saw_end_stops_when_it_was_verified_stoppe
     assert f.parts == {"running": 40, "settling": 1, "held": 0, "pending": 6, "gate": 14}
     assert {x.cause: x.seconds for x in f.losses} == {"cancelled": 40}
     assert f.at_risk_seconds == 0
+
+
+def slurm_run(restarts: int, start: float, end: float | None, cause: CauseKind | None) -> RunObs:
+    """A run as Slurm's own record gives it (start, end, nodes, why it ended)."""
+    why = None if cause is None else Cause(kind=cause)
+    return RunObs(
+        restarts=restarts,
+        start=at(start),
+        end=None if end is None else at(end),
+        nodes=("n1", "n2"),
+        cause=why,
+    )
+
+
+def test_a_run_preempted_before_any_sweep_saw_it_running_counts_with_slurms_times() -> None:
+    # Slurm ran 101 from 12 s to 30 s; the first sweep to look came at 60 s and saw it ended.
+    ran = (slurm_run(0, 12, 30, CauseKind.PREEMPTED),)
+    rec = (
+        Rec()
+        .launch(0, 1, 101)
+        .observe(60, 101, 1, ObjectState.ENDED, CauseKind.PREEMPTED, runs=ran)
+    )
+    s = rec.spans()
+    [run] = s.runs
+    assert (run.start, run.end, run.nodes, run.epoch) == (at(12), at(30), 2, 1_000_000)
+    f = figures(s, None, at(100))
+    assert f.runs == 1 and f.parts["running"] == 18
+    assert [(x.cause, x.seconds) for x in f.losses] == [("preempted", 18)]
+    assert [e.at for e in s.endings] == [at(30)]
+
+
+def test_every_run_of_a_requeued_object_counts_each_as_slurm_timed_it() -> None:
+    # Slurm ran 101 three times (34 s, 22 s, then to the end); sweeps saw only the last run.
+    first, second = (
+        slurm_run(0, 10, 44, CauseKind.PREEMPTED),
+        slurm_run(1, 50, 72, CauseKind.PREEMPTED),
+    )
+    rec = (
+        Rec()
+        .launch(0, 1, 101)
+        .running(90, 101, 1, restarts=2, runs=(first, second, slurm_run(2, 80, None, None)))
+        .observe(
+            130,
+            101,
+            1,
+            ObjectState.ENDED,
+            restarts=2,
+            runs=(first, second, slurm_run(2, 80, 120, CauseKind.NONE)),
+        )
+    )
+    s = rec.spans()
+    assert [(r.restarts, r.start, r.end) for r in s.runs] == [
+        (0, at(10), at(44)),
+        (1, at(50), at(72)),
+        (2, at(80), at(120)),
+    ]
+    assert [r.epoch for r in s.runs] == [1_000_000, 1_000_001, 1_000_002]
+    f = figures(s, None, at(200))
+    assert f.runs == 3 and f.parts["running"] == 34 + 22 + 40
+    assert [(x.cause, x.endings, x.seconds) for x in f.losses] == [("preempted", 2, 56)]
+
+
+def test_a_run_first_learnt_is_kept_when_a_later_look_shows_only_the_current_one() -> None:
+    first = slurm_run(0, 10, 44, CauseKind.PREEMPTED)
+    rec = (
+        Rec()
+        .launch(0, 1, 101)
+        .running(50, 101, 1, restarts=1, runs=(first, slurm_run(1, 46, None, None)))
+        .running(70, 101, 1, restarts=1, runs=(slurm_run(1, 46, None, None),), nodes=("n1",))
+    )
+    s = rec.spans(now=100)
+    assert [(r.restarts, r.start, r.end) for r in s.runs] == [
+        (0, at(10), at(44)),
+        (1, at(46), None),
+    ]

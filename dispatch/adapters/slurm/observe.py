@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from dispatch.adapters.slurm.meaning import Meaning, meaning, pattern_for
 from dispatch.adapters.slurm.row import Origin, Row, expand_hostlist, read_comment
 from dispatch.model.enums import CauseKind, ObjectState, Provenance
-from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.objects import ObjectObs, ObjectRef, RunObs
 from dispatch.model.values import Cause
 
 _S = Provenance.SCHEDULER
@@ -72,7 +73,52 @@ def observe_one(rows: list[Row]) -> ObjectObs:
         requeue_bit=bool(current.requeue),
         restarts=restarts,
         nodes=() if between else expand_hostlist(current.nodes),
+        runs=runs_of(live, history, restarts, between),
     )
+
+
+def runs_of(
+    live: Sequence[Row], history: Sequence[Row], restarts: int, between: bool
+) -> tuple[RunObs, ...]:
+    """Every run Slurm's record shows, by restart count: accounting keeps one row per run of a
+    requeued job (``sacct --duplicates``), in order, with its start, end and nodes; the
+    controller's row adds the current run when accounting was not asked. A row that never
+    started (pending, or cancelled before it ran) is no run."""
+    runs: dict[int, RunObs] = {}
+    for i, row in enumerate(history):
+        run = _run(i, row, earlier=i < len(history) - 1)
+        if run is not None:
+            runs[i] = run
+    if live and not between:
+        run = _run(restarts, live[-1], earlier=False)
+        if run is not None and (restarts not in runs or runs[restarts].end is None):
+            runs[restarts] = run
+    return tuple(runs[i] for i in sorted(runs))
+
+
+def _run(restarts: int, row: Row, *, earlier: bool) -> RunObs | None:
+    """The run ``row`` shows; ``earlier``: a run before the job's last requeue."""
+    m = meaning(row)
+    nodes = expand_hostlist(row.nodes)
+    ended = earlier or m.state is ObjectState.ENDED
+    # A pending row's start is only the expected one; one without nodes never ran (Slurm gives
+    # a job cancelled while pending its cancel time as start).
+    if not row.start_time or not nodes or not (ended or m.state is ObjectState.RUNNING):
+        return None
+    if not ended:
+        return RunObs(restarts=restarts, start=_at(row.start_time), nodes=nodes)
+    requeued = Cause(kind=CauseKind.REQUEUED, provenance=_S)
+    return RunObs(
+        restarts=restarts,
+        start=_at(row.start_time),
+        end=_at(row.end_time) if row.end_time else None,
+        nodes=nodes,
+        cause=m.cause if m.state is ObjectState.ENDED else requeued,
+    )
+
+
+def _at(seconds: int) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def between_runs(current: Row, restarts: int, history: Sequence[Row]) -> bool:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dispatch.adapters.slurm.row import Origin, Row, split_state
@@ -32,6 +33,8 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "PriorityLong",
     "EligibleTime",
     "SubmitTime",
+    "StartTime",
+    "EndTime",
     "NodeList",
     "Comment",
 )
@@ -45,35 +48,40 @@ SACCT_FIELDS: tuple[str, ...] = (
     "Priority",
     "Submit",
     "Eligible",
+    "Start",
+    "End",
     "Comment",
 )
 SEPARATOR = "|"
 
 
-def parse_squeue_text(text: str) -> list[Row]:
-    """Rows from ``squeue --noheader -O <SQUEUE_FIELDS with | suffixes>``."""
+def parse_squeue_text(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[Row]:
+    """Rows from ``squeue --noheader -O <fields with | suffixes>`` (``SQUEUE_FIELDS`` unless a
+    recording names an earlier list)."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        f = _split(line, len(SQUEUE_FIELDS))
-        state, by = split_state(f[2])
-        code, sig = _exit_text(f[4])
+        f = _named(fields, _split(line, len(fields)))
+        state, by = split_state(f["State"])
+        code, sig = _exit_text(f["exit_code"])
         rows.append(
             Row(
-                job_id=f[0].strip(),
-                name=f[1].strip(),
+                job_id=f["JobID"].strip(),
+                name=f["Name"].strip(),
                 state=state,
-                reason=f[3].strip(),
+                reason=f["Reason"].strip(),
                 exit_code=code,
                 signal=sig,
-                restarts=_int(f[5]) or 0,
-                requeue=_flag(f[6]),
-                priority=_int(f[7]),
-                eligible_time=_int(f[8]),
-                submit_time=_int(f[9]),
-                nodes=f[10].strip(),
-                comment=f[11].rstrip(),
+                restarts=_int(f["RestartCnt"]) or 0,
+                requeue=_flag(f["Requeue"]),
+                priority=_int(f["PriorityLong"]),
+                eligible_time=_int(f["EligibleTime"]),
+                submit_time=_int(f["SubmitTime"]),
+                start_time=_time(f["StartTime"]),
+                end_time=_time(f["EndTime"]),
+                nodes=f["NodeList"].strip(),
+                comment=f["Comment"].rstrip(),
                 cancelled_by=by,
                 origin=Origin.LIVE,
             )
@@ -81,33 +89,41 @@ def parse_squeue_text(text: str) -> list[Row]:
     return rows
 
 
-def parse_sacct_text(text: str) -> list[Row]:
-    """Rows from ``sacct -X -D --parsable2 --noheader -o <SACCT_FIELDS>``."""
+def parse_sacct_text(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Row]:
+    """Rows from ``sacct -X -D --parsable2 --noheader -o <fields>`` (``SACCT_FIELDS`` unless a
+    recording names an earlier list)."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        f = _split(line, len(SACCT_FIELDS))
-        state, by = split_state(f[2])
-        code, sig = _exit_text(f[4])
+        f = _named(fields, _split(line, len(fields)))
+        state, by = split_state(f["State"])
+        code, sig = _exit_text(f["ExitCode"])
         rows.append(
             Row(
-                job_id=f[0].strip(),
-                name=f[1].strip(),
+                job_id=f["JobID"].strip(),
+                name=f["JobName"].strip(),
                 state=state,
-                reason=f[3].strip(),
+                reason=f["Reason"].strip(),
                 exit_code=code,
                 signal=sig,
-                nodes=f[5].strip(),
-                priority=_int(f[6]),
-                submit_time=_int(f[7]),
-                eligible_time=_int(f[8]),
-                comment=f[9].rstrip(),
+                nodes=f["NodeList"].strip(),
+                priority=_int(f["Priority"]),
+                submit_time=_int(f["Submit"]),
+                eligible_time=_int(f["Eligible"]),
+                start_time=_time(f["Start"]),
+                end_time=_time(f["End"]),
+                comment=f["Comment"].rstrip(),
                 cancelled_by=by,
                 origin=Origin.HISTORY,
             )
         )
     return rows
+
+
+def _named(fields: Sequence[str], values: list[str]) -> dict[str, str]:
+    """Each field's text by name; a field the list does not hold reads as empty."""
+    return defaultdict(str, zip(fields, values, strict=True))
 
 
 def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
@@ -131,6 +147,8 @@ def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
                 priority=_number(job.get("priority")),
                 submit_time=_number(job.get("submit_time")),
                 eligible_time=_number(job.get("eligible_time")),
+                start_time=_number(job.get("start_time")) or None,
+                end_time=_number(job.get("end_time")) or None,
                 requeue=_opt_bool(job.get("requeue")),
                 cancelled_by=by,
                 origin=Origin.LIVE,
@@ -168,6 +186,8 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
                 priority=_number(job.get("priority")),
                 submit_time=_number(times.get("submission")),
                 eligible_time=_number(times.get("eligible")),
+                start_time=_number(times.get("start")) or None,
+                end_time=_number(times.get("end")) or None,
                 cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
                 origin=Origin.HISTORY,
                 # Accounting names the owner, never its uid (22.05 leaves even the name null).
@@ -286,6 +306,11 @@ def _wait_status(status: int | None) -> tuple[int | None, int | None]:
     if status is None:
         return None, None
     return status >> 8, (status & 0x7F) or None
+
+
+def _time(text: str) -> int | None:
+    """A time in epoch seconds (``SLURM_TIME_FORMAT=%s``); None for Unknown, None, N/A or 0."""
+    return _int(text) or None
 
 
 def _int(text: str) -> int | None:

@@ -4,10 +4,11 @@ pyslurm (only ``run.py`` imports it).
 Attribute names follow pyslurm 25.11: ``pyslurm.Job`` (controller) has ``id``, ``name``,
 ``state``, ``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``,
 ``requeue_count``, ``is_requeueable``, ``priority``, ``submit_time``, ``eligible_time``,
-``allocated_nodes``, ``user_id`` and ``user_name``; ``pyslurm.db.Job`` (accounting) has ``id``,
-``name``, ``state``, ``state_reason``, ``comment``, ``exit_code``, ``exit_code_signal``,
-``nodelist``, ``priority``, ``submit_time``, ``eligible_time``, ``cancelled_by``, ``user_id``
-and ``user_name``. pyslurm loads every user's jobs; the owner travels in the row so the backend
+``start_time``, ``end_time``, ``allocated_nodes``, ``user_id`` and ``user_name``;
+``pyslurm.db.Job`` (accounting) has ``id``, ``name``, ``state``, ``state_reason``,
+``comment``, ``exit_code``, ``exit_code_signal``, ``nodelist``, ``priority``, ``submit_time``,
+``eligible_time``, ``start_time``, ``end_time``, ``cancelled_by``, ``user_id`` and
+``user_name``. pyslurm loads every user's jobs; the owner travels in the row so the backend
 keeps only its own (see ``Row.owned_by_other``). The mapping accepts the
 objects or plain dicts with those keys, which is how the fast tests use it; the live suites
 read the real objects (Slurm 26.05, docs/slurm-mapping.md).
@@ -57,6 +58,8 @@ def row_from_job(job: Any) -> Row:
         priority=_int(_get(job, "priority")),
         submit_time=_int(_get(job, "submit_time")),
         eligible_time=_int(_get(job, "eligible_time")),
+        start_time=_int(_get(job, "start_time")) or None,
+        end_time=_int(_get(job, "end_time")) or None,
         requeue=requeueable if isinstance(requeueable, bool) else None,
         cancelled_by=by,
         origin=Origin.LIVE,
@@ -80,6 +83,8 @@ def row_from_db_job(job: Any) -> Row:
         priority=_int(_get(job, "priority")),
         submit_time=_int(_get(job, "submit_time")),
         eligible_time=_int(_get(job, "eligible_time")),
+        start_time=_int(_get(job, "start_time")) or None,
+        end_time=_int(_get(job, "end_time")) or None,
         cancelled_by=by or _text(_get(job, "cancelled_by")) if state == "CANCELLED" else "",
         origin=Origin.HISTORY,
         user_id=_int(_get(job, "user_id")),

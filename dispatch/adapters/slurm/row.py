@@ -38,6 +38,10 @@ class Row:
     priority: int | None = None
     submit_time: int | None = None
     eligible_time: int | None = None
+    # When this run started and ended, in epoch seconds, where Slurm says (None: unknown; the
+    # controller gives a pending job's expected start and a running job's expected end).
+    start_time: int | None = None
+    end_time: int | None = None
     requeue: bool | None = None
     cancelled_by: str = ""
     origin: Origin = Origin.LIVE

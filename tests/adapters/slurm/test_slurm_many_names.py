@@ -60,6 +60,8 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
                 "0",
                 "N/A",
                 "1796209814",
+                "1796209815",
+                "1796209915",
                 "n1",
                 "dispatch:1/1",
             ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -124,10 +125,15 @@ def test_launch_failure_without_requeue_reads_as_cancelled_a_known_limit() -> No
 
 
 def test_text_and_json_readers_agree_on_the_same_22_05_job() -> None:
-    squeue = "23|dj-x|PENDING|BeginTime|0|1|1|4294901740|1796209222|1796209191||dispatch:1/1\n"
+    squeue = (
+        "23|dj-x|PENDING|BeginTime|0|1|1|4294901740|1796209222|1796209191|1796209222|N/A|"
+        "|dispatch:1/1\n"
+    )
     sacct = (
-        "23|dj-x|PREEMPTED|None|0:0|n[2-4]|4294901741|1796209186|1796209186|dispatch:1/1\n"
-        "23|dj-x|PENDING|None|0:0|None assigned|4294901740|1796209191|1796209222|\n"
+        "23|dj-x|PREEMPTED|None|0:0|n[2-4]|4294901741|1796209186|1796209186|1796209188|"
+        "1796209191|dispatch:1/1\n"
+        "23|dj-x|PENDING|None|0:0|None assigned|4294901740|1796209191|1796209222|Unknown|"
+        "Unknown|\n"
     )
     (obs,) = observe(parse_squeue_text(squeue) + parse_sacct_text(sacct))
     assert (obs.state, obs.cause.kind, obs.restarts) == (P, C.PREEMPTED, 1)
@@ -160,7 +166,13 @@ def adapter_capture(scenario: str) -> ObjectObs:
     assert doc["slurm"].endswith("22.05.8")
     squeue, sacct = doc["commands"]
     assert squeue["argv"][0] == "squeue" and sacct["argv"][0] == "sacct"
-    (obs,) = observe(parse_squeue_text(squeue["stdout"]) + parse_sacct_text(sacct["stdout"]))
+    # Read with the field lists of the command lines that printed them (the adapter's then).
+    squeue_fields = [f.split(":")[0] for f in squeue["argv"][-1].split(",")]
+    sacct_fields = sacct["argv"][-1].removeprefix("--format=").split(",")
+    (obs,) = observe(
+        parse_squeue_text(squeue["stdout"], squeue_fields)
+        + parse_sacct_text(sacct["stdout"], sacct_fields)
+    )
     return obs
 
 
@@ -182,3 +194,29 @@ def test_adapter_capture_on_22_05_has_its_meaning(scenario: str) -> None:
 
 def test_adapter_capture_of_exit_3_keeps_the_exit_code() -> None:
     assert adapter_capture("exit3").cause.exit_code == 3
+
+
+def test_each_run_of_a_requeued_job_has_slurms_own_start_end_and_nodes() -> None:
+    live, history = rows("preempted-requeued-rerun")
+    obs = found("preempted-requeued-rerun")
+    first, second = obs.runs
+    # The first run as accounting recorded it; the second, still running, has no end yet.
+    assert (first.restarts, first.start.timestamp(), first.end) == (
+        0,
+        history[0].start_time,
+        datetime.fromtimestamp(history[0].end_time or 0, UTC),
+    )
+    assert first.nodes == ("n2", "n3", "n4") and first.cause and first.cause.kind is C.PREEMPTED
+    assert (second.restarts, second.start.timestamp(), second.end, second.cause) == (
+        1,
+        history[1].start_time,
+        None,
+        None,
+    )
+    assert live[0].start_time == history[1].start_time
+
+
+def test_a_run_that_never_started_is_no_run() -> None:
+    assert found("pending-resources").runs == ()
+    assert found("held").runs == ()
+    assert [r.restarts for r in found("preempted-requeued").runs] == [0]
