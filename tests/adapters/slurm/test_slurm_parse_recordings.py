@@ -78,3 +78,13 @@ def test_job_state_is_a_list_and_exit_code_nested_from_24_05(release: str) -> No
 def test_running_job_reports_its_nodes(release: str) -> None:
     assert controller(release, "running").nodes
     assert accounting(release, "pending").nodes == ()
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_recorded_runs_carry_slurms_start_and_end_in_every_release(release: str) -> None:
+    [done] = accounting(release, "completed").runs
+    assert done.end is not None and done.start <= done.end and done.cause is not None
+    assert done.cause.kind is CauseKind.NONE
+    [running] = controller(release, "running").runs
+    assert running.end is None and running.cause is None
+    assert accounting(release, "pending").runs == () == controller(release, "pending").runs
