@@ -73,6 +73,8 @@ def test_the_timeline_svg_renders_in_headless_chromium(tmp_path: Path) -> None:
     painted = set(out.split(" colours ", 1)[1].split())
     # The running bars, the queued bars, the hold, and the lost-work ending marks.
     assert {rgb(COLOURS["="]), rgb(COLOURS["."]), rgb(COLOURS["h"]), rgb(POINTS["X"][0])} <= painted
+    # The legend paints every colour, the recovery hold's too, which this job never had.
+    assert {rgb(c) for c in [*COLOURS.values(), *(c for c, _ in POINTS.values())]} <= painted
 
 
 def test_a_broken_svg_is_reported_as_not_rendering(tmp_path: Path) -> None:

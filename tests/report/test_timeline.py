@@ -16,7 +16,7 @@ from report_tutorial import tutorial_job
 from dispatch.core.fold import fold
 from dispatch.model.enums import CauseKind
 from dispatch.report import figures, spans
-from dispatch.report.svg import svg
+from dispatch.report.svg import BARS, COLOURS, MARK, POINTS, svg
 from dispatch.report.timeline import WIDTH, draw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
@@ -56,14 +56,39 @@ def test_the_svg_draws_every_row_with_a_title_on_every_mark() -> None:
     s = preempted_node_lost_then_succeeded().spans()
     doc = ElementTree.fromstring(svg("job1", "fine<tune>", s, PUBLICATIONS, at(10_000)))
     assert doc.tag == f"{SVG}svg"
-    labels = [g.get("data-label") for g in doc.iter(f"{SVG}g")]
+    rows = [g for g in doc.iter(f"{SVG}g") if g.get("class") == "row"]
+    labels = [g.get("data-label") for g in rows]
     assert labels == ["1 101", "2 102", "3 103", "holds", "checkpoints", "record"]
-    marks = [*doc.iter(f"{SVG}rect"), *doc.iter(f"{SVG}circle")]
-    assert all(m.find(f"{SVG}title") is not None for m in marks if m.get("class"))
+    marks = [*doc.iter(f"{SVG}rect"), *doc.iter(f"{SVG}g")]
+    assert all(m.find(f"{SVG}title") is not None for m in marks if m.get("class") in BOTH)
     assert "fine<tune>" in (doc.findtext(f"{SVG}title") or "")
-    assert sum(
-        1 for c in doc.iter(f"{SVG}circle") if "checkpoint" in (c.findtext(f"{SVG}title") or "")
-    ) == len(PUBLICATIONS)
+    titles = [g.findtext(f"{SVG}title") or "" for row in rows for g in row.iter(f"{SVG}g")]
+    assert sum(1 for t in titles if t.startswith("checkpoint at ")) == len(PUBLICATIONS)
+
+
+BOTH = ("bar", "point")
+
+
+def test_the_svg_has_a_legend_of_every_colour_and_mark() -> None:
+    s = preempted_node_lost_then_succeeded().spans()
+    doc = ElementTree.fromstring(svg("job1", "finetune", s, PUBLICATIONS, at(10_000)))
+    [legend] = [g for g in doc.iter(f"{SVG}g") if g.get("class") == "legend"]
+    said = [t.text for t in legend.iter(f"{SVG}text")]
+    assert said == [*BARS.values(), *(meaning for _, meaning in POINTS.values())]
+    swatches = {r.get("fill") for r in legend.iter(f"{SVG}rect") if r.get("width") == "18"}
+    assert swatches == set(COLOURS.values())
+    assert [g.get("data-mark") for g in legend.findall(f"{SVG}g")] == list(POINTS)
+
+
+def test_marks_at_one_instant_stand_apart_and_keep_their_order() -> None:
+    # Outcome and settle one second apart, over half an hour: one pixel apart on the axis.
+    rec = preempted_node_lost_then_succeeded()
+    doc = ElementTree.fromstring(svg("job1", "finetune", rec.spans(), [], at(1800)))
+    [record] = [g for g in doc.iter(f"{SVG}g") if g.get("data-label") == "record"]
+    xs = [float(g.get("data-x") or 0) for g in record.findall(f"{SVG}g")]
+    marks = [g.get("data-mark") for g in record.findall(f"{SVG}g")]
+    assert marks == ["a", "a", "a", "o", "s"]
+    assert all(b - a >= 2 * MARK for a, b in zip(xs, xs[1:], strict=False)), xs
 
 
 def _status(site: Site, *args: str) -> tuple[int, str, str]:
