@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -22,7 +22,15 @@ from typing import Any
 import click
 
 from dispatch.cli.refs import resolve
-from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, fail, refusals
+from dispatch.cli.session import (
+    DURATION,
+    EXIT_FAILED,
+    Session,
+    config_option,
+    echo_json,
+    fail,
+    refusals,
+)
 from dispatch.cli.sweep import raise_open_file_limit, show
 from dispatch.config import config_path, cron_environment, embedded, home_config, load
 from dispatch.model.base import format_duration
@@ -35,6 +43,9 @@ from dispatch.supervise.install import (
     Table,
     cron_daemon_running,
     dispatch_command,
+    entry_of,
+    last_sweep,
+    log_of,
     merge,
     remove,
     schedule,
@@ -315,3 +326,73 @@ def uninstall(
         click.echo(f"no dispatch entry for {path} in {whose} {table.program}; nothing changed")
     else:
         click.echo(f"removed the dispatch entry for {path} from {whose} {table.program}")
+
+
+@supervise.command(name="status")
+@config_option
+@table_options
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_context
+def status_(
+    ctx: click.Context, config: str | None, cron: bool, scrontab: bool, user: str, as_json: bool
+) -> None:
+    """Whether the sweep runs: the entry `install` wrote for the config file, whether cron or
+    Slurm will run it, and the last sweep in its log (when, what it said, its exit code).
+    Exits 1 when no entry is installed.
+
+    \b
+    Example:
+      dispatch supervise status --cron
+    """
+    kind = _kind(cron, scrontab)
+    with refusals():
+        path = config_path(config or ctx.meta.get("dispatch.config")) or home_config()
+        table = Table(kind, user)
+        entry = entry_of(table.read(), path)
+    log = log_of(entry)
+    seen = log.stat() if log is not None and log.is_file() else None
+    last = last_sweep(log.read_text(errors="replace")) if seen and log else None
+    runner = (
+        ("cron", cron_daemon_running())
+        if kind is Kind.CRON
+        else ("Slurm's scrontab (slurmctld runs it as a job)", True)
+    )
+    doc = {
+        "config": str(path),
+        "table": table.program,
+        "installed": "\n".join(entry) or None,
+        "runs": runner[1],
+        "log": str(log) if log else None,
+        "last_run": None
+        if seen is None
+        else datetime.fromtimestamp(seen.st_mtime, UTC).isoformat(),
+        "last_said": last[0] if last else None,
+        "exit_code": last[1] if last else None,
+    }
+    if as_json:
+        echo_json(doc)
+    else:
+        whose = f"{user}'s" if user else "your"
+        if not entry:
+            click.echo(f"installed: no dispatch entry for {path} in {whose} {table.program}")
+        else:
+            click.echo(f"installed: in {whose} {table.program}, for {path}:")
+            for line in entry:
+                click.echo(f"  {line}")
+            click.echo(
+                f"runs: yes, {runner[0]} runs on this host"
+                if runner[1]
+                else "runs: no, no cron daemon runs on this host, so the entry does not run: "
+                "start one (sudo service cron start) or install with --scrontab"
+            )
+        if seen is not None:
+            at = datetime.fromtimestamp(seen.st_mtime, UTC)
+            ago = format_duration(timedelta(seconds=int((datetime.now(UTC) - at).total_seconds())))
+            click.echo(f"last run: {at:%Y-%m-%d %H:%M:%S} UTC ({ago} ago), log {log}")
+            if last is not None:
+                click.echo(f"last said: {last[0]}")
+                click.echo(f"exit code: {last[1]}")
+        elif entry:
+            click.echo(f"last run: none yet (no log at {log})")
+    if not entry:
+        sys.exit(EXIT_FAILED)

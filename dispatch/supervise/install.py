@@ -186,6 +186,51 @@ def remove(table: str, config: Path) -> str:
     return "".join(out)
 
 
+def entry_of(table: str, config: Path) -> list[str]:
+    """The lines of dispatch's entry for ``config`` in ``table``, markers left out; [] if none."""
+    begin = _BEGIN.format(config=config)
+    end = _END.format(config=config)
+    out: list[str] = []
+    inside = False
+    for line in table.splitlines():
+        if not inside and line.startswith(begin):
+            inside = True
+        elif inside and line == end:
+            return out
+        elif inside:
+            out.append(line)
+    return []
+
+
+def log_of(entry: Sequence[str]) -> Path | None:
+    """Where the entry's sweeps write their output: ``>>LOG`` of a crontab line, or the
+    ``#SCRON --output=`` of a scrontab entry."""
+    for line in entry:
+        if line.startswith("#SCRON --output="):
+            return Path(line.removeprefix("#SCRON --output="))
+        if not line.startswith("#"):
+            words = shlex.split(line.replace(chr(92) + "%", "%"))
+            for word in words:
+                if word.startswith(">>"):
+                    return Path(word[2:])
+    return None
+
+
+def last_sweep(log: str) -> tuple[str, int] | None:
+    """The last sweep's summary line in a sweep log (or the last line, when the last sweep
+    printed none), and the exit code its output shows (docs/cli.md): 0 swept, 1 a job's pass
+    failed or the sweep stopped, 2 refused as bad input. None for an empty log."""
+    lines = [line for line in log.splitlines() if line.strip()]
+    if not lines:
+        return None
+    summaries = [i for i, line in enumerate(lines) if line.startswith("swept ")]
+    after = lines[summaries[-1] + 1 :] if summaries else lines
+    if not summaries or any(not line.startswith("failed: job ") for line in after):
+        last = lines[-1]
+        return last, 2 if last.startswith("error: dispatch: invalid: ") else 1
+    return lines[summaries[-1]], 1 if after else 0
+
+
 def cron_daemon_running(proc: Path = Path("/proc")) -> bool:
     """Whether a cron daemon (``cron`` or ``crond``) runs on this host, from the process table."""
     try:

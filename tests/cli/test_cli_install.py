@@ -7,6 +7,7 @@ and its writing through a stand-in ``scrontab`` that keeps the file it is given.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -20,7 +21,15 @@ import pytest
 from cli_setup import Site
 
 from dispatch.model.errors import InvalidError
-from dispatch.supervise.install import CronLine, Kind, cron_daemon_running, merge, remove, schedule
+from dispatch.supervise.install import (
+    CronLine,
+    Kind,
+    cron_daemon_running,
+    last_sweep,
+    merge,
+    remove,
+    schedule,
+)
 
 CRON_FIELDS = re.compile(r"^(\S+ \S+ \S+ \S+ \S+) (.+)$")
 
@@ -358,3 +367,59 @@ def test_without_a_config_file_the_dry_run_line_carries_crons_missing_environmen
     again = Site(tmp_path).run(["supervise", "install", "--cron", "--dry-run"])
     assert again.exit_code == 0 and again.stderr == "" and again.stdout == result.stdout
     assert not home_config.exists()
+
+
+def supervise_status(site: Site, *args: str) -> tuple[int, str]:
+    done = site.run(["supervise", "status", "--config", str(site.config), *args])
+    return done.exit_code, done.stdout
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_status_shows_the_installed_entry_and_the_last_sweep_from_its_log(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    # The sweep runs in a process of its own, as from cron: an adapter every process knows.
+    site.config.write_text(f'ledger = "{site.ledger}"\n[backend]\nname = "memory"\n')
+    code, out = supervise_status(site, "--cron")
+    assert code == 1
+    assert out == f"installed: no dispatch entry for {site.config} in your crontab\n"
+    printed = install(site, "--cron")[1]
+    line = next(ln for ln in printed.splitlines() if not ln.startswith("#"))
+    code, out = supervise_status(site, "--cron")
+    assert code == 0 and f"  {line}\n" in out
+    log = tmp_path / "dispatch-sweep.log"
+    assert f"last run: none yet (no log at {log})" in out
+    # The installed line's command, run as cron runs it: its output goes to the log.
+    command = line.split(" ", 5)[5].replace("\\%", "%")
+    subprocess.run(["sh", "-c", command], check=False, env={"PATH": "/usr/bin:/bin"})
+    code, out = supervise_status(site, "--cron")
+    assert code == 0
+    assert "last said: swept 0 unsettled jobs in " in out and "exit code: 0" in out, out
+    doc = json.loads(supervise_status(site, "--cron", "--json")[1])
+    assert doc["installed"] == line and doc["log"] == str(log)
+    assert doc["exit_code"] == 0 and doc["last_said"].startswith("swept 0 unsettled jobs")
+    # A sweep refused as bad input: the config broken after the install.
+    site.config.write_text(site.config.read_text() + "colour = 1\n")
+    subprocess.run(["sh", "-c", command], check=False, env={"PATH": "/usr/bin:/bin"})
+    doc = json.loads(supervise_status(site, "--cron", "--json")[1])
+    assert doc["exit_code"] == 2 and "unknown key 'backend.colour'" in doc["last_said"]
+
+
+@pytest.mark.parametrize(
+    ("log", "said", "code"),
+    [
+        ("swept 1 unsettled jobs in 0.1s: ok\n", "swept 1 unsettled jobs in 0.1s: ok", 0),
+        ("swept 2 ...\nfailed: job a: x\n", "swept 2 ...", 1),
+        (
+            "swept 1 ...\nerror: dispatch: invalid: config x\n",
+            "error: dispatch: invalid: config x",
+            2,
+        ),
+        ("swept 1 ...\nTraceback (most recent call last):\nOSError: disk\n", "OSError: disk", 1),
+        ("swept 1 ...\nfailed: job a: x\nswept 1 again\n", "swept 1 again", 0),
+        ("", None, None),
+    ],
+)
+def test_the_last_sweep_and_its_exit_code_are_read_from_the_log(
+    log: str, said: str | None, code: int | None
+) -> None:
+    assert last_sweep(log) == (None if said is None else (said, code))

@@ -1,10 +1,13 @@
-"""The README's "From the shell" example runs as written on the live cluster: its script is
-submitted, planned, supervised by the installed cron line and looked at with ``dispatch status``.
+"""The README runs as written on the live cluster: its install commands build a wheel in a clone
+and install it into a fresh virtual environment, whose ``bin`` alone (beside the system's) is
+then on ``PATH``; with that ``dispatch``, the "From the shell" example's script is submitted,
+planned, supervised by the installed cron line and looked at with ``dispatch status``.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,7 +27,11 @@ def test_the_readme_shell_example_submits_supervises_and_succeeds(
     folder.mkdir()
     (folder / "train.sbatch").write_text(script)
     (folder / "train.py").write_text("print('trained')\n")
-    user = User(own_home, folder)
+    # dispatch as the README installs it: a wheel built from a clone, in a fresh venv whose
+    # bin alone (beside the system's) is on PATH.
+    bin_folder = install_as_the_readme_says(own_home, tmp_path / "clone")
+    user = User(own_home, folder, {"PATH": f"{bin_folder}:/usr/bin:/bin"})
+    assert user.sh("command -v dispatch").strip() == str(bin_folder / "dispatch")
     job = ""
     with kept_crontab():
         for line in commands.splitlines():
@@ -38,3 +45,26 @@ def test_the_readme_shell_example_submits_supervises_and_succeeds(
             st = user.settled(job)
     assert st["state"] == "succeeded", st
     assert "trained" in "".join(p.read_text() for p in folder.glob("slurm-*.out"))
+
+
+def install_as_the_readme_says(home: Path, clone: Path) -> Path:
+    """Run the README's install commands in a clone of the repository, as its user would
+    (``$HOME`` is ``home``); the ``bin`` folder they put on ``PATH``."""
+    section = (REPO / "README.md").read_text().split("## Installing it")[1].split("\n## ")[0]
+    commands = re.search(r"```sh\n(.*?)```", section, re.S).group(1)  # type: ignore[union-attr]
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+    script = "".join(line.split("  #")[0].rstrip() + "\n" for line in commands.splitlines())
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script + "command -v dispatch\n"],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[0].startswith("dispatch "), done.stdout
+    found = Path(done.stdout.splitlines()[-1])
+    assert found == home / ".local" / "share" / "dispatch" / "bin" / "dispatch", done.stdout
+    return found.parent
