@@ -64,7 +64,7 @@ def install_as_the_readme_says(home: Path, clone: Path) -> Path:
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines()[0].startswith("dispatch, version "), done.stdout
+    assert done.stdout.splitlines()[-2].startswith("dispatch, version "), done.stdout
     found = Path(done.stdout.splitlines()[-1])
     assert found == home / ".local" / "share" / "dispatch" / "bin" / "dispatch", done.stdout
     return found.parent
