@@ -33,7 +33,10 @@ class FoldState:
         after = transition(before, change, self.resume)
         if after is State.HELD and before is not State.HELD:
             self.resume = before
-        if after != before:
+        # A change that keeps the state is a transition too when it is a recovery or a hold (a
+        # second recovery, a hold on a held job): each has its own entry and actor. The first
+        # authorize only starts the job that was pending already.
+        if after != before or change in (Change.AUTHORIZE_NEXT, Change.HOLD):
             j.history.append(
                 Event(from_=before, to=after, cause=cause, submission=submission, at=at)
             )

@@ -360,3 +360,38 @@ def test_logs_follow_prints_output_as_it_comes_until_the_execution_ends(tmp_path
     env.complete(ref)
     follower.join(30)
     assert got == [(0, "step 1\nstep 2\n", "")]
+
+
+def test_status_history_lists_every_recovery_with_its_actor(tmp_path: Path) -> None:
+    site = Site(tmp_path)
+    rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=2)
+    spec = site.spec.model_copy(update={"recovery": dispatch.RecoveryPolicy(rules=(rule,))})
+    job = site.cluster.operator.submit(spec, ADA, supervised=True).job
+    sweeps(site)
+    env = site.backend.env()
+    for n in (0, 1):
+        ref = site.cluster.observer.get(job).submissions[n].canonical
+        assert ref is not None
+        env.preempt(ref)
+        sweeps(site)
+    last = site.cluster.observer.get(job).submissions[2].canonical
+    assert last is not None
+    env.complete(last)
+    sweeps(site)
+    code, out, err = read(site, "status", job)
+    assert code == 0, err
+    history = [
+        v for k, v in (ln.split(None, 1) for ln in out.splitlines() if ln.strip()) if k == "history"
+    ]
+    assert len(history) == 3, out
+    assert "pending -> recovering (submission 2, preempted" in history[0]
+    assert "recovering -> recovering (submission 3, preempted" in history[1]
+    assert "recovering -> succeeded (submission 3) by supervisor:" in history[2]
+    assert all(" by supervisor:" in h for h in history), history
+    data = json.loads(read(site, "status", job, "--json")[1])
+    assert [(h["from"], h["to"], h["submission"]) for h in data["history"]] == [
+        ("pending", "recovering", 2),
+        ("recovering", "recovering", 3),
+        ("recovering", "succeeded", 3),
+    ]
+    assert all(h["by"].startswith("supervisor:") for h in data["history"]), data["history"]
