@@ -12,7 +12,7 @@ from enum import Enum
 
 from dispatch.core.calls import CALL_DEADLINE, after_cessation, requeue
 from dispatch.core.current import VANISHED, Current
-from dispatch.core.ending import ending
+from dispatch.core.ending import ending, own_requeue
 from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.situation import Situation
 from dispatch.core.steps import (
@@ -47,6 +47,7 @@ class Answer(Enum):
     VANISHED_ENDING = "verified-stopped; ending: vanished"
     REQUEUE_AGAIN = "call requeue again"
     REQUEUE = "call requeue (no rule)"
+    OWN_REQUEUE = "count it (a requeue rule's); else stop; ending: its cause"
     OPEN_REFUSED_ENDING = "stop; ending: the open refusal"
     ENDING = "ending: its cause"
     ENDED_UNSEEN = "ending: vanished"
@@ -142,6 +143,16 @@ def _cannot_run_ending(s: Situation) -> list[Step]:
     return [*stop, *ended]
 
 
+def _own_requeue(s: Situation) -> list[Step]:
+    c = _canonical(s)
+    assert s.obs is not None
+    cause = s.obs.cause
+    if cause.kind is CauseKind.NONE:  # running again already: Slurm's end of it is not shown
+        cause = Cause(kind=CauseKind.REQUEUED, provenance=Provenance.SCHEDULER)
+    alive = s.cur.alive(c)
+    return own_requeue(s.job, _latest(s), cause, s.now, s.restarts, alive)
+
+
 def _escalate_admin_held(s: Situation) -> list[Step]:
     c = _canonical(s)
     detail = f"object {c.id} is held by someone other than dispatch; it is never opened"
@@ -161,6 +172,7 @@ ANSWERS: dict[Answer, Callable[[Situation], list[Step]]] = {
     Answer.VANISHED_ENDING: _vanished_ending,
     Answer.REQUEUE_AGAIN: lambda s: list(s.requeue or []),
     Answer.REQUEUE: lambda s: [requeue(_canonical(s), s.restarts, s.now, rule=None)],
+    Answer.OWN_REQUEUE: _own_requeue,
     Answer.OPEN_REFUSED_ENDING: _open_refused_ending,
     Answer.ENDING: _ending,
     Answer.ENDED_UNSEEN: lambda s: ending(s.job, _latest(s), VANISHED, s.now, refused=False),

@@ -79,14 +79,29 @@ def requeue_in_flight(job: Job, ref: ObjectRef, restarts: int, now: datetime) ->
     return [_call("requeue", ref, now, rule=last.rule, restarts=last.restarts, recorded=True)]
 
 
+def own_requeues(job: Job, ref: ObjectRef, restarts: int) -> bool:
+    """Whether ``ref`` shows ``restarts`` past every requeue the record called or counted: the
+    job (or someone else) requeued it, and no pass has judged that requeue yet."""
+    known = job.calls_on(ref, "requeue") + job.calls_on(ref, "requeued")
+    return restarts > max((c.restarts + 1 for c in known), default=0)
+
+
+def requeued(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> Step:
+    """Count the job's own requeue of ``ref``'s execution ``restarts`` (against ``rule``)."""
+    return _call("requeued", ref, now, rule=rule, restarts=restarts)
+
+
 def requeue(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> Step:
     """Requeue ``ref``'s execution ``restarts`` (for ``rule``, whose budget it reserves)."""
     return _call("requeue", ref, now, rule=rule, restarts=restarts)
 
 
 def restore_bits(job: Job, cur: Current, now: datetime) -> list[Step]:
-    """Clear a requeue bit left set by a crash between requeue's two steps."""
+    """Clear a requeue bit left set by a crash between requeue's two steps; a job whose rule
+    lets it requeue itself keeps the bit it was created with."""
     steps: list[Step] = []
+    if job.header.spec.own_requeue:
+        return steps
     for o in cur.objects():
         if o.foreign or not o.requeue_bit or not cur.alive(o.ref):
             continue
@@ -118,7 +133,7 @@ def after_cessation(job: Job, hold: HoldRec, now: datetime) -> list[Step]:
 
 
 def _call(
-    op: Literal["hold", "release", "requeue", "restore"],
+    op: Literal["hold", "release", "requeue", "restore", "requeued"],
     ref: ObjectRef,
     now: datetime,
     *,

@@ -112,7 +112,8 @@ def _cleanup_deadline(job: Job) -> list[datetime]:
 
 
 def _call_deadlines(job: Job) -> list[datetime]:
-    times = [c.deadline for c in job.calls]
+    # The count of the job's own requeue makes no call, so it has nothing to wait for.
+    times = [c.deadline for c in job.calls if c.op != "requeued"]
     for rec in job.objects.values():
         for since in (rec.opening_at, rec.stopping_at):
             if since is not None and not rec.done:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dispatch.core.calls import requeue
+from dispatch.core.calls import requeue, requeued
 from dispatch.core.job import Job, SubmissionRec
-from dispatch.core.steps import Authorize, Escalate, Outcome, PlaceHold, Step
+from dispatch.core.steps import Authorize, Escalate, Outcome, PlaceHold, Step, Stop
 from dispatch.model.enums import Action, CauseKind, Enforcer, State
 from dispatch.model.values import NO_CAUSE, Cause, Plan, RuleAssignment
 
@@ -57,6 +57,38 @@ def ending(
         if action is not None:
             return action
     return _failure(job, sub, cause, refused, ra)
+
+
+def own_requeue(
+    job: Job, sub: SubmissionRec, cause: Cause, now: datetime, restarts: int, alive: bool
+) -> list[Step]:
+    """The steps after submission ``sub``'s execution ``restarts - 1`` requeued itself with
+    ``cause`` (``requeued``, or what Slurm requeued it for).
+
+    A supervised ``requeue`` rule with budget left lets it run again: the requeue is counted
+    against that rule. Otherwise it is judged as an ending with its cause, as the plan says: the
+    requeued object is stopped and a rule acts or the job fails. A requeued object that has
+    ended already is judged by that end; its requeue is counted and escalated once.
+    """
+    assert sub.canonical is not None
+    ra = covering_rule(job.header.plan, cause.kind)
+    allowed = (
+        ra is not None
+        and ra.enforcer is Enforcer.SUPERVISOR
+        and ra.effective.action is Action.REQUEUE
+        and budget_left(job, ra)
+    )
+    if allowed:
+        assert ra is not None
+        return [requeued(sub.canonical, restarts - 1, now, rule=ra.index)]
+    if alive:
+        return [Stop(ref=sub.canonical), *ending(job, sub, cause, now, refused=False)]
+    why = _reason(job, cause, ra)
+    escalate = Escalate(
+        id=f"requeued:{sub.canonical.id}/{restarts}",
+        detail=f"object {sub.canonical.id} was requeued ({cause.kind}) and ran again; {why}",
+    )
+    return [requeued(sub.canonical, restarts - 1, now, rule=None), escalate]
 
 
 def _rule_action(

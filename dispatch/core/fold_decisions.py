@@ -43,14 +43,17 @@ class DecisionFolder(FoldState):
             h = j.holds[e.instance - 1] if 0 < e.instance <= len(j.holds) else None
             if h is None:
                 raise InvalidError(f"{e.op} call for hold {e.instance}, which was never placed")
-        # Only a requeue fires a rule (its budget is reserved with the call's intent).
+        # Only a requeue fires a rule (its budget is reserved with the call's intent), or the
+        # job's own requeue, counted against the rule that lets it run again.
         if e.rule is not None:
-            if e.op != "requeue" or not 0 <= e.rule < len(j.header.plan.rules):
+            if e.op not in ("requeue", "requeued") or not 0 <= e.rule < len(j.header.plan.rules):
                 raise InvalidError(f"{e.op} call names rule {e.rule}, which cannot apply")
             self.fire(e.rule)
         if e.op == "requeue":
             self._not_terminal("requeue call")
             j.requeue = None
+        if e.op == "requeued":
+            self._not_terminal("the count of a requeue")
         j.calls.append(
             CallRec(
                 op=e.op,

@@ -81,6 +81,9 @@ TABLE: tuple[Case, ...] = (
     Case((F.CANONICAL, F.REQUEUE_DUE), A.REQUEUE_AGAIN),
     Case((F.CANONICAL, F.REQUEUE_IN_FLIGHT), A.NOTHING),
     Case((F.CANONICAL, F.REQUEUE_ASKED, F.OBSERVED), A.REQUEUE, unless=_HELD),
+    # The job requeued itself (Lightning on its signal, or anyone with the bit): a requeue rule
+    # counts it; otherwise it is an ending with its cause, as the plan says.
+    Case((F.CANONICAL, F.REQUEUED_ITSELF), A.OWN_REQUEUE, unless=_HELD),
     # A refused open is final whatever the hold: the execution can never run.
     Case((F.CANONICAL, F.OPEN_REFUSED), A.OPEN_REFUSED_ENDING),
     Case((F.CANONICAL, F.ENDED, F.PERSON_HOLD), A.NOTHING, unless=(F.SUCCEEDED,)),

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
-from dispatch.core.calls import CALL_DEADLINE, requeue_in_flight
+from dispatch.core.calls import CALL_DEADLINE, own_requeues, requeue_in_flight
 from dispatch.core.current import Current
 from dispatch.core.job import CANNOT_RUN, HoldRec, Job, ObjectRec, SubmissionRec
 from dispatch.core.steps import Step
@@ -45,6 +45,7 @@ class Fact(Enum):
     # The canonical object of the latest submission.
     REQUEUE_IN_FLIGHT = "requeue in flight"  # a requeue call of this execution not shown yet
     REQUEUE_DUE = "requeue due"  # ... and its deadline passed
+    REQUEUED_ITSELF = "requeued itself"  # restarts past every requeue called or counted
     GONE = "gone"  # a complete find does not show it
     OPEN_REFUSED = "open refused"  # the scheduler refused to lift its gate
     ENDED = "ended"
@@ -175,6 +176,7 @@ def _with_canonical(
     asked = {
         Fact.REQUEUE_IN_FLIGHT: requeue is not None,
         Fact.REQUEUE_DUE: bool(requeue),
+        Fact.REQUEUED_ITSELF: requeue is None and own_requeues(job, c, restarts),
         Fact.GONE: cur.d.complete and not cur.seen_now(c),
         Fact.OPEN_REFUSED: rec is not None and rec.refused is not None,
         Fact.ENDED: cur.ended(c),

@@ -112,11 +112,13 @@ class CallFields(Value):
     """A hold-family, requeue or restore call and the deadline it must land by.
 
     ``instance`` names the hold instance for ``hold``/``release``; ``rule`` is the rule whose
-    budget a ``requeue`` reserves, when a rule asked for it.
+    budget a ``requeue`` reserves, when a rule asked for it. ``requeued`` is no call: the job
+    requeued itself (run ``restarts`` ended), and the record counts it against ``rule``, the
+    rule that lets it run again.
     """
 
     kind: Literal["call"] = "call"
-    op: Literal["hold", "release", "requeue", "restore"]
+    op: Literal["hold", "release", "requeue", "restore", "requeued"]
     ref: ObjectRef
     instance: int = Field(default=0, ge=0)
     rule: int | None = None

@@ -308,6 +308,15 @@ class JobSpec(Value):
         return None
 
     @property
+    def own_requeue(self) -> bool:
+        """Whether a rule lets the job's own requeue run it again (on ``requeued``, action
+        ``requeue``), so the scheduler must let the job requeue itself; never under a shared
+        checkpoint, where every rule holds the job for a person."""
+        return self.checkpoint is CheckpointMode.ISOLATED and any(
+            CauseKind.REQUEUED in r.on and r.action is Action.REQUEUE for r in self.recovery.rules
+        )
+
+    @property
     def checkpoint(self) -> CheckpointMode:
         """Shared when the spec carries the SharedCheckpoint extension, else isolated."""
         if any(isinstance(e, SharedCheckpoint) for e in self.extensions):

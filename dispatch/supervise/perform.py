@@ -145,6 +145,8 @@ class Performer:
 
     def _backend_call(self, step: st.Call) -> None:
         """Make a hold-family, requeue or restore call whose intent and deadline are committed."""
+        if step.op == "requeued":
+            return  # the job's own requeue, counted: the entry is all there is
         by = self.actor
         meta = CallMeta(by=by, reason=f"{step.op} by {by}", deadline=step.deadline)
         backend, ref = self.backend, step.ref

@@ -64,8 +64,8 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
         # checks it (without it, more nodes than exist is "Task count specification invalid"
         # where sbatch's job pends with PartitionNodeLimit).
         "ntasks": spec.nodes * spec.procs_per_node,
-        # Recovery is dispatch's, as with --no-requeue.
-        "is_requeueable": False,
+        # Recovery is dispatch's, as with --no-requeue, unless a rule lets the job requeue itself.
+        "is_requeueable": spec.own_requeue,
         "environment": {
             **environment,
             "DISPATCH_JOB": req.job,

@@ -17,7 +17,7 @@ from dispatch.adapters.slurm.parse import SACCT_FIELDS, SEPARATOR, SQUEUE_FIELDS
 from dispatch.adapters.slurm.row import comment_text
 from dispatch.model.errors import InvalidError, UnsupportedError
 from dispatch.model.objects import EPOCH_BASE, StartRequest
-from dispatch.model.values import RESERVED_ENV, SHELL_NAME, parse_signal
+from dispatch.model.values import RESERVED_ENV, SHELL_NAME, JobSpec, parse_signal
 
 # Runs as the batch script (sbatch --wrap gives it /bin/sh). SLURM_RESTART_COUNT is unset on
 # the first run and counts requeues after it; the epoch is N * EPOCH_BASE + R (DESIGN §8).
@@ -100,8 +100,9 @@ def sbatch_argv(req: StartRequest, *, container_images: bool) -> list[str]:
         argv.append(f"--container-image={spec.image}")
     if spec.pre_termination_signal:
         argv.append(signal_option(spec.pre_termination_signal))
-    # Recovery is dispatch's: Slurm must not rerun the object by itself (Requeuer sets the bit).
-    argv.append("--no-requeue")
+    # Recovery is dispatch's: Slurm must not rerun the object by itself (Requeuer sets the bit),
+    # unless a rule lets the job requeue itself (the supervisor counts each requeue).
+    argv.append(requeue_option(spec))
     argv.append(
         "--export=ALL"
         f",DISPATCH_JOB={req.job}"
@@ -182,6 +183,11 @@ def hold_argv(job_id: str) -> list[str]:
 def unhold_argv(job_id: str) -> list[str]:
     """Release dispatch's backend hold: the job may start now."""
     return ["scontrol", "update", f"jobid={job_id}", "StartTime=now"]
+
+
+def requeue_option(spec: JobSpec) -> str:
+    """``--requeue`` for a job whose rule lets it requeue itself, else ``--no-requeue``."""
+    return "--requeue" if spec.own_requeue else "--no-requeue"
 
 
 def requeue_bit_argv(job_id: str, on: bool) -> list[str]:

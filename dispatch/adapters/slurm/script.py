@@ -25,14 +25,16 @@ import hashlib
 import shlex
 
 from dispatch.adapters.slurm.directives import directive_block
+from dispatch.adapters.slurm.render import requeue_option
 from dispatch.adapters.slurm.row import comment_text
 from dispatch.model.objects import EPOCH_BASE, StartRequest
 from dispatch.model.values import BatchScript
 
 # The options dispatch gives every attempt's sbatch, after the user's so that they win:
 # the gate, the name find looks for, the numbers find reads back, and no rerun by Slurm
-# itself (recovery is dispatch's; a requeue rule sets the bit when it fires).
-DISPATCH_OPTIONS = ("--parsable", "--hold", "--no-requeue")
+# itself (recovery is dispatch's; a requeue rule sets the bit when it fires), unless a rule
+# lets the job requeue itself (render.requeue_option).
+DISPATCH_OPTIONS = ("--parsable", "--hold")
 
 # The exit status of the wrapper when it cannot set the script up on the node.
 SETUP_FAILED = 97
@@ -114,6 +116,7 @@ def sbatch_argv(req: StartRequest, script: BatchScript, *, test_only: bool = Fal
         "sbatch",
         *script.options,
         *ours,
+        requeue_option(req.spec),
         f"--job-name={req.name}",
         f"--comment={comment_text(req.submission, req.attempt)}",
     ]

@@ -30,3 +30,18 @@ def test_the_dry_run_asks_about_the_job_as_released_not_held() -> None:
     argv = sbatch_argv(req, req.spec.script, test_only=True)
     assert "--hold" not in argv and argv[-1] == "--test-only"
     assert "--no-requeue" in argv and "--partition=gpu" in argv
+
+
+def test_a_script_whose_rule_lets_it_requeue_itself_is_created_requeueable() -> None:
+    """``#DISPATCH --rule=requeued:requeue:N``: Slurm keeps the bit, so the job's own
+    ``scontrol requeue`` (Lightning's) is accepted; every other job is ``--no-requeue``."""
+    cmd = request.split(["job.sbatch"])
+    text = "#!/bin/bash\n#DISPATCH --rule=requeued:requeue:3\nsrun python train.py\n"
+    spec = request.build(cmd, text, "job.sbatch", "/home/ada", {}).spec
+    req = StartRequest(job="a" * 16, submission=1, attempt=1, lineage_submission=1, spec=spec)
+    assert req.spec.script is not None and req.spec.own_requeue
+    argv = sbatch_argv(req, req.spec.script)
+    assert "--requeue" in argv and "--no-requeue" not in argv
+    other = _request("--partition=gpu")
+    assert other.spec.script is not None
+    assert "--requeue" not in sbatch_argv(other, other.spec.script)

@@ -1,0 +1,112 @@
+"""Live: a job that requeues itself, as PyTorch Lightning does on its signal (``scontrol
+requeue $SLURM_JOB_ID`` from inside the job). With ``#DISPATCH --rule=requeued:requeue:N``
+dispatch submits it requeueable, Slurm accepts the job's own requeue, and each one is counted
+against the rule; past the budget the job is stopped and fails with cause ``requeued``. A job
+without such a rule whose user sets the bit by hand and requeues it is not let run on silently:
+it fails with ``requeued`` and an escalation, as its plan says.
+
+Nothing is stood in: the real local Slurm cluster, the real ``dispatch`` commands, and a sweep
+run as users run it without cron (``dispatch supervise --follow --every 1s``).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from live_cluster import WAIT
+from live_user import BIN, User
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
+
+# Runs 0 and 1 requeue themselves once a sweep had time to see them run; run 2 trains to the end.
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=self-requeue
+#SBATCH --nodes=1
+#SBATCH --time=5
+{rule}
+echo "run ${{SLURM_RESTART_COUNT:-0}} epoch $DISPATCH_EPOCH"
+if [ "${{SLURM_RESTART_COUNT:-0}}" -lt 2 ]; then
+    sleep 4
+    {before}scontrol requeue "$SLURM_JOB_ID"
+    sleep 60
+fi
+echo trained
+"""
+
+
+@pytest.fixture
+def user(own_home: Path, tmp_path: Path) -> Iterator[User]:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    person = User(own_home, folder)
+    follow = subprocess.Popen(
+        [str(BIN / "dispatch"), "supervise", "--follow", "--every", "1s"],
+        cwd=folder,
+        env=person.env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield person
+    finally:
+        follow.send_signal(signal.SIGTERM)
+        follow.wait(60)
+        subprocess.run(["scancel", "--name=self-requeue"], env=person.env, capture_output=True)
+
+
+def submit(user: User, rule: str, before: str = "") -> str:
+    (user.folder / "train.sbatch").write_text(SCRIPT.format(rule=rule, before=before))
+    return user.sh("dispatch sbatch --parsable --partition=low train.sbatch").strip()
+
+
+def rule_of(status: dict[str, object]) -> dict[str, object]:
+    rules = status["rules"]
+    assert isinstance(rules, list)
+    first: dict[str, object] = rules[0]
+    return first
+
+
+def ended(status: dict[str, object]) -> tuple[object, object]:
+    cause = status["cause"]
+    assert isinstance(cause, dict)
+    return status["state"], cause["kind"]
+
+
+def test_each_own_requeue_is_counted_against_the_rule_and_the_job_succeeds(user: User) -> None:
+    job = submit(user, "#DISPATCH --rule=requeued:requeue:2")
+    settled = user.settled(job, patience=2 * WAIT)
+    assert ended(settled) == ("succeeded", "none"), settled
+    assert rule_of(settled)["firings"] == 2, settled
+    slurm_job = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID | head -n 1").strip()
+    states = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State").split()
+    assert states == ["REQUEUED", "REQUEUED", "COMPLETED"], states
+    out = next(user.folder.glob("slurm-*.out")).read_text()
+    assert "run 2 epoch 1000002" in out and "trained" in out, out
+
+
+def test_an_own_requeue_past_the_budget_stops_the_job_and_fails_it(user: User) -> None:
+    job = submit(user, "#DISPATCH --rule=requeued:requeue:1")
+    settled = user.settled(job, patience=2 * WAIT)
+    assert ended(settled) == ("failed", "requeued"), settled
+    assert rule_of(settled)["firings"] == 1, settled
+    said = user.sh(f"dispatch escalations {job}")
+    assert "failed:requeued" in said and "budget of 1 is spent" in said, said
+    assert user.sh(f"squeue -h --name=dj-{job}").strip() == ""
+
+
+def test_a_requeue_the_user_enabled_by_hand_without_a_rule_fails_the_job_loudly(
+    user: User,
+) -> None:
+    job = submit(
+        user,
+        "#DISPATCH --rule=preempted:resubmit:1",
+        before='scontrol update jobid="$SLURM_JOB_ID" Requeue=1; ',
+    )
+    settled = user.settled(job, patience=2 * WAIT)
+    assert ended(settled) == ("failed", "requeued"), settled
+    said = user.sh(f"dispatch escalations {job}")
+    assert "failed:requeued" in said and "no rule covers requeued" in said, said
