@@ -13,7 +13,7 @@ from typing import Literal
 from dispatch.core.current import Current
 from dispatch.core.job import HoldRec, Job
 from dispatch.core.steps import Authorize, Call, Cease, Step
-from dispatch.model.enums import Action, CheckpointMode, ObjectState
+from dispatch.model.enums import Action, CheckpointMode, Enforcer, ObjectState
 from dispatch.model.objects import ObjectObs, ObjectRef
 
 # How long a hold-family, requeue or restore call may take to show before it is made again.
@@ -81,7 +81,14 @@ def requeue_in_flight(job: Job, ref: ObjectRef, restarts: int, now: datetime) ->
 
 def own_requeues(job: Job, ref: ObjectRef, restarts: int) -> bool:
     """Whether ``ref`` shows ``restarts`` past every requeue the record called or counted: the
-    job (or someone else) requeued it, and no pass has judged that requeue yet."""
+    job (or someone else) requeued it, and no pass has judged that requeue yet. Never where the
+    backend enforces a requeue or restart rule natively: it reruns the object by itself then."""
+    native = (Action.REQUEUE, Action.RESTART)
+    if any(
+        ra.enforcer is Enforcer.BACKEND and ra.effective.action in native
+        for ra in job.header.plan.rules
+    ):
+        return False
     known = job.calls_on(ref, "requeue") + job.calls_on(ref, "requeued")
     return restarts > max((c.restarts + 1 for c in known), default=0)
 

@@ -11,7 +11,7 @@ from core_records import SUP, T0, TOKEN, Rec, found, header, obs, preempt_rule, 
 from dispatch.core import steps as st
 from dispatch.core.next import next_steps
 from dispatch.model import record as r
-from dispatch.model.enums import Action, CauseKind, ObjectState, State
+from dispatch.model.enums import Action, CauseKind, Enforcer, ObjectState, State
 from dispatch.model.objects import ObjectObs
 from dispatch.model.values import Cause, JobSpec, RecoveryPolicy, Rule, SharedCheckpoint
 
@@ -135,3 +135,12 @@ def test_the_requeue_bit_of_a_job_that_may_requeue_itself_is_kept() -> None:
         running(preempt_rule()).job(), found(obs(1, ObjectState.RUNNING, requeue_bit=True)), T0
     )
     assert any(isinstance(s, st.Call) and s.op == "restore" for s in cleared), cleared
+
+
+def test_a_backend_that_requeues_natively_is_not_taken_for_the_job() -> None:
+    rule = preempt_rule(action=Action.REQUEUE)
+    rec = Rec(header(rule, enforcer=Enforcer.BACKEND)).owner().authorize(1).launched(1, 1)
+    rec.observe(obs(1, ObjectState.RUNNING))
+    pending = obs(1, ObjectState.PENDING, cause=Cause(kind=CauseKind.PREEMPTED), restarts=1)
+    steps = next_steps(rec.job(), found(pending), T0)
+    assert not any(isinstance(s, st.Call | st.Stop | st.Outcome) for s in steps), steps
