@@ -23,6 +23,7 @@ from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
 from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
 from dispatch.batch.directives import submit_keywords as keywords
 from dispatch.model.enums import CheckpointMode
+from dispatch.model.environment import inheritable
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import (
     RESERVED_ENV,
@@ -154,12 +155,14 @@ class _Directives:
     job_name: str | None
     requeue_line: int
     notes: list[str]
+    export: str | None = None
 
 
 def _read_block(text: str, name: str) -> _Directives:
     block, first_command = sb.block_lines(text)
     dispatch_lines = []
     job_name = None
+    export = None
     requeue_line = 0
     notes = []
     for line in block:
@@ -197,6 +200,8 @@ def _read_block(text: str, name: str) -> _Directives:
                     raise InvalidError(f"{where}: {refusal(g)}")
                 elif g.name == "job-name":
                     job_name = g.value
+                elif g.name == "export":
+                    export = g.value
             i += used
     if first_command:
         for number, line_text in enumerate(
@@ -209,7 +214,7 @@ def _read_block(text: str, name: str) -> _Directives:
                     "the #SBATCH lines"
                 )
     options = read_lines(dispatch_lines, name)
-    return _Directives(options, job_name, requeue_line, notes)
+    return _Directives(options, job_name, requeue_line, notes, export)
 
 
 def build(
@@ -252,7 +257,7 @@ def build(
         args=cmd.args,
         options=cmd.passed_on,
         directory=folder,
-        environment={k: v for k, v in environment.items() if k not in RESERVED_ENV},
+        environment=kept_environment(environment, _export(cmd, found, environment)),
     )
     extensions: list[Extension] = [script]
     if options.checkpoint is CheckpointMode.SHARED:
@@ -264,6 +269,44 @@ def build(
         extensions=tuple(extensions),
     )
     return Request(spec=spec, submit=keywords(options, len(rules)), notes=tuple(notes))
+
+
+def _export(cmd: CommandLine, found: _Directives, environment: Mapping[str, str]) -> str | None:
+    """The ``--export`` sbatch applies: the command line's, else ``SBATCH_EXPORT``, else the
+    script's (sbatch reads its input variables over the script's directives)."""
+    given = [g.value for g in cmd.sbatch if g.name == "export"]
+    if given:
+        return given[-1]
+    return environment.get("SBATCH_EXPORT", found.export)
+
+
+def kept_environment(environment: Mapping[str, str], export: str | None) -> dict[str, str]:
+    """What of the submitter's ``environment`` is kept for every launch under ``--export``:
+    never dispatch's own variables or those Slurm sets per job; under ``NONE`` or a list of
+    names without ``ALL``, only the names listed and the variables sbatch itself reads
+    (``SBATCH_*``, Slurm's input ``SLURM_*``), since the job gets nothing else."""
+    env = {k: v for k, v in inheritable(environment).items() if k not in RESERVED_ENV}
+    words = [w.strip() for w in (export or "ALL").split(",")]
+    if "ALL" not in (w.upper() for w in words):
+        listed = {w for w in words if w and "=" not in w}
+        env = {k: v for k, v in env.items() if k in listed or k.startswith(("SBATCH_", "SLURM_"))}
+    for name, value in env.items():
+        if not _text(name) or not _text(value):
+            raise InvalidError(
+                f"environment variable {name.encode(errors='surrogateescape')!r} holds bytes "
+                "that are not UTF-8 text, which the ledger cannot keep: unset it, or leave it "
+                "out with --export=NONE,VAR,..."
+            )
+    return env
+
+
+def _text(word: str) -> bool:
+    """Whether ``word`` came from UTF-8 bytes (Python reads other bytes as surrogates)."""
+    try:
+        word.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def wrapped(cmd: CommandLine) -> str:

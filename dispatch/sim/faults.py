@@ -75,3 +75,19 @@ def draw(rng: random.Random) -> FaultMix:
         people=some(0.05),
         deliver_fail=some(0.4),
     )
+
+
+def inherited_environment(seed: int) -> dict[str, str]:
+    """The environment the seed's scheduler submits from: in half the seeds, that of a shell
+    inside an allocation, carrying the variables Slurm set for that allocation's job
+    (``SLURM_RESTART_COUNT`` among them). Drawn from its own generator, so the seed's other
+    draws stay as they were."""
+    rng = random.Random(f"{seed}/environment")
+    if rng.random() < 0.5:
+        return {"HOME": "/home/ada"}
+    return {
+        "HOME": "/home/ada",
+        "SLURM_JOB_ID": str(rng.randint(1, 99_999)),
+        "SLURM_RESTART_COUNT": str(rng.randint(1, 9)),
+        "SLURM_NTASKS": str(rng.randint(1, 64)),
+    }

@@ -15,7 +15,7 @@ from dispatch.adapters.memory import MemoryBackend
 from dispatch.core.fold import fold
 from dispatch.model.enums import Action, Enforcer, State
 from dispatch.model.errors import DispatchError
-from dispatch.model.objects import epoch, object_name
+from dispatch.model.objects import object_name
 from dispatch.model.record import (
     LOGGED_ONLY,
     AbandonEntry,
@@ -229,7 +229,7 @@ class Checker:
                     f"{obj.submission}'s canonical object",
                 )
             if obj.running and (obj.ref.id, obj.restarts) not in self.runs:
-                e = epoch(obj.lineage_submission, obj.restarts)
+                e = obj.epoch()
                 self.runs[(obj.ref.id, obj.restarts)] = e
                 line = self.lineage.get(obj.job, obj.job)
                 if e <= self.max_epoch.get(line, -1):

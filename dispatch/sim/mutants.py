@@ -40,6 +40,7 @@ from dispatch.supervise.supervisor import Supervisor
 # function named ``fold``, which hides the module of that name from attribute access).
 fold = importlib.import_module("dispatch.core.fold")
 next_module = importlib.import_module("dispatch.core.next")
+memory_backend = importlib.import_module("dispatch.adapters.memory.backend")
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
@@ -64,6 +65,8 @@ MUTANTS: dict[str, str] = {
     "saw before that settle is durable; a power cut orphans the job (bug 5, seed 1047)",
     "requeue-retried-when-gone": "a requeue whose object the scheduler purged is called "
     "again forever (bug 6, seed 880)",
+    "inherited-restart-count": "a job inherits the Slurm variables of the allocation it was "
+    "submitted from, so an inherited SLURM_RESTART_COUNT makes its epoch go backwards",
 }
 
 
@@ -199,6 +202,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
         current, "NOT_VANISHED", (*current.NOT_VANISHED, _never_observed)
     ),
     "requeue-retried-when-gone": lambda: _without_rows(Fact.GONE),
+    "inherited-restart-count": lambda: _substituted(memory_backend, "inheritable", dict),
 }
 
 

@@ -35,7 +35,7 @@ from dispatch.records.memory import MemoryRecords
 from dispatch.sim import actors
 from dispatch.sim.clock import VirtualClock
 from dispatch.sim.crashfs import CrashFS
-from dispatch.sim.faults import draw
+from dispatch.sim.faults import draw, inherited_environment
 from dispatch.sim.invariants import Checker
 from dispatch.sim.jobs import submit_jobs
 from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
@@ -103,7 +103,12 @@ class World:
         self.start = self.clock.now()
         self.out = SeedRun(seed=seed, mix=self.mix)
         shape = Shape.KUBEFLOW if self.mix.kubeflow_shape else Shape.SLURM
-        self.backend = MemoryBackend(shape=shape, auto_run=True, clock=self.clock.now)
+        self.backend = MemoryBackend(
+            shape=shape,
+            auto_run=True,
+            clock=self.clock.now,
+            submit_environment=inherited_environment(seed),
+        )
         self.root = root if self.mix.file_store else None
         self.crashfs: CrashFS | None = None
         self.shared: MemoryRecords | None = None if self.root else MemoryRecords()

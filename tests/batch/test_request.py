@@ -130,3 +130,61 @@ def test_a_command_line_dispatch_cannot_honour_is_refused_saying_why(
 def test_a_script_dispatch_cannot_honour_is_refused_naming_the_line(text: str, why: str) -> None:
     with pytest.raises(InvalidError, match=why):
         build(split(["t"]), text, "t", "/w", {})
+
+
+# What a shell inside an allocation carries: variables Slurm set for that job, inputs the user
+# set to steer Slurm, and the user's own.
+INSIDE_AN_ALLOCATION = {
+    "HOME": "/home/ada",
+    "SLURM_RESTART_COUNT": "7",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_JOBID": "4242",
+    "SLURM_NTASKS": "64",
+    "SLURM_STEP_ID": "0",
+    "SLURM_SUBMIT_DIR": "/elsewhere",
+    "SLURMD_NODENAME": "n1",
+    "SBATCH_MEM_BIND_TYPE": "local",
+    "SLURM_CONF": "/etc/slurm/slurm.conf",
+    "SLURM_MPI_TYPE": "pmix",
+    "SBATCH_PARTITION": "low",
+}
+
+
+def test_the_kept_environment_drops_what_slurm_sets_per_job_so_the_epoch_never_goes_back() -> None:
+    """A job submitted from inside an allocation must not inherit ``SLURM_RESTART_COUNT=7``:
+    Slurm leaves it unset on the first run, so the first run would compute epoch N*1000000+7
+    and the requeued one N*1000000+1."""
+    req = build(split(["t.sbatch"]), SCRIPT, "t.sbatch", "/home/ada", INSIDE_AN_ALLOCATION)
+    script = req.spec.script
+    assert script is not None
+    assert script.environment == {
+        "HOME": "/home/ada",
+        "SLURM_CONF": "/etc/slurm/slurm.conf",
+        "SLURM_MPI_TYPE": "pmix",
+        "SBATCH_PARTITION": "low",
+    }
+
+
+@pytest.mark.parametrize(
+    ("words", "directive", "kept"),
+    [
+        (["--export=NONE"], "", {"SBATCH_PARTITION"}),
+        (["--export=MINE,PATH"], "", {"MINE", "PATH", "SBATCH_PARTITION"}),
+        ([], "#SBATCH --export=NONE,MINE=set\n", {"SBATCH_PARTITION"}),
+        (
+            ["--export=ALL,MINE=x"],
+            "#SBATCH --export=NONE\n",
+            {"MINE", "PATH", "SECRET", "SBATCH_PARTITION"},
+        ),
+        ([], "", {"MINE", "PATH", "SECRET", "SBATCH_PARTITION"}),
+    ],
+)
+def test_export_none_or_a_list_keeps_only_what_the_job_gets_in_the_ledger(
+    words: list[str], directive: str, kept: set[str]
+) -> None:
+    """``--export=NONE`` and ``--export=VARS``: the job gets only those, so the ledger keeps
+    only those (and the variables sbatch itself reads), never the submitter's secrets."""
+    env = {"MINE": "m", "PATH": "/bin", "SECRET": "token", "SBATCH_PARTITION": "low"}
+    text = SCRIPT.replace("#DISPATCH", directive + "#DISPATCH")
+    script = build(split([*words, "t.sbatch"]), text, "t.sbatch", "/home/ada", env).spec.script
+    assert script is not None and set(script.environment) == kept

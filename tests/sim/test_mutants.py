@@ -63,6 +63,7 @@ def _substituted_parts() -> list[object]:
         sim_mutants.fold.HANDLERS,
         sim_mutants.fold.DECISION_REFUSALS,
         current.NOT_VANISHED,
+        sim_mutants.memory_backend.inheritable,
     ]
 
 

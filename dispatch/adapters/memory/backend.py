@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import IO
 
@@ -26,6 +26,7 @@ from dispatch.model.enums import (
     Source,
     Tristate,
 )
+from dispatch.model.environment import inheritable
 from dispatch.model.errors import (
     InvalidError,
     LaunchRefusedError,
@@ -58,8 +59,12 @@ class MemoryBackend:
         shape: Shape | str = Shape.SLURM,
         auto_run: bool = False,
         clock: Callable[[], datetime] | None = None,
+        submit_environment: Mapping[str, str] | None = None,
     ) -> None:
         self.shape = Shape(shape)
+        # The environment of the process that submits (sbatch --export=ALL passes it on):
+        # it may carry the variables Slurm set for a job that process runs in.
+        self.submit_environment = dict(submit_environment or {})
         self.auto_run = auto_run
         self.clock = clock
         self.mu = threading.RLock()
@@ -167,6 +172,9 @@ class MemoryBackend:
                 req.job, req.submission, req.attempt, req.lineage_submission, req.spec
             )
             obj.native = req.native
+            script = req.spec.script
+            submitted = script.environment if script else self.submit_environment
+            obj.environment = inheritable(submitted)
             if self.admin_holds:
                 self.admin_holds -= 1
                 obj.admin_held = True

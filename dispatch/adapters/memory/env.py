@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from dispatch.model.enums import CauseKind, Provenance
 from dispatch.model.errors import InvalidError, NotFoundError
-from dispatch.model.objects import ObjectRef, epoch, object_name
+from dispatch.model.objects import ObjectRef, object_name
 from dispatch.model.values import Cause, JobID
 
 if TYPE_CHECKING:
@@ -184,5 +184,4 @@ class Env:
         """The ``DISPATCH_EPOCH`` the object's current execution would see."""
 
         with self._b.mu:
-            obj = self._obj(ref)
-            return epoch(obj.epoch_submission(), obj.restarts)
+            return self._obj(ref).epoch()

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from dispatch.model.enums import ObjectState
-from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.objects import ObjectObs, ObjectRef, epoch
 from dispatch.model.values import Cause, JobID, Rule
 
 
@@ -44,6 +44,8 @@ class MemObject:
     native_use: dict[int, int] = field(default_factory=dict)
     # What the object's executions wrote, by stream ("stdout", "stderr"); kept after it ends.
     output: dict[str, bytearray] = field(default_factory=dict)
+    # The environment the object was submitted with, as sbatch passes it on to every run.
+    environment: dict[str, str] = field(default_factory=dict)
 
     @property
     def live(self) -> bool:
@@ -79,3 +81,15 @@ class MemObject:
     def epoch_submission(self) -> int:
         """The lineage submission N this object's executions carry in ``DISPATCH_EPOCH``."""
         return self.lineage_submission
+
+    def execution_environment(self) -> dict[str, str]:
+        """What the current execution's batch shell sees: the submitted environment, and
+        ``SLURM_RESTART_COUNT`` as Slurm sets it, only once the object has restarted."""
+        restarted = {"SLURM_RESTART_COUNT": str(self.restarts)} if self.restarts else {}
+        return {**self.environment, **restarted}
+
+    def epoch(self) -> int:
+        """The ``DISPATCH_EPOCH`` the current execution computes, as the batch script does:
+        N * 1000000 + ``SLURM_RESTART_COUNT`` (0 when unset)."""
+        restarts = self.execution_environment().get("SLURM_RESTART_COUNT", "0")
+        return epoch(self.epoch_submission(), int(restarts))

@@ -27,6 +27,7 @@ from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
 from dispatch.adapters.slurm.render import slurm_time, wrapper_script
 from dispatch.adapters.slurm.row import comment_text
 from dispatch.adapters.slurm.run import Reply
+from dispatch.model.environment import inheritable
 from dispatch.model.errors import (
     InvalidError,
     OutcomeUnknownError,
@@ -46,7 +47,7 @@ INFINITE = 0xFFFFFFFF
 def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, Any]:
     """The ``pyslurm.JobSubmitDescription`` keywords for one attempt: what ``sbatch_argv``
     asks of sbatch, field for field. ``environment`` is what ``--export=ALL`` would export
-    (the supervisor's), under dispatch's numbers."""
+    (the supervisor's, less what Slurm sets per job), under dispatch's numbers."""
     spec = req.spec
     if spec.image:
         raise UnsupportedError(
@@ -67,7 +68,7 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
         # Recovery is dispatch's, as with --no-requeue, unless a rule lets the job requeue itself.
         "is_requeueable": spec.own_requeue,
         "environment": {
-            **environment,
+            **inheritable(environment),
             "DISPATCH_JOB": req.job,
             "DISPATCH_SUBMISSION": str(req.lineage_submission),
             "DISPATCH_ATTEMPT": str(req.attempt),

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dispatch.model.environment import inheritable
 from dispatch.model.errors import OutcomeUnknownError, UnreachableError
 from dispatch.model.values import SHELL_NAME
 
@@ -138,7 +139,10 @@ class CommandRunner:
 
     def run(self, argv: Sequence[str], *, effect: bool = False) -> Reply:
         """Run ``argv``; ``effect`` marks calls that change the cluster (see module doc)."""
-        env = None if self.prefix else {**os.environ, **CLIENT_ENV, **self.env}
+        # A prefix (chroot, ssh) gets this process's environment, less what Slurm set for
+        # the job this process may run in; the command gets the settings on its line.
+        own = inheritable(os.environ)
+        env = own if self.prefix else {**own, **CLIENT_ENV, **self.env}
         return self._run(self.command_line(argv), argv, effect=effect, env=env)
 
     def run_as_submitter(
@@ -149,9 +153,10 @@ class CommandRunner:
 
         Always an effect. The environment travels as the process environment (over ssh: on
         stdin, ahead of the script, into an emptied environment), never on a command line, so
-        other users cannot read it from the process table.
+        other users cannot read it from the process table. Variables Slurm sets per job are
+        left out (``dispatch.model.environment``), so a job never inherits another job's.
         """
-        env = {**environment, **self.env}
+        env = {**inheritable(environment), **self.env}
         line = self.submitter_line(argv, folder)
         if self.quote:
             text = environment_text(env)

@@ -83,3 +83,29 @@ def test_over_a_remote_shell_the_submitters_environment_is_read_from_stdin_exact
 def test_a_submitters_variable_no_posix_shell_can_set_is_left_out_over_a_remote_shell() -> None:
     text = environment_text({"BASH_FUNC_f%%": "() { :; }", "1X": "y", "SHELLOPTS": "x", "OK": "1"})
     assert text == "export OK=1\n"
+
+
+# Variables Slurm set for the job the submitting shell (or the sweep) runs in.
+ALLOCATION = {"SLURM_RESTART_COUNT": "7", "SLURM_JOB_ID": "4242", "SLURM_NTASKS": "64"}
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote-shell"])
+def test_sbatch_never_gets_the_slurm_variables_of_its_own_job_so_the_epoch_never_goes_back(
+    remote: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sbatch passes its environment on, and Slurm sets ``SLURM_RESTART_COUNT`` only from the
+    first requeue: an inherited 7 would give the first run a higher epoch than the second. The
+    real program is run (``sh -c`` stands in for ssh's remote shell) and prints what it got."""
+    for name, value in ALLOCATION.items():
+        monkeypatch.setenv(name, value)
+    runner = CommandRunner(prefix=("sh", "-c"), quote=True) if remote else CommandRunner()
+    environment = {"PATH": "/usr/bin:/bin", "MINE": "m", "SLURM_CONF": "/c", **ALLOCATION}
+    program = ["/bin/sh", "-c", "env -0"]
+    reply = runner.run_as_submitter(program, environment=environment, folder="/", stdin="")
+    assert reply.ok, reply.stderr
+    seen = dict(v.split("=", 1) for v in reply.stdout.split("\0") if v)
+    assert (seen["MINE"], seen["SLURM_CONF"]) == ("m", "/c")
+    assert not set(ALLOCATION) & set(seen)
+    # The supervisor's own commands (a spec's sbatch --wrap) do not pass them on either.
+    reply = CommandRunner().run(program)
+    assert not set(ALLOCATION) & set(dict(v.split("=", 1) for v in reply.stdout.split("\0") if v))

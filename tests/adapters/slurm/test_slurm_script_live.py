@@ -216,6 +216,30 @@ def test_after_a_slurm_requeue_the_epoch_counts_the_restart(
     assert runs[-1] == "3000001", runs
 
 
+def test_a_job_submitted_from_inside_an_allocation_and_requeued_never_goes_back_an_epoch_live(
+    backend: SlurmBackend, started: list[str], folder: Folder
+) -> None:
+    """The submitter's shell runs inside an allocation: its environment holds what Slurm set
+    for a real job step (taken from ``srun env``), with ``SLURM_RESTART_COUNT=7`` as a job
+    requeued seven times has. Slurm sets that variable only from a job's first requeue, so
+    inherited it gave the first run epoch 3000007 and the requeued run 3000001."""
+    reply = backend.runner.run(["srun", "--partition=low", "-N1", "-t1", "env", "-0"])
+    assert reply.ok, reply.stderr
+    step = dict(v.split("=", 1) for v in reply.stdout.split("\0") if v.startswith("SLURM"))
+    assert "SLURM_JOB_ID" in step and "SLURM_STEP_ID" in step
+    inside = {**step, "SLURM_RESTART_COUNT": "7"}
+    text = RUN.replace("printf", "sleep 2\nprintf")
+    ref = start(backend, started, folder, text, env=inside)
+    backend.open(ref)
+    live_cluster.wait_for(
+        "the job to run", lambda: backend.inspect(ref).state, lambda s: s is ObjectState.RUNNING
+    )
+    backend.requeue(ref, CallMeta(by=ME))
+    wait_ended(backend, ref, restarts=1)
+    runs = [int(e) for e in re.findall(r"run epoch=(\d+)", folder.read("out.txt"))]
+    assert runs == [3000000, 3000001], runs
+
+
 def test_a_submit_folder_that_is_gone_is_a_refused_launch(
     backend: SlurmBackend, started: list[str], folder: Folder
 ) -> None:
