@@ -1,14 +1,15 @@
-"""Job references on the command line: a whole id, a unique id prefix, or a job's name.
+"""Job references on the command line: a whole id, a job's name, or a unique id prefix.
 
-As git takes a short hash, every verb takes the shortest unambiguous start of a job id; a
-word that is no id's start is tried as a job's name. An ambiguous reference is bad input
-(exit 2) listing the candidates; a reference nothing matches is not found (exit 1). Shell
-completion offers the ledger's job ids from here too.
+A reference is read as an exact id, then as an exact name, then, as git takes a short hash, as
+the start of an id. It must mean one job: a reference that means two jobs in any of those ways
+(a job *named* ``3rd`` while another's id starts with ``3rd``) is refused rather than guessed,
+since the verb may cancel or settle the job it picks. An ambiguous reference is bad input
+(exit 2) naming the candidates and how each matched; a reference nothing matches is not found
+(exit 1). Shell completion offers the ledger's job ids from here too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -16,43 +17,47 @@ from click.shell_completion import CompletionItem
 
 from dispatch.model.errors import DispatchError, InvalidError, NotFoundError
 from dispatch.model.values import JobID
-from dispatch.records.contract import Records
+from dispatch.records.contract import Records, Sharded
 
 # How many candidates an ambiguous reference names before "...".
 SHOWN_CANDIDATES = 5
 
 
 def resolve(store: Records, ref: str) -> JobID:
-    """The one job ``ref`` names in ``store``: exact id, unique id prefix, or unique name."""
+    """The one job ``ref`` names in ``store``: by exact id, exact name or id prefix, and only
+    one job in all three ways together."""
     if not ref:
         raise InvalidError("give a job: its id, the start of its id, or its name")
     ids = store.jobs(include_settled=True)
+    matches: dict[JobID, str] = {}
     if ref in ids:
-        return ref
-    prefixed = [j for j in ids if j.startswith(ref)]
-    if len(prefixed) == 1:
-        return prefixed[0]
-    if prefixed:
-        raise InvalidError(_ambiguous(ref, "jobs whose id starts with it", prefixed))
-    named = [j for j in ids if _name(store, j) == ref]
-    if len(named) == 1:
-        return named[0]
-    if named:
-        raise InvalidError(_ambiguous(ref, "jobs named so", named))
+        matches[ref] = "its id"
+    for job in ids:
+        if _name(store, job) == ref:
+            matches.setdefault(job, "its name")
+    for job in ids:
+        if job.startswith(ref):
+            matches.setdefault(job, "the start of its id")
+    if len(matches) == 1:
+        return next(iter(matches))
+    if matches:
+        raise InvalidError(_ambiguous(ref, matches))
     raise NotFoundError(f"no job {ref!r}: no id starts with it and no job is named so")
 
 
-def _ambiguous(ref: str, what: str, candidates: Sequence[JobID]) -> str:
-    shown = ", ".join(candidates[:SHOWN_CANDIDATES])
-    more = ", ..." if len(candidates) > SHOWN_CANDIDATES else ""
+def _ambiguous(ref: str, matches: dict[JobID, str]) -> str:
+    shown = ", ".join(f"{job} ({how})" for job, how in list(matches.items())[:SHOWN_CANDIDATES])
+    more = ", ..." if len(matches) > SHOWN_CANDIDATES else ""
     return (
-        f"job {ref!r} is ambiguous: {len(candidates)} {what} ({shown}{more}); give more of the id"
+        f"job {ref!r} is ambiguous: {len(matches)} jobs match it ({shown}{more}); give the whole id"
     )
 
 
 def _name(store: Records, job: JobID) -> str | None:
     try:
-        return store.read(job).header.spec.name
+        # Revision 1 holds the header, and with it the name: a sharded store reads only that.
+        view = store.read_at(job, 1) if isinstance(store, Sharded) else store.read(job)
+        return view.header.spec.name
     except DispatchError:
         return None  # a damaged record has no name to match; reading it reports why
 

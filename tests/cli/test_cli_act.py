@@ -303,3 +303,28 @@ def test_dispatch_alone_prints_the_overview_and_usage_errors_are_one_line(tmp_pa
         result = site.run(args)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1
         assert result.stderr.startswith("error: ") and said in result.stderr
+
+
+def test_a_job_named_like_the_start_of_another_jobs_id_is_refused_and_nothing_cancelled(
+    tmp_path: Path,
+) -> None:
+    """A reference is an exact id, an exact name or a unique id prefix, and must mean one job
+    in all three ways together: ``cancel 3rd`` with a job *named* ``3rd`` and another whose id
+    starts ``3rd`` cancelled the other job."""
+    site = Site(tmp_path)
+    (other,) = site.submit()
+    ref = other[:3]
+    named = site.cluster.operator.submit(
+        dispatch.JobSpec(name=ref, command=["true"]), ADA, supervised=True
+    ).job
+    before = revisions(site)
+    code, out, err = act(site, "cancel", ref, "--reason", "wrong config")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: dispatch: invalid: job '{ref}' is ambiguous: 2 jobs"), err
+    assert f"{named} (its name)" in err and f"{other} (the start of its id)" in err
+    assert err.count("\n") == 1
+    assert revisions(site) == before
+    # The whole id, and a name no id starts with, still name one job each.
+    assert act(site, "cancel", other, "--reason", "meant this one")[0] == 0
+    assert site.store.read(other).commits[-1].entries[-1].kind == "cancel"
+    assert revisions(site)[named] == before[named]
