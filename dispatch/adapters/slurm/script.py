@@ -11,8 +11,10 @@ submitted:
   ``DISPATCH_EPOCH`` is computed at run time from ``SLURM_RESTART_COUNT``, because a
   requeued Slurm job keeps the environment it was submitted with (DESIGN §8);
 * then the user's script, kept in the record as submitted, is written to a private temporary
-  file, opened, unlinked, and run with the interpreter its ``#!`` line names, with its
-  arguments, replacing the shell (so signals Slurm sends the batch shell reach the script).
+  file through the one descriptor that opened it (checked to be this user's empty file, its
+  name already removed, so no other user can swap it), and run from that descriptor with the
+  interpreter its ``#!`` line names, with its arguments, replacing the shell (so signals Slurm
+  sends the batch shell reach the script).
 
 The submitter's environment and folder are not in this text: the transport runs sbatch in
 that folder with that environment (``CommandRunner.run_as_submitter``), and sbatch passes it
@@ -21,7 +23,6 @@ on as its ``--export`` says, exactly as it would have for the user.
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 
 from dispatch.adapters.slurm.directives import directive_block
@@ -52,11 +53,24 @@ dispatch_script=$(PATH="/usr/bin:/bin:$PATH" mktemp "${{TMPDIR:-/tmp}}/dispatch-
     echo "dispatch: cannot write the job's script to a temporary file" >&2
     exit {failed}
 }}
-PATH="/usr/bin:/bin:$PATH" cat > "$dispatch_script" <<'{marker}'
-{text}{marker}
-exec 9< "$dispatch_script"
+# The name is opened once and removed at once: the script is written to and read from this
+# descriptor only, as another user may swap the name in a TMPDIR they can write to.
+command exec 9<>"$dispatch_script" || {{
+    echo "dispatch: cannot open the temporary file $dispatch_script" >&2
+    exit {failed}
+}}
 PATH="/usr/bin:/bin:$PATH" rm -f "$dispatch_script"
+# The descriptor must be the file mktemp made: a regular file of this user, empty, and now
+# without a name. Anything else was put there by someone else: refuse to run.
+if ! [ -f /dev/fd/9 ] || [ "$(PATH="/usr/bin:/bin:$PATH" stat -L -c %u:%h:%s /dev/fd/9)" != \\
+    "$(PATH="/usr/bin:/bin:$PATH" id -u):0:0" ]; then
+    echo "dispatch: the temporary file $dispatch_script was replaced by another user;" \\
+        "not running it (give the job a TMPDIR only you can write to)" >&2
+    exit {failed}
+fi
 unset dispatch_script
+# A quoted word, not a here-document: a shell may keep a here-document in a TMPDIR file.
+command printf %s {text} >&9
 exec {command}
 """
 
@@ -73,17 +87,6 @@ def interpreter(text: str) -> list[str]:
     return [path, arg] if arg else [path]
 
 
-def _marker(text: str) -> str:
-    """A here-document delimiter that no line of ``text`` equals."""
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    lines = set(text.split("\n"))
-    for width in range(16, len(digest) + 1):
-        marker = f"DISPATCH_SCRIPT_{digest[:width]}"
-        if marker not in lines:
-            return marker
-    raise AssertionError("a script holds every prefix of its own digest")  # not reachable
-
-
 def wrapper(req: StartRequest, script: BatchScript) -> str:
     """The batch script sbatch reads for one attempt of a batch-script job."""
     text = script.text if script.text.endswith("\n") else script.text + "\n"
@@ -98,8 +101,7 @@ def wrapper(req: StartRequest, script: BatchScript) -> str:
             attempt=req.attempt,
             base=EPOCH_BASE,
             failed=SETUP_FAILED,
-            marker=_marker(text),
-            text=text,
+            text=shlex.quote(text),
             command=command,
         )
     )

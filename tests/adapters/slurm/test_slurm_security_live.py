@@ -24,9 +24,10 @@ import pytest
 import dispatch
 from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.settings import SlurmSettings
+from dispatch.batch import request
 from dispatch.model.enums import ActorKind, CauseKind, ObjectState
 from dispatch.model.errors import InvalidError
-from dispatch.model.objects import StartRequest
+from dispatch.model.objects import ObjectObs, ObjectRef, StartRequest
 from dispatch.model.values import Actor, JobSpec
 from dispatch.records.memory import MemoryRecords
 from dispatch.supervise import Supervisor
@@ -184,3 +185,88 @@ def test_hostile_env_name_is_refused_and_hostile_value_arrives_verbatim_live(
         assert not pwned.exists()
     finally:
         backend.stop_job(job, "live test clean-up")
+
+
+# The other user's side of finding 3: watch the shared folder for the wrapper's temporary file,
+# put a file of theirs (holding their script) in its place at once, and for a while put their
+# script back whenever something else is written into that file. Prints how many names it saw.
+SWAPPER = r"""
+import os, sys, time
+folder, evil, stop = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
+seen = set()
+while not os.path.exists(stop):
+    for entry in os.scandir(folder):
+        if not entry.name.startswith("dispatch-script.") or entry.name in seen:
+            continue
+        seen.add(entry.name)
+        mine = os.path.join(folder, f"evil-{len(seen)}")
+        fd = os.open(mine, os.O_RDWR | os.O_CREAT, 0o666)
+        os.write(fd, evil)
+        os.fchmod(fd, 0o666)
+        os.rename(mine, entry.path)
+        until = time.monotonic() + 0.2
+        while time.monotonic() < until:
+            if os.pread(fd, len(evil) + 1, 0) != evil:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, evil, 0)
+        os.close(fd)
+print(len(seen))
+"""
+
+
+def ended(backend: SlurmBackend, ref: ObjectRef) -> ObjectObs:
+    """What the backend shows of ``ref`` once it has ended."""
+    return live_cluster.wait_for(
+        f"{ref} to end", lambda: backend.inspect(ref), lambda o: o.state is ObjectState.ENDED
+    )
+
+
+SUBMITTERS = "#!/bin/bash\n#SBATCH --output=out-%j.txt\necho ran the submitters script\n"
+EVIL = "#!/bin/bash\necho ran the other users script\n"
+
+
+def test_another_user_swapping_the_kept_script_in_a_shared_tmpdir_never_runs_their_script_live(
+    backend: SlurmBackend, tmp_path: Path
+) -> None:
+    """Issue 23, finding 3: the job's ``TMPDIR`` is a folder every user can write to, without
+    the sticky bit; another local user (``nobody``, a real second user) swaps the wrapper's
+    temporary file for a script of theirs. Each job runs the submitter's script or refuses to
+    run (exit 97, saying why); none runs the other user's."""
+    shared = Path(f"/tmp/dispatch-shared-{secrets.token_hex(4)}")
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, no sticky bit
+    folder = tmp_path
+    stop = shared / "stop"
+    swapper = subprocess.Popen(
+        ["python3", "-c", SWAPPER, str(shared), EVIL, str(stop)],
+        user=OTHER.pw_uid,
+        group=OTHER.pw_gid,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    job = "lt" + secrets.token_hex(4)
+    outcomes: dict[str, tuple[CauseKind, int | None, str]] = {}
+    try:
+        cmd = request.split(["job.sbatch"])
+        environment = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": str(shared)}
+        spec = request.build(cmd, SUBMITTERS, "job.sbatch", str(folder), environment).spec
+        for attempt in range(1, 7):
+            ref = backend.start(
+                StartRequest(
+                    job=job, submission=1, attempt=attempt, lineage_submission=1, spec=spec
+                )
+            )
+            backend.open(ref)
+            obs = ended(backend, ref)
+            out = (folder / f"out-{ref.id}.txt").read_text()
+            outcomes[ref.id] = (obs.cause.kind, obs.cause.exit_code, out)
+    finally:
+        stop.touch()
+        seen, _ = swapper.communicate(timeout=30)
+        backend.stop_job(job, "live test clean-up")
+    for kind, exit_code, out in outcomes.values():
+        assert "ran the other users script" not in out, outcomes
+        ran = (kind, out) == (CauseKind.NONE, "ran the submitters script\n")
+        refused = exit_code == 97 and "was replaced by another user" in out
+        assert ran or refused, outcomes
+    assert int(seen) >= 1, "the other user never saw a temporary file to swap"
