@@ -28,6 +28,7 @@ from dispatch.report import Figures, figures, spans
 from dispatch.report.checkpoints import StoreName, named_store, publications
 from dispatch.report.events import last_seen_state
 from dispatch.report.figures import Publication
+from dispatch.report.output import write_file
 from dispatch.report.svg import svg
 from dispatch.report.timeline import draw, hms
 
@@ -126,7 +127,7 @@ def draw_timeline(view: View, now: datetime, text: bool, svg_file: Path | None) 
     found = cp.found or []
     h = view.header
     if svg_file is not None:
-        svg_file.write_text(svg(h.job, h.spec.name, s, found, now), encoding="utf-8")
+        write_file(svg_file, svg(h.job, h.spec.name, s, found, now), "--svg file")
     if text:
         click.echo(clean_lines(draw(h.job, h.spec.name, s, found, now)), nl=False)
     if cp.error:

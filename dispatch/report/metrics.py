@@ -7,14 +7,13 @@ counts the scheduler queries a backend answers. docs/goodput.md lists every metr
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dispatch.model.enums import Action, State
+from dispatch.report.output import write_file
 
 # The backend calls that ask the scheduler what it shows (docs/goodput.md).
 QUERIES = ("find", "find_many", "inspect")
@@ -115,18 +114,7 @@ def render(s: Sample) -> str:
 def write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` as the textfile collector needs: a temporary file in the same
     folder, flushed, then renamed over ``path``, so no reader ever sees half of it."""
-    folder = path.parent
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_file(path, text, "metrics file")
 
 
 @dataclass

@@ -4,6 +4,8 @@ rows, and ``dispatch status --timeline`` / ``--svg``."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -148,3 +150,43 @@ def test_rows_follow_time_even_when_a_launch_ended_before_it_ran() -> None:
     text = draw("job1", "finetune", s, [], at(120))
     labels = [line.split()[:2] for line in text.splitlines()[3:6]]
     assert labels == [["1", "101"], ["2", "102"], ["3", "103"]]
+
+
+def test_svg_follows_no_link_and_never_writes_a_file_of_another_user(tmp_path: Path) -> None:
+    """``--svg`` writes as ``--metrics`` does: a link planted in a shared folder (mode 777) is
+    refused, not followed, whether it leads to a victim's file or nowhere; another user's file
+    in a sticky folder is refused, not written into; a link of one's own is replaced."""
+    other = pwd.getpwnam("nobody")
+    site = Site(tmp_path)
+    (job,) = site.submit()
+    shared = tmp_path / "team"
+    shared.mkdir()
+    shared.chmod(0o777)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    planted = shared / "job.svg"
+    planted.symlink_to(victim)
+    dangling = shared / "dangling.svg"
+    dangling.symlink_to(tmp_path / "created-elsewhere")
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    theirs = sticky / "theirs.svg"
+    theirs.write_text("theirs\n")
+    theirs.chmod(0o666)
+    for path in (planted, dangling, theirs):
+        os.lchown(path, other.pw_uid, other.pw_gid)
+    for target in (planted, dangling, theirs):
+        code, out, err = _status(site, job, "--svg", str(target))
+        assert (code, out) == (1, ""), err
+        assert err.startswith("error: dispatch: rejected: --svg file ") and "another user" in err
+        assert err.count("\n") == 1
+    assert victim.read_text() == "precious\n" and theirs.read_text() == "theirs\n"
+    assert not (tmp_path / "created-elsewhere").exists()
+    assert sorted(p.name for p in shared.iterdir()) == ["dangling.svg", "job.svg"]
+    mine = shared / "mine.svg"
+    mine.symlink_to(victim)
+    assert _status(site, job, "--svg", str(mine))[0] == 0
+    assert not mine.is_symlink() and victim.read_text() == "precious\n"
+    ElementTree.parse(mine)
+    assert oct(mine.stat().st_mode & 0o777) == oct(0o644)
