@@ -104,6 +104,11 @@ class FileRecords:
                 f"job id {job!r} cannot name a ledger folder: use letters, digits, '.', '_' "
                 "and '-', starting with a letter or digit"
             )
+        try:
+            # Before anything is made: a header that cannot be written leaves no job folder.
+            data = header.model_dump_json().encode()
+        except ValueError as err:
+            raise InvalidError(f"job {job}: the record cannot be written as JSON: {err}") from None
         folder = self._jobs / job
         fmt.ensure_folder(folder)
         self._trusted.add(job)
@@ -112,7 +117,6 @@ class FileRecords:
             raise ConflictError(f"job {job} already has a record")
         key = header.options.idempotency_key
         claimed = self._claim_key(key, job) if key else False
-        data = header.model_dump_json().encode()
         try:
             # The marker is durable before the header: a job never exists unseen by a sweep.
             marker = self._unsettled / job

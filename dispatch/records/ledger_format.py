@@ -354,10 +354,26 @@ def key_name(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def make_private_parents(path: Path) -> None:
+    """Create the missing folders above ``path`` with mode 700 whatever the umask (under
+    umask 002 or 000 they would be group- or world-writable, and then refused as parents)."""
+    missing = []
+    folder = path.parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            continue  # made meanwhile by someone else: the checks that follow judge it
+        os.chmod(folder, 0o700)
+
+
 def prepare_root(root: Path) -> None:
     """Create the root private to its user, or refuse one that is not to be trusted: another
     user's, one others can write to, a symbolic link, or one whose parents others can change."""
-    root.parent.mkdir(parents=True, exist_ok=True)
+    make_private_parents(root)
     check_parents(root)  # before the root is made: never make it where it could be swapped
     try:
         os.mkdir(root, 0o700)

@@ -155,3 +155,20 @@ def test_help_shows_the_dispatch_options_and_an_example(site: Site) -> None:
     code, out, _ = sbatch(site, "--help")
     assert code == 0
     assert "--rule=CAUSES:ACTION:BUDGET[:HOLD_FOR]" in out and "#DISPATCH --rule=" in out
+
+
+def test_a_non_utf8_environment_value_is_refused_in_one_line_and_no_partial_job_is_left(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A value of bytes that are not UTF-8 crashed with a serialization traceback and left a
+    job folder without a header (the next ``list`` reported it damaged)."""
+    monkeypatch.setenv("LATIN1", "caf\udce9")  # the bytes b"caf\xe9", as Python reads them
+    code, out, err = sbatch(site, "train.sbatch")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: dispatch: invalid: environment variable b'LATIN1' holds bytes")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert recorded(site) == [] and not list((site.ledger / "jobs").iterdir())
+    # Left out by --export, it is no obstacle.
+    code, _, err = sbatch(site, "--export=NONE,PATH", "train.sbatch")
+    assert code == 0, err
+    assert len(recorded(site)) == 1

@@ -499,3 +499,40 @@ def test_revision_lists_the_folder_and_refuses_a_gap_as_a_read_does(tmp_path: Pa
     (root / "jobs" / "j1" / fmt.revision_name(3)).unlink()
     with pytest.raises(InvalidError, match="revision is missing"):
         FileRecords(root).revision("j1")
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o000])
+def test_under_a_loose_umask_the_first_ledger_is_created_private_and_accepted(
+    tmp_path: Path, umask: int
+) -> None:
+    """Under ``umask 002`` (common on team clusters) or ``000`` the first ``dispatch sbatch``
+    made ``~/.dispatch`` with the umask's mode and then refused its own folder: every folder
+    and file is created with an explicit mode, whatever the umask."""
+    home = tmp_path / "home"
+    home.mkdir(mode=0o755)
+    home.chmod(0o755)
+    before = os.umask(umask)
+    try:
+        store = FileRecords(home / ".dispatch" / "deep" / "ledger")
+        store.create(header("j1"))
+    finally:
+        os.umask(before)
+    for folder in (home / ".dispatch", home / ".dispatch" / "deep", store.root):
+        assert folder.stat().st_mode & 0o777 == 0o700, folder
+    first = store.root / "jobs" / "j1" / fmt.revision_name(1)
+    assert first.stat().st_mode & 0o777 == 0o600
+    assert FileRecords(store.root).read("j1").header.job == "j1"
+
+
+def test_a_header_that_cannot_be_written_as_utf8_leaves_no_job_folder_and_no_key(
+    tmp_path: Path,
+) -> None:
+    """A non-UTF-8 environment value (read by Python as a surrogate) is refused before the
+    job's folder, its marker or its key claim exist, not after."""
+    store = FileRecords(tmp_path / "ledger")
+    bad = header("j1", key="k1")
+    spec = bad.spec.model_copy(update={"env": {"LATIN1": "caf\udce9"}})
+    with pytest.raises(InvalidError, match="cannot be written as JSON"):
+        store.create(bad.model_copy(update={"spec": spec}))
+    assert list((tmp_path / "ledger" / "jobs").iterdir()) == []
+    assert store.jobs(include_settled=True) == [] and store.find_key("k1") is None
