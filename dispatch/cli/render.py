@@ -6,23 +6,21 @@ ids are user-controlled text, and a terminal must never receive their control ch
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import click
 
+from dispatch.report.printable import printable
+
 if TYPE_CHECKING:  # the model imports pydantic, which an empty sweep never loads
     from dispatch.model.status import Escalation
-
-# C0 controls, DEL and C1 controls: what a terminal may act on (ESC starts its sequences).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def clean(text: str) -> str:
     """``text`` with every control character shown as an escape (``\\x1b``), never sent raw."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return printable(text)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

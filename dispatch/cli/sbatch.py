@@ -12,7 +12,6 @@ the plan and creates nothing. Exit codes: 0 submitted, 1 refused, 2 bad input (n
 
 from __future__ import annotations
 
-import getpass
 import os
 import sys
 from pathlib import Path
@@ -22,13 +21,14 @@ import click
 
 from dispatch.batch import request
 from dispatch.batch.directives import OPTIONS
-from dispatch.cli.session import Session, echo_json, fail, refusals
+from dispatch.cli.render import clean
+from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
-from dispatch.model.enums import ActorKind, Capability, State, Tristate
+from dispatch.model.enums import Capability, State, Tristate
 from dispatch.model.errors import DispatchError, InvalidError, RejectedError, UnreachableError
 from dispatch.model.objects import StartRequest
 from dispatch.model.status import Status
-from dispatch.model.values import Actor, JobSpec, Plan, Support
+from dispatch.model.values import JobSpec, Plan, Support
 from dispatch.spi import Backend, StartChecker
 from dispatch.submission import make_plan
 
@@ -176,10 +176,6 @@ def _submitted(st: Status) -> dict[str, Any]:
     }
 
 
-def _actor() -> Actor:
-    return Actor(kind=ActorKind.HUMAN, id=os.environ.get("USER") or getpass.getuser())
-
-
 @click.command(
     name="sbatch",
     help=_HELP,
@@ -202,7 +198,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         text, path = _read(cmd)
         req = request.build(cmd, text, path, os.getcwd(), os.environ)
         for note in req.notes:
-            click.echo(f"note: {note}", err=True)
+            click.echo(f"note: {clean(note)}", err=True)
         session = Session(cmd.config)
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
@@ -223,7 +219,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
                 )
             else:
                 for line in plan_lines(plan, cessation):
-                    click.echo(line)
+                    click.echo(clean(line))
                 if via:
                     click.echo(f"Slurm transport: {via}")
                 if said:
@@ -231,7 +227,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
                 click.echo("nothing was created (--plan)")
             return
         cluster = compose(backend, Config(store=session.store))
-        plan = cluster.operator.submit(req.spec, _actor(), **req.submit)
+        plan = cluster.operator.submit(req.spec, me(), **req.submit)
         session.supervisor().launch(plan.job)
         st = cluster.observer.get(plan.job)
     if cmd.parsable:
@@ -242,8 +238,8 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         )
     else:
         for line in plan_lines(plan, cessation):
-            click.echo(line)
-        click.echo(_summary(st, backend.declarations().name))
+            click.echo(clean(line))
+        click.echo(clean(_summary(st, backend.declarations().name)))
     if st.state is State.FAILED:
         fail(f"job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
 

@@ -29,6 +29,7 @@ from dispatch.model.errors import DispatchError, InvalidError
 from dispatch.model.values import Actor
 from dispatch.records import ledger_format
 from dispatch.records.file import FileRecords
+from dispatch.report.printable import CONTROL, printable
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
 from dispatch.supervise.deliver_command import CommandDeliver
@@ -95,12 +96,18 @@ class ActorParam(click.ParamType[Actor, Any]):
         kinds = ", ".join(k.value for k in ActorKind)
         if not sep or not ident.strip() or kind not in {k.value for k in ActorKind}:
             self.fail(f"{value!r} is not KIND:ID with KIND one of {kinds}", param, ctx)
+        if CONTROL.search(ident):
+            self.fail(f"{value!r}: an actor id holds no control characters", param, ctx)
         return Actor(kind=ActorKind(kind), id=ident)
 
 
 def me() -> Actor:
     """The person running the command: ``human:$USER``."""
-    return Actor(kind=ActorKind.HUMAN, id=os.environ.get("USER") or getpass.getuser())
+    try:
+        name = os.environ.get("USER") or getpass.getuser()
+    except (KeyError, OSError):  # no USER and no passwd entry (a container's bare uid)
+        name = f"uid{os.getuid()}"
+    return Actor(kind=ActorKind.HUMAN, id=printable(name))
 
 
 def actor_option(f: F) -> F:

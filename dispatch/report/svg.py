@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from xml.sax.saxutils import escape, quoteattr
+from xml.sax.saxutils import escape as xml_escape
+from xml.sax.saxutils import quoteattr
 
 from dispatch.report.events import Spans
 from dispatch.report.figures import Publication
+from dispatch.report.printable import printable
 from dispatch.report.timeline import hms, rows
 
 LEFT, PLOT, ROW, TOP = 150, 760, 26, 56
@@ -87,6 +89,11 @@ def _legend(y: float) -> list[str]:
     return out
 
 
+def escape(text: str) -> str:
+    """``text`` as XML character data, its control characters shown as escapes."""
+    return xml_escape(printable(text))
+
+
 def _x(t: datetime, start: datetime, until: datetime) -> float:
     total = (until - start).total_seconds()
     share = 0.0 if total <= 0 else (t - start).total_seconds() / total
@@ -126,7 +133,7 @@ def svg(job: str, name: str, s: Spans, publications: Sequence[Publication], now:
         )
     for i, row in enumerate(drawn):
         y = TOP + ROW * i
-        out.append(f'<g class="row" data-label={quoteattr(row.label)}>')
+        out.append(f'<g class="row" data-label={quoteattr(printable(row.label))}>')
         out.append(f'<text x="8" y="{y + 15}">{escape(row.label)}</text>')
         for bar in row.bars:
             x1, x2 = _x(bar.start, start, until), _x(bar.end, start, until)

@@ -328,3 +328,19 @@ def test_a_job_named_like_the_start_of_another_jobs_id_is_refused_and_nothing_ca
     assert act(site, "cancel", other, "--reason", "meant this one")[0] == 0
     assert site.store.read(other).commits[-1].entries[-1].kind == "cancel"
     assert revisions(site)[named] == before[named]
+
+
+def test_an_actor_id_with_control_characters_is_refused_before_it_reaches_a_log(
+    tmp_path: Path,
+) -> None:
+    """``--as`` put raw ESC and bidirectional marks into the record, and from it into notes
+    and the sweep log: an actor id holding control characters is bad input."""
+    site = Site(tmp_path)
+    job = running(site)
+    before = revisions(site)
+    for who in ("human:a\x1b[31mb", "human:a\u202eb", "human:a\nb"):
+        code, out, err = act(site, "hold", job, "--as", who)
+        assert (code, out) == (2, ""), err
+        assert "an actor id holds no control characters" in err
+        assert "\x1b" not in err and "\u202e" not in err
+    assert revisions(site) == before

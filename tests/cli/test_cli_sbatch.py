@@ -172,3 +172,33 @@ def test_a_non_utf8_environment_value_is_refused_in_one_line_and_no_partial_job_
     code, _, err = sbatch(site, "--export=NONE,PATH", "train.sbatch")
     assert code == 0, err
     assert len(recorded(site)) == 1
+
+
+def test_control_characters_in_a_name_are_escaped_on_the_submitted_line(site: Site) -> None:
+    """ESC and bidirectional marks in a job's name reached the terminal raw through the
+    ``Submitted ...`` line; they are shown escaped, as ``status`` shows them."""
+    code, out, err = sbatch(site, "--job-name=a\x1b[2Jb\u202ec\x01", "train.sbatch")
+    assert code == 0, err
+    assert "(a\\x1b[2Jb\\u202ec\\x01)" in out.splitlines()[-1]
+    assert "\x1b" not in out + err and "\u202e" not in out + err and "\x01" not in out + err
+
+
+def test_without_user_or_a_passwd_entry_the_submitter_is_named_by_uid(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A container's bare uid has no ``USER`` and no passwd entry: ``getpwuid`` raised
+    ``KeyError`` as a traceback. (The missing entry is stood in by making ``pwd.getpwuid``
+    raise, as it does for such a uid.)"""
+    import os
+    import pwd
+
+    def no_entry(uid: int) -> pwd.struct_passwd:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    for name in ("USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    code, _, err = sbatch(site, "train.sbatch")
+    assert code == 0, err
+    [job] = recorded(site)
+    assert site.store.read(job).header.creator.id == f"uid{os.getuid()}"

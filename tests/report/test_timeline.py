@@ -190,3 +190,17 @@ def test_svg_follows_no_link_and_never_writes_a_file_of_another_user(tmp_path: P
     assert not mine.is_symlink() and victim.read_text() == "precious\n"
     ElementTree.parse(mine)
     assert oct(mine.stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_an_svg_of_a_name_with_control_characters_is_well_formed_and_shows_them_escaped(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path)
+    spec = site.spec.model_copy(update={"name": "fine\x01tune\u202e\x1b"})
+    job = site.cluster.operator.submit(spec, ADA, supervised=True).job
+    picture = tmp_path / "job.svg"
+    code, _, err = _status(site, job, "--svg", str(picture))
+    assert code == 0, err
+    doc = ElementTree.parse(picture).getroot()
+    assert "fine\\x01tune\\u202e\\x1b" in (doc.findtext(f"{SVG}title") or "")
+    assert "\u202e" not in picture.read_text()
