@@ -93,7 +93,9 @@ class Manifest:
 
 
 def check_relative_path(path: str) -> None:
-    """Refuse a manifest path that is absolute, empty, or climbs out with '..'."""
+    """Refuse a manifest path that is absolute, empty, climbs out with '..', or holds a NUL."""
+    if "\0" in path:
+        raise InvalidInput(f"file path {path!r} holds a NUL byte")
     pure = PurePosixPath(path)
     if not path or pure.is_absolute() or "\\" in path:
         raise InvalidInput(f"file path {path!r} must be relative")

@@ -227,8 +227,8 @@ def list_jobs(
     """List unsettled jobs (every job with --all): id, name, state, cause, submissions, age,
     and what waits on a person. The scheduler is asked once for all of them.
 
-    A damaged record does not hide the others: each is named on stderr with its path, and
-    the command exits 1 after listing the rest.
+    A damaged or unreadable record does not hide the others: each is named on stderr with its
+    path, and the command exits 1 after listing the rest.
 
     \b
     Example:
@@ -241,11 +241,14 @@ def list_jobs(
         session = Session(config)
         store = session.ledger
         views = {}
+        unreadable: list[str] = []
         for j in store.jobs(include_settled=everything):
             try:
                 views[j] = store.read(j)
             except DispatchError as err:
                 problems.append(damaged(str(store.root), j, err))
+            except OSError as err:  # a record this user may not open: name it, list the rest
+                unreadable.append(f"{store.root}/jobs/{j}: {err.strerror or err}")
         seen: Look = look(session.backend, list(views))
         docs = []
         for j, view in views.items():
@@ -285,5 +288,7 @@ def list_jobs(
         )
     for p in problems:
         click.echo(f"error: damaged record: {clean(p)}", err=True)
-    if problems:
+    for p in unreadable:
+        click.echo(f"error: unreadable record: {clean(p)}", err=True)
+    if problems or unreadable:
         sys.exit(EXIT_FAILED)

@@ -6,7 +6,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from dispatch.model.base import Value, format_duration
 from dispatch.model.enums import (
@@ -262,6 +262,18 @@ class JobSpec(Value):
             if key in RESERVED_ENV:
                 raise ValueError(f"variable {key} is set by dispatch itself")
         return env
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul_byte(cls, value: object, info: ValidationInfo) -> object:
+        # A NUL byte reaches no command line or shell intact: every sweep would fail the job.
+        if isinstance(value, dict):
+            words = [*value, *value.values()]
+        else:
+            words = list(value) if isinstance(value, tuple) else [value]
+        if any(isinstance(w, str) and "\0" in w for w in words):
+            raise ValueError(f"{info.field_name} holds a NUL byte")
+        return value
 
     @field_validator("pre_termination_signal")
     @classmethod

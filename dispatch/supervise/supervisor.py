@@ -563,5 +563,9 @@ def _at(view: View, revision: int) -> View:
 def _describe(err: Exception) -> str:
     if isinstance(err, DispatchError):
         return str(err)
+    if isinstance(err, OSError):
+        # The system's trouble (a full disk, a lost mount) is one line per job, no traceback.
+        where = f": {err.filename}" if err.filename else ""
+        return f"{err.strerror or err}{where}"
     log.error("unexpected error in a sweep", exc_info=err)
     return f"{type(err).__name__}: {err}"

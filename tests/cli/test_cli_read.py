@@ -395,3 +395,28 @@ def test_status_history_lists_every_recovery_with_its_actor(tmp_path: Path) -> N
         ("recovering", "succeeded", 3),
     ]
     assert all(h["by"].startswith("supervisor:") for h in data["history"]), data["history"]
+
+
+def test_list_names_a_record_it_cannot_open_and_lists_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record that cannot be opened (permission denied) made ``list`` print nothing but one
+    error. The refusal is stood in by making the file ledger's read raise ``PermissionError``
+    for that job, as opening a file of mode 000 does for a user other than root."""
+    from dispatch.records.file import FileRecords
+
+    site = Site(tmp_path)
+    good, bad = site.submit(2)
+    sweeps(site, 2)
+    read_record = FileRecords.read
+
+    def denied(store: FileRecords, job: str) -> object:
+        if job == bad:
+            raise PermissionError(13, "Permission denied")
+        return read_record(store, job)
+
+    monkeypatch.setattr(FileRecords, "read", denied)
+    code, out, err = read(site, "list")
+    assert code == 1
+    assert [row.split()[0] for row in out.splitlines()[1:]] == [good]
+    assert err == f"error: unreadable record: {site.ledger}/jobs/{bad}: Permission denied\n"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from cli_setup import Site
 from click.testing import CliRunner
 
@@ -148,3 +151,38 @@ def test_a_config_still_naming_sweep_budget_is_one_line_exit_2_naming_the_new_ke
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "sweep.budget is now called sweep.time_limit" in result.stderr
+
+
+def test_a_full_disk_is_one_line_per_job_in_the_sweep_not_a_traceback(tmp_path: Path) -> None:
+    """A real full filesystem under the ledger (a tmpfs the test mounts and fills): each job's
+    commit fails with ENOSPC, and the sweep says so in one line per job (it printed a traceback
+    per job: 580 lines for 20 jobs)."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=700", "tmpfs", str(mount)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {done.stderr.strip()}")
+    try:
+        site = Site(mount)
+        jobs = site.submit(3)
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        result = site.sweep()
+        lines = result.stderr.splitlines()
+        assert result.exit_code == 1
+        assert "Traceback" not in result.stderr and len(lines) == len(jobs), result.stderr
+        for job, line in zip(jobs, sorted(lines), strict=True):
+            assert line.startswith(f"failed: job {job}: No space left on device"), line
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)

@@ -221,3 +221,24 @@ def test_a_symlink_planted_in_a_folder_store_is_never_followed(
     found = resolve(posix, Epoch.of(1, 0), into=tmp_path / "resume")
     assert found.manifest.publication.step == 1
     assert (tmp_path / "resume" / "m").read_bytes() == b"old"
+
+
+@pytest.mark.parametrize("into", [False, True], ids=["in-place", "into"])
+def test_a_manifest_path_holding_a_nul_byte_is_skipped_not_a_crash(
+    store: Store, make_save: SaveMaker, tmp_path: Path, into: bool
+) -> None:
+    """A manifest rewritten (with a matching hash) to name ``m\\0x`` crashed ``resolve`` with
+    ``ValueError: embedded null byte``; that publication is skipped, as any damaged one is."""
+    import hashlib
+
+    save(store, make_save(), 1, Epoch.of(1, 0))
+    save(store, make_save(), 2, Epoch.of(1, 0))
+    entry = _entry(store, Epoch.of(1, 0), 2)
+    body = json.loads(store.get_bytes(entry.manifest_key))
+    body["files"][0]["path"] = "m\0x"
+    raw = json.dumps(body).encode()
+    store.put_bytes(entry.manifest_key, raw)
+    forged = LogEntry(entry.publication, entry.upload, hashlib.sha256(raw).hexdigest())
+    store.put_bytes(entry.publication.log_key, forged.to_json())
+    found = resolve(store, Epoch.of(1, 0), into=tmp_path / "out" if into else None)
+    assert found.manifest.publication.step == 1
