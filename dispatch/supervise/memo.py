@@ -35,6 +35,8 @@ FORMAT = b"dispatch-sweep-memo 1"
 # jobs remembered in one sweep are not all read again in one later sweep): a record damaged in
 # place is reported within two hours.
 MAX_AGE = timedelta(hours=1)
+# The latest ``lapse`` ever gives: MAX_AGE and its spread.
+LONGEST = 2 * MAX_AGE
 
 # The sources whose change may change a decision: a memo made by other code is not used.
 _DECIDING = ("core", "model")
@@ -53,8 +55,11 @@ class Waited:
     until: datetime
 
     def holds(self, seen: str, now: datetime) -> bool:
-        """Whether the same pass now would wait the same way (the record being unchanged)."""
-        return seen == self.seen and now < self.until
+        """Whether the same pass now would wait the same way (the record being unchanged).
+
+        No entry ``lapse`` makes is trusted past ``LONGEST`` from now: one that is (edited by
+        hand to wake in the year 9999) would hide an overdue escalation forever."""
+        return seen == self.seen and now < self.until <= now + LONGEST
 
 
 def lapse(job: JobID, now: datetime, wake: datetime | None) -> datetime:
@@ -128,6 +133,7 @@ def load(data: bytes | None, channel: str = "") -> dict[JobID, Waited]:
                 until=datetime.fromisoformat(u),
             )
             for job, (r, t, s, u) in raw.items()
+            if datetime.fromisoformat(u).tzinfo is not None  # a time without zone is no lapse
         }
     except (ValueError, TypeError, AttributeError):
         return {}

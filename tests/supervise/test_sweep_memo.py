@@ -233,3 +233,27 @@ def test_a_memo_another_user_could_write_to_is_refused_and_ignored(world: World)
     assert sorted(report.passed) == jobs and report.remembered == [] and not report.failed
     assert isinstance(world.store, FileRecords)
     assert any("group or others can write" in p.detail for p in world.store.problems())
+
+
+@pytest.mark.parametrize(
+    "until", [datetime(9999, 1, 1, tzinfo=UTC), datetime(9999, 1, 1)], ids=["far", "no-zone"]
+)
+def test_a_memo_entry_edited_to_wake_in_9999_never_hides_an_overdue_escalation(
+    world: World, until: datetime
+) -> None:
+    """An entry's wake is bounded by the longest one ``lapse`` gives (and a time without zone
+    is not one): a hand-edited entry can delay a pass by that at most, never forever."""
+    jobs = idle(world, 2)
+    lunch = world.clock.now() + timedelta(minutes=5)
+    world.cluster.operator.hold(jobs[0], ADA, "until lunch", until=lunch)
+    world.sweep_until_idle(world.supervisor())
+    world.supervisor().sweep()
+    for path in memo_files(world):
+        entries = memo.load(path.read_bytes())
+        assert entries
+        edited = {j: Waited(w.revision, w.stamp, w.seen, until) for j, w in entries.items()}
+        path.write_bytes(memo.dump(edited))
+    world.clock.t = lunch + 2 * memo.MAX_AGE
+    report = world.supervisor().sweep()
+    assert jobs[0] not in report.remembered
+    assert [e.kind for e in world.entries(jobs[0], "escalate")] == ["escalate"]
