@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
 from dispatch.model.limits import MAX_DURATION
+from dispatch.regular_file import read_regular
 
 if TYPE_CHECKING:
     from dispatch.spi import Backend
@@ -169,21 +170,27 @@ def settings_for(given: str | Path | None) -> Settings:
     return embedded() if path is None else load(path)
 
 
+# A config is a few hundred bytes; this bounds what a mistaken path can make dispatch read.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def load(path: str | Path) -> Settings:
     """Read and check the config file at ``path``."""
     path = Path(path).absolute()
     if "\0" in str(path):
         raise InvalidError(f"config {_shown(str(path))}: a path cannot hold a NUL byte")
     try:
-        with open(path, "rb") as f:
-            _check_owner(path, os.fstat(f.fileno()))
-            raw = tomllib.loads(f.read().decode("utf-8"))
+        data, st = read_regular(path, "config", MAX_CONFIG_BYTES)
+        _check_owner(path, st)
+        raw = tomllib.loads(data.decode("utf-8"))
     except FileNotFoundError:
         raise InvalidError(f"config {path}: no such file") from None
     except (OSError, UnicodeDecodeError) as err:
         raise InvalidError(f"config {path}: cannot be read: {err}") from None
     except tomllib.TOMLDecodeError as err:
         raise InvalidError(f"config {path}: not valid TOML: {err}") from None
+    except RecursionError:
+        raise InvalidError(f"config {path}: nested too deeply to be a config") from None
     return parse(raw, path)
 
 

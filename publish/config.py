@@ -93,6 +93,8 @@ def load_config(path: Path | None) -> Config:
         raise InvalidInput(f"configuration {where} is not UTF-8 text; save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise InvalidInput(f"configuration {where} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"configuration {where} is nested too deeply to be one") from None
     explicit = body.get("proxy")
     if explicit is not None and not isinstance(explicit, str):
         raise InvalidInput(f"{where}: 'proxy' must be a string")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -221,3 +223,45 @@ def test_a_config_another_user_owns_or_can_write_is_refused(tmp_path: Path) -> N
         load(path)
     os.chmod(path, 0o644)
     load(path)
+
+
+def _finishes(call: Callable[[], object]) -> BaseException | None:
+    """Run ``call`` in a thread; what it raised, or a failure if it is still running after
+    10 s (a hang: a FIFO opened the ordinary way waits for a writer forever)."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as err:  # noqa: BLE001 - handed to the test
+            raised.append(err)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "it hung"
+    return raised[0] if raised else None
+
+
+def test_a_fifo_or_device_as_the_config_is_refused_in_one_line_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        err = _finishes(lambda path=path: load(path))  # type: ignore[misc]
+        assert isinstance(err, InvalidError) and "is not a regular file" in str(err), err
+
+
+def test_a_config_nested_five_thousand_deep_is_one_line_not_a_recursion_error(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "x = " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(InvalidError, match="nested too deeply"):
+        load(path)
+
+
+def test_a_config_of_more_than_a_mebibyte_is_refused_naming_the_limit(tmp_path: Path) -> None:
+    path = write(tmp_path, MINIMAL + "#" * (2 * 1024 * 1024) + "\n")
+    with pytest.raises(InvalidError, match="more than the 1048576 allowed"):
+        load(path)

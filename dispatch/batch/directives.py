@@ -21,6 +21,7 @@ from typing import Any
 
 from dispatch.model.enums import COVERABLE, Action, CauseKind, CheckpointMode, UnmatchedPolicy
 from dispatch.model.errors import InvalidError
+from dispatch.model.limits import MAX_DURATION
 from dispatch.model.values import Rule
 
 MAGIC = "#DISPATCH"
@@ -55,8 +56,11 @@ class JobOptions:
 
 def _duration(text: str) -> timedelta:
     number, unit = text[:-1], text[-1:]
-    if unit not in _UNITS or not number.isdigit() or int(number) == 0:
-        raise ValueError(f"{text!r} is not a duration such as 90s, 30m, 2h or 1d")
+    if unit not in _UNITS or not number.isascii() or not number.isdigit() or not number.strip("0"):
+        raise ValueError(f"{text[:40]!r} is not a duration such as 90s, 30m, 2h or 1d")
+    # 12 digits are more seconds than 365 days already; no longer number is converted.
+    if len(number) > 12 or int(number) * _UNITS[unit] > MAX_DURATION.total_seconds():
+        raise ValueError(f"{text[:40]!r} is longer than the most allowed, 365d")
     return timedelta(seconds=int(number) * _UNITS[unit])
 
 

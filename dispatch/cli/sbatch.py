@@ -26,9 +26,11 @@ from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
 from dispatch.model.enums import Capability, State, Tristate
 from dispatch.model.errors import DispatchError, InvalidError, RejectedError, UnreachableError
+from dispatch.model.limits import MAX_SCRIPT
 from dispatch.model.objects import StartRequest
 from dispatch.model.status import Status
 from dispatch.model.values import JobSpec, Plan, Support
+from dispatch.regular_file import read_regular
 from dispatch.spi import Backend, StartChecker
 from dispatch.submission import make_plan
 
@@ -82,10 +84,13 @@ def _read(cmd: request.CommandLine) -> tuple[str, str | None]:
                 "give the script to submit: dispatch sbatch [OPTIONS] SCRIPT [ARGS...] "
                 "(or pipe it in, or --wrap=COMMAND)"
             )
-        return sys.stdin.read(), None
+        text = sys.stdin.read(MAX_SCRIPT + 1)
+        if len(text) > MAX_SCRIPT:
+            raise InvalidError(f"the script on stdin is more than the {MAX_SCRIPT} allowed")
+        return text, None
     path = Path(cmd.script)
     try:
-        data = path.read_bytes()
+        data, _ = read_regular(path, "script", MAX_SCRIPT)
     except FileNotFoundError:
         hint = ""
         unknown = [g for g in cmd.sbatch if not g.known and g.value is None]

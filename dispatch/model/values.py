@@ -22,7 +22,7 @@ from dispatch.model.enums import (
     Tristate,
     UnmatchedPolicy,
 )
-from dispatch.model.limits import MAX_DURATION
+from dispatch.model.limits import MAX_DURATION, MAX_KEY, MAX_NAME, MAX_SCRIPT, MAX_WORD, bounded
 
 JobID = str
 """A job's identity: lowercase letters and digits, made from ``Config.rand``."""
@@ -177,6 +177,7 @@ class BatchScript(Value):
             raise ValueError("a batch script starts with #! and the path of its interpreter")
         if "\0" in text:
             raise ValueError("a batch script is text; this one holds a NUL byte")
+        bounded("text", [text], MAX_SCRIPT)
         return text
 
     @field_validator("directory")
@@ -201,6 +202,7 @@ class BatchScript(Value):
                 raise ValueError(f"variable name {name!r} cannot be passed on")
             if "\0" in value:
                 raise ValueError(f"variable {name} holds a NUL byte")
+        bounded("environment: variable", env, MAX_WORD)
         return env
 
 
@@ -271,8 +273,16 @@ class JobSpec(Value):
             words = [*value, *value.values()]
         else:
             words = list(value) if isinstance(value, tuple) else [value]
-        if any(isinstance(w, str) and "\0" in w for w in words):
+        texts = [w for w in words if isinstance(w, str)]
+        if any("\0" in w for w in texts):
             raise ValueError(f"{info.field_name} holds a NUL byte")
+        limit = MAX_NAME if info.field_name == "name" else MAX_WORD
+        if isinstance(value, dict):  # env: name the variable
+            bounded(
+                f"{info.field_name}: variable", {str(k): str(v) for k, v in value.items()}, limit
+            )
+        else:
+            bounded(str(info.field_name), texts, limit)
         return value
 
     @field_validator("pre_termination_signal")
@@ -376,7 +386,7 @@ class SubmitOptions(Value):
     """The keyword options of ``submit``, as recorded with the job."""
 
     supervised: bool = False
-    idempotency_key: str = ""
+    idempotency_key: str = Field(default="", max_length=MAX_KEY)
     unmatched: UnmatchedPolicy = UnmatchedPolicy.RESIDUAL
     accept_unverified: dict[int, Enforcer] = Field(default_factory=dict)
     accept_unenforced: frozenset[int] = frozenset()

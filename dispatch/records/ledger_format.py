@@ -157,7 +157,8 @@ def read_bytes(path: str | Path) -> bytes | None:
     checks cost one ``fstat`` of the descriptor the read opens anyway.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # Non-blocking, so that a FIFO in a file's place is refused below, not waited on.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     except OSError as err:

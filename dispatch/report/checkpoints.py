@@ -64,5 +64,7 @@ def publications(name: StoreName) -> list[Publication]:
             at = datetime.fromisoformat(manifest.time)
         except (CorruptPublication, ValueError):
             continue
+        if at.tzinfo is None:
+            continue  # publish writes times with their zone; one without is not its manifest
         found.append(Publication(at=at, epoch=pid.epoch.value, step=pid.step))
     return sorted(found)

@@ -263,7 +263,10 @@ class Table:
                 [self.program, *self.user_args, *args],
                 input=stdin,
                 capture_output=True,
-                text=True,
+                # Other lines of the table may hold any bytes (a Latin-1 comment): they are
+                # read and written back unchanged, never decoded strictly.
+                encoding="utf-8",
+                errors="surrogateescape",
                 check=False,
             )
         except FileNotFoundError:
@@ -289,7 +292,9 @@ class Table:
             done = self._run(["-"], stdin=text)
         else:
             # scrontab installs from a file argument.
-            with tempfile.NamedTemporaryFile("w", suffix=".scrontab", delete=False) as f:
+            with tempfile.NamedTemporaryFile(
+                "w", suffix=".scrontab", delete=False, encoding="utf-8", errors="surrogateescape"
+            ) as f:
                 f.write(text)
             try:
                 done = self._run([f.name])

@@ -423,3 +423,20 @@ def test_the_last_sweep_and_its_exit_code_are_read_from_the_log(
     log: str, said: str | None, code: int | None
 ) -> None:
     assert last_sweep(log) == (None if said is None else (said, code))
+
+
+@pytest.mark.usefixtures("root_crontab")
+def test_a_latin1_byte_in_the_crontab_is_kept_through_install_and_uninstall(tmp_path: Path) -> None:
+    """A Latin-1 comment in the user's crontab raised ``UnicodeDecodeError`` in install and
+    uninstall; the other lines are kept byte for byte."""
+    theirs = b"# caf\xe9 au lait\n17 4 * * * /bin/true\n"
+    subprocess.run(["crontab", "-"], input=theirs, check=True)
+    site = Site(tmp_path)
+    code, printed, err = install(site, "--cron")
+    assert code == 0, err
+    table = subprocess.run(["crontab", "-l"], capture_output=True, check=True).stdout
+    assert table == theirs + printed.encode()
+    result = site.run(["supervise", "uninstall", "--config", str(site.config), "--cron"])
+    assert result.exit_code == 0, result.stderr
+    assert subprocess.run(["crontab", "-l"], capture_output=True, check=True).stdout == theirs
+    subprocess.run(["crontab", "-"], input=b"", check=True)

@@ -193,3 +193,31 @@ def test_the_json_keys_are_the_ones_docs_cli_md_lists(tmp_path: Path) -> None:
     site = Site(tmp_path)
     (job,) = site.submit()
     assert set(json.loads(report(site, job, "--json")[1])) == _documented_keys()
+
+
+def test_a_manifest_time_without_a_zone_is_skipped_in_every_report_form(tmp_path: Path) -> None:
+    """A manifest whose time has no zone (rewritten, with a matching log entry) raised
+    ``TypeError`` comparing it with the run's times, in ``report``, ``--json``, ``--csv`` and
+    ``--timeline``; that publication is not counted, and every form answers."""
+    import hashlib
+
+    from publish.log import LogEntry, entries
+
+    site = Site(tmp_path)
+    store = tmp_path / "checkpoints"
+    job = preempted_then_recovered(site, store)
+    opened = publish.open_store(str(store), publish.load_config(None))
+    (pid,) = list(entries(opened))
+    entry = LogEntry.from_json(opened.get_bytes(pid.log_key), pid)
+    body = json.loads(opened.get_bytes(entry.manifest_key))
+    body["time"] = "2026-01-05T09:00:00"
+    raw = json.dumps(body).encode()
+    opened.put_bytes(entry.manifest_key, raw)
+    forged = LogEntry(entry.publication, entry.upload, hashlib.sha256(raw).hexdigest())
+    opened.put_bytes(pid.log_key, forged.to_json())
+    for args in ([job], [job, "--json"], ["--all", "--csv"]):
+        code, out, err = report(site, *args)
+        assert code == 0 and "Traceback" not in err, err
+    assert json.loads(report(site, job, "--json")[1])["checkpoints"]["publications"] == 0
+    result = site.run(["status", job, "--timeline", "--config", str(site.config)], env=ME)
+    assert result.exit_code == 0, result.stderr

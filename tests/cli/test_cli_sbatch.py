@@ -202,3 +202,41 @@ def test_without_user_or_a_passwd_entry_the_submitter_is_named_by_uid(
     assert code == 0, err
     [job] = recorded(site)
     assert site.store.read(job).header.creator.id == f"uid{os.getuid()}"
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["--rule=out-of-memory:hold:1:99999999999999999999d"],
+        ["--cleanup-deadline=" + "9" * 5000 + "s"],
+        ["--unresolved-age=366d"],
+    ],
+    ids=["hold-for", "5000-digits", "past-a-year"],
+)
+def test_a_huge_duration_in_a_flag_or_directive_is_one_line_not_an_overflow(
+    site: Site, words: list[str]
+) -> None:
+    """Huge durations raised ``OverflowError`` as a traceback; they are refused in one line
+    naming the limit, on the command line and in a ``#DISPATCH`` line alike."""
+    (site.tmp / "big.sbatch").write_text(f"#!/bin/bash\n#DISPATCH {words[0]}\ntrue\n")
+    for argv in ([*words, "train.sbatch"], ["big.sbatch"]):
+        code, out, err = sbatch(site, *argv)
+        assert (code, out) == (2, ""), err
+        assert "is longer than the most allowed, 365d" in err and err.count("\n") == 1
+        assert len(err) < 300 and recorded(site) == []
+
+
+def test_a_fifo_as_the_script_is_refused_in_one_line_not_waited_on(site: Site) -> None:
+    """A FIFO named as the script blocked ``dispatch sbatch`` until someone wrote to it."""
+    import os
+    import threading
+
+    os.mkfifo(site.tmp / "pipe.sbatch")
+    said: list[tuple[int, str, str]] = []
+    worker = threading.Thread(target=lambda: said.append(sbatch(site, "pipe.sbatch")), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "dispatch sbatch waited on the FIFO"
+    ((code, out, err),) = said
+    assert (code, out) == (2, "") and "is not a regular file" in err and err.count("\n") == 1
+    assert recorded(site) == []

@@ -257,3 +257,23 @@ def test_a_memo_entry_edited_to_wake_in_9999_never_hides_an_overdue_escalation(
     report = world.supervisor().sweep()
     assert jobs[0] not in report.remembered
     assert [e.kind for e in world.entries(jobs[0], "escalate")] == ["escalate"]
+
+
+def test_a_fifo_in_the_memos_place_is_reported_and_ignored_not_waited_on(world: World) -> None:
+    """A FIFO where a memo was blocked the sweep past its time limit: the ledger's reads open
+    without blocking, so it is refused as not a regular file and costs only time."""
+    import threading
+
+    jobs = idle(world, 3)
+    world.supervisor().sweep()
+    for path in memo_files(world):
+        path.unlink()
+        os.mkfifo(path, 0o600)
+    reports: list[object] = []
+    worker = threading.Thread(target=lambda: reports.append(world.supervisor().sweep()))
+    worker.daemon = True
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "the sweep waited on the FIFO"
+    (report,) = reports
+    assert sorted(report.passed) == jobs and report.remembered == []  # type: ignore[attr-defined]

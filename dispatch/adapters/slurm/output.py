@@ -9,7 +9,9 @@ job, from a host that shares the filesystem it was written on; otherwise the err
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from typing import IO, TYPE_CHECKING
 
 from dispatch.model.errors import InvalidError, NotFoundError, UnreachableError
@@ -58,7 +60,8 @@ def open_output(backend: SlurmBackend, job: JobID, submission: int, stream: str)
     if not path or path == "/dev/null":
         raise NotFoundError(f"Slurm job {obs.ref.id} keeps no {stream} (its path is {path!r})")
     try:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
+        # Non-blocking: a FIFO (or /dev/zero) at the path is refused here, not read forever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise NotFoundError(
             f"Slurm job {obs.ref.id} writes {stream} to {path}, which this host does not see "
@@ -66,3 +69,10 @@ def open_output(backend: SlurmBackend, job: JobID, submission: int, stream: str)
         ) from None
     except PermissionError:
         raise NotFoundError(f"{path}: this user may not read it") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotFoundError(
+            f"Slurm job {obs.ref.id} writes {stream} to {path}, which is not a regular file "
+            "(a FIFO or a device): there is no output to read there"
+        )
+    return os.fdopen(fd, "rb")
