@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dispatch.report.printable import printable
+from dispatch.printable import printable
 
 if TYPE_CHECKING:  # the model imports pydantic, which an empty sweep never loads
     from dispatch.model.status import Escalation

@@ -27,9 +27,9 @@ from dispatch.config import Settings, backend_of, parse_duration, settings_for
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import DispatchError, InvalidError
 from dispatch.model.values import Actor
+from dispatch.printable import CONTROL, printable
 from dispatch.records import ledger_format
 from dispatch.records.file import FileRecords
-from dispatch.report.printable import CONTROL, printable
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
 from dispatch.supervise.deliver_command import CommandDeliver

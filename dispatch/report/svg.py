@@ -13,9 +13,9 @@ from datetime import datetime
 from xml.sax.saxutils import escape as xml_escape
 from xml.sax.saxutils import quoteattr
 
+from dispatch.printable import printable
 from dispatch.report.events import Spans
 from dispatch.report.figures import Publication
-from dispatch.report.printable import printable
 from dispatch.report.timeline import hms, rows
 
 LEFT, PLOT, ROW, TOP = 150, 760, 26, 56
