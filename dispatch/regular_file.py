@@ -22,18 +22,20 @@ def read_regular(
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise InvalidError(f"{what} {os.fspath(path)} is a folder; give a file")
         if not stat.S_ISREG(st.st_mode):
-            raise InvalidError(f"{what} {os.fspath(path)!r} is not a regular file; give a file")
+            raise InvalidError(f"{what} {os.fspath(path)} is not a regular file; give a file")
         if st.st_size > limit:
             raise InvalidError(
-                f"{what} {os.fspath(path)!r} is {st.st_size} bytes, more than the {limit} allowed"
+                f"{what} {os.fspath(path)} is {st.st_size} bytes, more than the {limit} allowed"
             )
         chunks = []
         size = 0
         while chunk := os.read(fd, 1 << 20):
             size += len(chunk)
             if size > limit:  # grew while being read
-                raise InvalidError(f"{what} {os.fspath(path)!r} is more than the {limit} allowed")
+                raise InvalidError(f"{what} {os.fspath(path)} is more than the {limit} allowed")
             chunks.append(chunk)
         return b"".join(chunks), st
     finally:

@@ -27,7 +27,7 @@ from dispatch.config import Settings, backend_of, parse_duration, settings_for
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import DispatchError, InvalidError
 from dispatch.model.values import Actor
-from dispatch.printable import CONTROL, printable
+from dispatch.printable import printable
 from dispatch.records import ledger_format
 from dispatch.records.file import FileRecords
 from dispatch.spi import Backend
@@ -96,8 +96,6 @@ class ActorParam(click.ParamType[Actor, Any]):
         kinds = ", ".join(k.value for k in ActorKind)
         if not sep or not ident.strip() or kind not in {k.value for k in ActorKind}:
             self.fail(f"{value!r} is not KIND:ID with KIND one of {kinds}", param, ctx)
-        if CONTROL.search(ident):
-            self.fail(f"{value!r}: an actor id holds no control characters", param, ctx)
         return Actor(kind=ActorKind(kind), id=ident)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from dispatch.cli.render import clean
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, echo_json, refusals
 from dispatch.supervise import SweepReport
 
@@ -57,7 +58,7 @@ def show(report: SweepReport, json_out: bool) -> None:
         return
     click.echo(summary(report))
     for job, why in sorted(report.failed.items()):
-        click.echo(f"failed: job {job}: {why}", err=True)
+        click.echo(f"failed: job {job}: {clean(why)}", err=True)
 
 
 @click.command()

@@ -21,6 +21,7 @@ from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.record import LOGGED_ONLY, DeliveredEntry, DeliveryFailedEntry
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
+from dispatch.printable import printable
 from dispatch.records.contract import Records
 
 log = logging.getLogger("dispatch.supervise")
@@ -54,7 +55,9 @@ def message(job: JobID, escalation: Escalation) -> str:
 
 
 def _logged_only(job: JobID, escalation: Escalation) -> None:
-    log.warning("job %s: escalation %s: %s", job, escalation.id, escalation.detail)
+    # The detail holds people's text (reasons, --as ids): escaped before it reaches a log.
+    shown = printable(escalation.detail)
+    log.warning("job %s: escalation %s: %s", job, printable(escalation.id), shown)
 
 
 class Deliveries:
@@ -86,7 +89,8 @@ class Deliveries:
             try:
                 self.deliver(job, e)
             except Exception as err:  # noqa: BLE001 - any failure means "offer it again"
-                log.warning("job %s: delivering %s failed, offered again: %s", job, e.id, err)
+                shown = printable(str(err))
+                log.warning("job %s: delivering %s failed, offered again: %s", job, e.id, shown)
                 said = err.message if isinstance(err, DispatchError) else str(err)
                 error = said[:ERROR_KEPT] or type(err).__name__
                 if self.held is not None:
