@@ -210,3 +210,26 @@ def test_logs_of_a_job_writing_to_dev_zero_is_one_line_not_a_memory_error(shell:
         assert (done.returncode, done.stdout) == (1, ""), done.stderr
         assert "/dev/zero, which is not a regular file" in done.stderr
         assert done.stderr.count("\n") == 1
+
+
+@pytest.mark.live
+def test_cancel_of_a_name_that_is_also_another_jobs_id_prefix_refuses_and_cancels_nothing_live(
+    shell: Shell,
+) -> None:
+    """A job *named* like the start of another job's id: ``dispatch cancel`` with that word
+    cancelled the other job. On the live cluster it is refused (exit 2) naming both, and both
+    jobs keep running."""
+    first = shell.submit("first", "sleep 300")
+    (shell.folder / "second.sbatch").write_text(
+        f"#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --output={shell.folder}/second.out\n"
+        "sleep 300\n"
+    )
+    second = shell.run("sbatch", "--parsable", f"--job-name={first[:3]}", "second.sbatch").strip()
+    for job in (first, second):
+        shell.wait(job, "the job to run", lambda d: d["state"] == "running")
+    done = shell.attempt("cancel", first[:3], "--reason", "meant one of them")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"{second} (its name)" in done.stderr and f"{first} (the start of its id)" in done.stderr
+    for job in (first, second):
+        assert shell.status(job)["state"] == "running"
+        assert [a for a, _ in actions(shell.status(job))].count("cancel") == 0
