@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pwd
 import secrets
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -264,6 +265,7 @@ def test_another_user_swapping_the_kept_script_in_a_shared_tmpdir_never_runs_the
         stop.touch()
         seen, _ = swapper.communicate(timeout=30)
         backend.stop_job(job, "live test clean-up")
+        shutil.rmtree(shared, ignore_errors=True)
     for kind, exit_code, out in outcomes.values():
         assert "ran the other users script" not in out, outcomes
         ran = (kind, out) == (CauseKind.NONE, "ran the submitters script\n")
