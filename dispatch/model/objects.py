@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 
 from pydantic import Field
@@ -147,3 +148,17 @@ class CessationEvidence(Value):
 
     ceased: bool
     detail: str = ""
+
+    @classmethod
+    def from_nodes(
+        cls, run: str, nodes: Sequence[str], proven: Collection[str], record: str
+    ) -> CessationEvidence:
+        """The answer from per-node evidence: ceased once every node of ``run`` has its
+        ``record``; otherwise not, naming the nodes without one (cessation unproven)."""
+        missing = [n for n in nodes if n not in proven]
+        if missing:
+            return cls(
+                ceased=False,
+                detail=f"cessation unproven on {', '.join(missing)}: no {record} of {run}",
+            )
+        return cls(ceased=True, detail=f"every node of {run} recorded its end: {', '.join(nodes)}")

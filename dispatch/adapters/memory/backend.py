@@ -75,6 +75,7 @@ class MemoryBackend:
         self.open_refusals: list[CauseKind] = []
         self.admin_holds = 0
         self.unstoppable: set[str] = set()
+        self.node_evidence = False
         self.calls: Counter[str] = Counter()
         self._next_id = 1000
         self._env = Env(self)
@@ -108,6 +109,7 @@ class MemoryBackend:
             lineage_submission=lineage,
             time_limit=spec.time_limit if spec else None,
             nodes=tuple(f"n{i + 1}" for i in range(spec.nodes if spec else 1)),
+            ended_on=set() if self.node_evidence else None,
         )
         self.objects[ref.id] = obj
         return obj
@@ -286,6 +288,7 @@ class MemoryBackend:
                 raise OutcomeUnknownError(f"requeue of {ref.id}: the caller died after step one")
             obj.running, obj.ended, obj.cause = False, False, Cause()
             obj.restarts += 1
+            obj.ended_on = None if obj.ended_on is None else set()
             obj.requeue_bit = False
             self.maybe_run(obj)
 
@@ -304,12 +307,16 @@ class MemoryBackend:
         yield from found
 
     def ceased(self, ref: ObjectRef) -> CessationEvidence:
-        """An ended object's processes are gone; a live one's are not."""
+        """An ended object's processes are gone once each of its nodes recorded its end (at
+        once, unless ``env.node_evidence`` is on); a live object's are not."""
         with self.mu:
-            obj = self._obj(ref)
-            if obj is None or obj.ended:
+            obj = self.objects.get(ref.id)
+            if obj is not None and not obj.ended:
+                return CessationEvidence(ceased=False, detail="the object is live")
+            if obj is None or obj.ended_on is None:
                 return CessationEvidence(ceased=True, detail="the object has ended")
-            return CessationEvidence(ceased=False, detail="the object is live")
+            run = f"object {ref.id} (execution {obj.restarts})"
+            return CessationEvidence.from_nodes(run, obj.nodes, obj.ended_on, "end record")
 
     def native(self, spec: JobSpec, policy: RecoveryPolicy) -> list[Support]:
         """The Slurm shape requeues natively (as ``--requeue`` does); Kubeflow's does nothing."""
@@ -323,6 +330,7 @@ class MemoryBackend:
                 obj.native_use[i] = obj.native_use.get(i, 0) + 1
                 obj.running, obj.ended, obj.cause = False, False, Cause()
                 obj.restarts += 1
+                obj.ended_on = None if obj.ended_on is None else set()
                 self.maybe_run(obj)
                 return True
         return False

@@ -129,6 +129,22 @@ class Env:
         with self._b.mu:
             self._b.crash_requeues += count
 
+    def report_node_by_node(self) -> None:
+        """From now on, an object's end proves nothing by itself: each node records the end
+        of its processes with ``record_end`` (late, never, or twice), as Slurm's nodes do
+        through the SPANK plugin (docs/spank.md)."""
+        with self._b.mu:
+            self._b.node_evidence = True
+
+    def record_end(self, ref: ObjectRef, node: str) -> None:
+        """``node`` recorded that its processes of the object's ended execution are gone;
+        recording it again changes nothing."""
+        with self._b.mu:
+            obj = self._b.objects.get(ref.id)
+            if obj is None or not obj.ended or obj.ended_on is None or node not in obj.nodes:
+                raise InvalidError(f"object {ref.id} has no ended execution on {node}")
+            obj.ended_on.add(node)
+
     def purge(self, ref: ObjectRef) -> None:
         """Remove a finished object from the scheduler's view, as an old job ages out."""
         with self._b.mu:

@@ -39,6 +39,9 @@ class MemObject:
     purged: bool = False
     started_at: datetime | None = None
     nodes: tuple[str, ...] = ()
+    # The nodes that recorded the end of the object's last execution, where the scheduler
+    # reports cessation node by node (``env.node_evidence``); None: its end proves it.
+    ended_on: set[str] | None = None
     native: tuple[Rule, ...] = ()
     stalled: bool = False
     native_use: dict[int, int] = field(default_factory=dict)

@@ -139,16 +139,8 @@ class Spool:
                 ceased=True, detail=f"Slurm job {ref.id} ended without running on any node"
             )
         proven = self.ended_on(ref.id, obs.restarts, obs.nodes)
-        missing = [n for n in obs.nodes if n not in proven]
         run = f"Slurm job {ref.id} (execution {obs.restarts})"
-        if missing:
-            return CessationEvidence(
-                ceased=False,
-                detail=f"cessation unproven on {', '.join(missing)}: no epilog record of {run}",
-            )
-        return CessationEvidence(
-            ceased=True, detail=f"every node of {run} recorded its end: {', '.join(obs.nodes)}"
-        )
+        return CessationEvidence.from_nodes(run, obs.nodes, proven, "epilog record")
 
     # -- fences ---------------------------------------------------------------------------
 
