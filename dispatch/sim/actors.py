@@ -104,6 +104,8 @@ def scheduler(w: World) -> Iterator[datetime | None]:
     )
     env = w.backend.env()
     while True:
+        for what in w.evidence.move(w.clock.now()):
+            w.event("node", what)
         rng, mix = w.rng, w.mix
         objs = [o for o in w.backend.objects.values() if not o.purged]
         running = [o for o in objs if o.running]

@@ -34,6 +34,7 @@ from dispatch.model.record import (
     View,
 )
 from dispatch.model.values import JobID
+from dispatch.sim.evidence import Evidence
 
 
 @dataclass
@@ -60,8 +61,10 @@ class Checker:
         backend: MemoryBackend,
         report: Callable[[str, str], None],
         lineage: dict[JobID, JobID],
+        evidence: Evidence | None = None,
     ) -> None:
         self.backend = backend
+        self.evidence = evidence
         self.report = report
         self.lineage = lineage
         # Tokens of owner entries sent to a store by a process not holding the lock with them.
@@ -106,6 +109,8 @@ class Checker:
             c.gave_up = True
         if isinstance(e, AuthorizeEntry):
             c.sub_rule[e.submission] = e.rule
+            if e.trigger.endswith(":ceased"):
+                self._ceased(job, c, e, r)
         if isinstance(e, (AuthorizeEntry, PlaceHoldEntry, CallEntry)) and e.rule is not None:
             c.rule_use[e.rule] = c.rule_use.get(e.rule, 0) + 1
             budget = plan.rules[e.rule].effective.budget
@@ -140,6 +145,19 @@ class Checker:
         if isinstance(e, SettleEntry) and not c.settled_at:
             c.settled_at = r
             self._settled(job, view, r)
+
+    def _ceased(self, job: JobID, c: JobCheck, e: AuthorizeEntry, r: int) -> None:
+        """A submission authorized because the last one ceased: every node of that one's
+        execution must have recorded its end (a shared checkpoint has one writer at a time)."""
+        n = int(e.trigger.split(":")[0])
+        old = c.canonical.get(n)
+        lingering = self.evidence.lingering(old) if self.evidence and old else []
+        if lingering:
+            self.report(
+                "11-cessation",
+                f"job {job} r{r}: submission {e.submission} authorized as {old} ceased, but "
+                f"its processes on {', '.join(lingering)} never recorded their end",
+            )
 
     def _outcome(self, job: JobID, view: View, c: JobCheck, e: OutcomeEntry, r: int) -> None:
         if c.outcome is not None:

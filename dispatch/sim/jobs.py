@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
-from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule
+from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule, SharedCheckpoint
 from dispatch.operator import Operator
 from dispatch.records.contract import Records
 
@@ -57,6 +57,7 @@ def draw_spec(w: World, i: int) -> JobSpec:
         command=("train",),
         nodes=rng.randint(1, 2),
         recovery=RecoveryPolicy(rules=tuple(rules)),
+        extensions=(SharedCheckpoint(),) if w.evidence.shared_checkpoint() else (),
     )
 
 

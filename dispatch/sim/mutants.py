@@ -13,7 +13,7 @@ mutant on until an invariant breaks.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,6 +26,7 @@ from dispatch.core.fold import _Folder
 from dispatch.core.job import ObjectRec
 from dispatch.core.situation import Fact
 from dispatch.model.enums import CauseKind
+from dispatch.model.objects import CessationEvidence
 from dispatch.model.record import AuthorizeEntry, CanonicalEntry, Decision, OwnerEntry, ReplyEntry
 from dispatch.model.status import Escalation
 from dispatch.model.values import Cause, JobID
@@ -67,13 +68,16 @@ MUTANTS: dict[str, str] = {
     "again forever (bug 6, seed 880)",
     "inherited-restart-count": "a job inherits the Slurm variables of the allocation it was "
     "submitted from, so an inherited SLURM_RESTART_COUNT makes its epoch go backwards",
+    "cessation-partial-evidence": "the cessation signal counts an execution gone once any one "
+    "of its nodes recorded its end, not every one",
 }
 
 
 @contextmanager
 def _substituted(module: Any, name: str, value: object) -> Iterator[None]:
     """``module.name`` is ``value`` for the duration of the block."""
-    before = getattr(module, name)
+    # From the namespace itself, so that a class's classmethod is put back as one.
+    before = vars(module)[name] if isinstance(module, type) else getattr(module, name)
     setattr(module, name, value)
     try:
         yield
@@ -179,6 +183,24 @@ def _not_durable(store: FileRecords, folder: Path) -> None:
     """The settle a reader saw is taken as durable without syncing its folder."""
 
 
+def _any_node(
+    cls: type[CessationEvidence],
+    run: str,
+    nodes: Sequence[str],
+    proven: Collection[str],
+    record: str,
+) -> CessationEvidence:
+    """Ceased as soon as one node of ``run`` proved its end."""
+    if any(n in proven for n in nodes):
+        return cls(ceased=True, detail=f"a node of {run} recorded its end")
+    return cls(ceased=False, detail=f"cessation unproven on {', '.join(nodes)}: no {record}")
+
+
+def _partial_evidence() -> AbstractContextManager[None]:
+    """The per-node rule of cessation evidence trusts one node for all."""
+    return _substituted(CessationEvidence, "from_nodes", classmethod(_any_node))
+
+
 # How each mutant is installed: by substituting a table row, a check or a method.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "open-before-canonical": _open_before_canonical,
@@ -203,6 +225,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     ),
     "requeue-retried-when-gone": lambda: _without_rows(Fact.GONE),
     "inherited-restart-count": lambda: _substituted(memory_backend, "inheritable", dict),
+    "cessation-partial-evidence": _partial_evidence,
 }
 
 

@@ -35,6 +35,7 @@ from dispatch.records.memory import MemoryRecords
 from dispatch.sim import actors
 from dispatch.sim.clock import VirtualClock
 from dispatch.sim.crashfs import CrashFS
+from dispatch.sim.evidence import Evidence
 from dispatch.sim.faults import draw, inherited_environment
 from dispatch.sim.invariants import Checker
 from dispatch.sim.jobs import submit_jobs
@@ -109,6 +110,7 @@ class World:
             clock=self.clock.now,
             submit_environment=inherited_environment(seed),
         )
+        self.evidence = Evidence.draw(seed, self.backend)
         self.root = root if self.mix.file_store else None
         self.crashfs: CrashFS | None = None
         self.shared: MemoryRecords | None = None if self.root else MemoryRecords()
@@ -121,7 +123,7 @@ class World:
         # Each job's lineage: the first job of its chain of supersedes.
         self.lineage: dict[JobID, JobID] = {}
         self.superseded: set[JobID] = set()
-        self.checker = Checker(self.backend, self.report, self.lineage)
+        self.checker = Checker(self.backend, self.report, self.lineage, self.evidence)
         self.job_ids: list[JobID] = []
         self._stack: list[Mover] = []
         self._checking = False

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dispatch.core import current
+from dispatch.model.objects import CessationEvidence
 from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim import mutants as sim_mutants
@@ -64,6 +65,7 @@ def _substituted_parts() -> list[object]:
         sim_mutants.fold.DECISION_REFUSALS,
         current.NOT_VANISHED,
         sim_mutants.memory_backend.inheritable,
+        vars(CessationEvidence)["from_nodes"],
     ]
 
 
