@@ -23,6 +23,15 @@ queries (``DBD_GET_JOBS_COND`` of ``sacctmgr show stats``, what sacct asks).
         [--baseline REV]
     .venv/bin/python benchmarks/recovery_latency.py --every= --baseline 0d1dd35^   # idle RPCs only
 
+With ``--shared``, instead: how long after a preemption a job with a shared checkpoint
+(``#DISPATCH --checkpoint=shared``) runs again, in sweeps and seconds, with the SPANK plugin
+(its spool from ``LOCALCLUSTER_SPANK_SPOOL``: ``localcluster up --spank``) and without it,
+side by side for each sweep interval. Without it the recovery hold waits for a person (24 h);
+the run says so once the hold has stood ``--give-up`` seconds.
+
+    slurm_helpers/localcluster up --spank && eval "$(slurm_helpers/localcluster env)"
+    .venv/bin/python benchmarks/recovery_latency.py --shared [--every 1,5] [--give-up 180]
+
 Run it on a quiet cluster: other clients' jobs and RPCs would count too.
 """
 
@@ -78,17 +87,21 @@ class Site:
     """A ledger, its config file, and the slurm backend this process reads it with."""
 
     root: Path
+    spool: str = ""
+    shared: bool = False
 
     def __post_init__(self) -> None:
         self.config = self.root / "dispatch.toml"
+        spool = f'spank_spool = "{self.spool}"\n' if self.spool else ""
         self.config.write_text(
             f'ledger = "{self.root / "ledger"}"\n[backend]\nname = "slurm"\n'
             f'[backend.settings]\ntransport = "cli"\nslurm_conf = "{os.environ["SLURM_CONF"]}"\n'
+            + spool
         )
         self.config.chmod(0o600)
         env = {"SLURM_CONF": os.environ["SLURM_CONF"]}
         runner = CommandRunner(env=env, timeout=60)
-        self.backend = SlurmBackend(runner, SlurmSettings(transport="cli"))
+        self.backend = SlurmBackend(runner, SlurmSettings(transport="cli", spank_spool=self.spool))
         self.store = FileRecords(self.root / "ledger")
         self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
 
@@ -98,6 +111,7 @@ class Site:
             command=("sh", "-c", f'until [ -e "{self.root}/go-$DISPATCH_SUBMISSION" ]; do sleep 1; done'),
             partition="low", working_directory=str(self.root), output_path="/dev/null",
             recovery=dispatch.RecoveryPolicy(rules=[rule]),
+            extensions=[dispatch.SharedCheckpoint()] if self.shared else [],
         )
         return [self.cluster.operator.submit(spec, ADA, supervised=True).job for _ in range(n)]
 
@@ -212,6 +226,51 @@ def lifecycle(variant: Variant, every: float) -> dict[str, tuple[int, float]]:
         }
 
 
+def shared_recovery(spool: str, every: float, give_up: float) -> tuple[int, float] | None:
+    """Sweeps and seconds from a preemption to the next submission's release, for a shared
+    checkpoint; None when the hold still stood after ``give_up`` seconds."""
+    variant = Variant("this", REPO)
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Site(Path(tmp), spool=spool, shared=True)
+        (job,) = site.submit()
+        sweeps_until(variant, site, every, lambda: site.opened(job, 1))
+        node = running_node(site, job)
+        preempted = time.time()
+        high = subprocess.run(
+            ["sbatch", "--parsable", "--partition=high", f"--nodelist={node}", "--exclusive",
+             "--output=/dev/null", "--wrap=sleep 10"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        try:
+            seen, sweeps = ended_seen(site, job, 1), 0
+            while time.time() - preempted < give_up:
+                variant.sweep(site.config)
+                if sweeps or seen():
+                    sweeps += 1
+                at = site.opened(job, 2)
+                if at is not None:
+                    return sweeps, at - preempted
+                time.sleep(every)
+            return None
+        finally:
+            subprocess.run(["scancel", high], capture_output=True)
+            site.backend.stop_job(job, "benchmark done")
+
+
+def shared_main(everies: list[float], give_up: float) -> None:
+    spool = os.environ.get("LOCALCLUSTER_SPANK_SPOOL", "")
+    if not spool:
+        raise SystemExit("no LOCALCLUSTER_SPANK_SPOOL: run `localcluster up --spank` and its env")
+    print(f"{'every':>6} | {'with the plugin: sweeps':>23} {'seconds':>8} | without the plugin")
+    for every in everies:
+        got = shared_recovery(spool, every, give_up)
+        without = shared_recovery("", every, give_up)
+        with_text = f"{got[0]:>23} {got[1]:>8.1f}" if got else f"{'still held':>23} {'-':>8}"
+        assert without is None, "a shared checkpoint recovered without the plugin"
+        print(f"{every:>5g}s | {with_text} | still held after {give_up:g} s: the 24 h hold "
+              "waits for a person", flush=True)
+
+
 def _by_type(out: str) -> dict[str, int]:
     section = out.split("Remote Procedure Call statistics by message type")[1]
     section = section.split("Remote Procedure Call statistics by user")[0]
@@ -266,7 +325,14 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100", help="idle jobs for the RPC count")
     ap.add_argument("--baseline", default=None, help="the git revision to compare (default: "
                     "the one before sweeps carried jobs through several stages)")
+    ap.add_argument("--shared", action="store_true", help="a shared checkpoint's recovery with "
+                    "and without the SPANK plugin (no baseline, no RPC counts)")
+    ap.add_argument("--give-up", type=float, default=180.0, help="with --shared: seconds a "
+                    "hold may stand before it counts as waiting for a person")
     args = ap.parse_args()
+    if args.shared:
+        shared_main([float(e) for e in args.every.split(",") if e], args.give_up)
+        return
     if args.baseline is None:
         carry = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", CARRY_COMMIT],
                                capture_output=True, text=True, check=True).stdout.strip()
