@@ -6,7 +6,7 @@ job-level state change goes through the transition table in ``transitions``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -67,11 +67,38 @@ DECISION_REFUSALS: tuple[tuple[Callable[[Job, Decision], bool], str], ...] = (
 
 def fold(view: View, now: datetime) -> Job:
     """The job level of ``view``; ``InvalidError`` for a history the protocol cannot write."""
-    folder = _Folder(Job(header=view.header, revision=view.revision))
-    for commit in view.commits:
-        for entry in commit.entries:
-            folder.apply(entry, commit.revision)
-    return folder.job
+    return Folding(view).job
+
+
+class Folding:
+    """A fold that can go on: the job level of a record at ``revision``, to which the entries
+    of the next revisions are applied as they come, without replaying the ones before.
+
+    What a store's commit contract checks a commit with (``records.contract.FoldCheck``): the
+    entries of a commit applied to the fold of the record they are appended to. ``extend``
+    changes ``job`` in place, so a ``Folding`` whose ``extend`` raised is spent.
+    """
+
+    def __init__(self, view: View) -> None:
+        self._folder = _Folder(Job(header=view.header, revision=1))
+        self.revision = 1
+        for commit in view.commits:
+            self.extend(commit.entries, commit.revision)
+
+    @property
+    def job(self) -> Job:
+        """The job level at ``revision``."""
+        return self._folder.job
+
+    def extend(self, entries: Sequence[Base], revision: int) -> None:
+        """Apply the entries of ``revision`` (the next one); ``InvalidError`` with the fold's
+        reason when the protocol cannot write them there."""
+        if revision != self.revision + 1:
+            raise InvalidError(f"revision {revision} folded after {self.revision}")
+        for entry in entries:
+            self._folder.apply(entry, revision)
+        self.revision = revision
+        self._folder.job.revision = revision
 
 
 class _Folder(ControlFolder, DecisionFolder):

@@ -9,15 +9,20 @@ through ``check_commit``, so the rules live in one place:
   that token belongs to the record's current owner;
 * ownership changes only under the job's owner lock: ``acquire`` takes the lock and commits the
   owner entry at once; ``lock`` takes the lock alone, and the holder commits its owner entry
-  later, through ``commit``, when it is about to decide (a pass that only waits commits nothing).
+  later, through ``commit``, when it is about to decide (a pass that only waits commits nothing);
+* a committed record always folds: a commit whose entries ``fold`` would refuse on the record
+  they are appended to is refused with the fold's reason (``FoldCheck``), so no command, call,
+  bug or race can leave a record nobody can read.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from dispatch.core.fold import Folding
 from dispatch.model.errors import ConflictError, InvalidError
 from dispatch.model.record import Decision, Entry, Header, OwnerEntry, SettleEntry, View
 from dispatch.model.values import Actor, JobID
@@ -194,3 +199,66 @@ def check_commit(
             raise ConflictError(
                 f"job {job}: {entry.kind} decision carries a token that is not the current owner's"
             )
+
+
+class FoldCheck:
+    """The commit-time fold of one store: each commit's entries applied to the fold of the
+    record they are appended to, refused with the fold's reason when it cannot take them.
+
+    It pays for the record once: the fold a commit was checked with is kept, per job, and the
+    next commit applies only the revisions since (a sweep's pass hands over the fold it decided
+    from, through ``Folded.seed``, so its first commit replays nothing either). A fold that
+    refused, or whose commit lost, is dropped: the next commit folds the record again.
+    """
+
+    def __init__(self, jobs: int = 1024) -> None:
+        self._mu = threading.Lock()
+        self._kept: dict[JobID, Folding] = {}
+        self._jobs = jobs
+
+    def check(self, view: View, entries: Sequence[Entry]) -> Folding:
+        """The fold of ``view`` with ``entries`` as its next revision; ``InvalidError`` when
+        the fold refuses them. Hand it to ``landed`` once the commit is in."""
+        job = view.header.job
+        with self._mu:
+            folding = self._kept.pop(job, None)
+        if folding is None or folding.revision > view.revision:
+            folding = Folding(View(header=view.header))
+        try:
+            for commit in view.commits[folding.revision - 1 :]:  # commits[0] is revision 2
+                folding.extend(commit.entries, commit.revision)
+        except InvalidError as err:
+            raise InvalidError(f"job {job}: the record does not fold: {err.message}") from None
+        try:
+            folding.extend(entries, view.revision + 1)
+        except InvalidError as err:
+            raise InvalidError(f"commit refused: {err.message}") from None
+        return folding
+
+    def landed(self, folding: Folding) -> None:
+        """Keep ``folding`` (the fold of a commit that is in) for the job's next commit."""
+        self.seed(folding)
+
+    def seed(self, folding: Folding) -> None:
+        """Keep ``folding``, the fold of a record as committed, unless a later one is kept;
+        the caller never reads it again (the next commit extends it in place)."""
+        job = folding.job.header.job
+        with self._mu:
+            kept = self._kept.get(job)
+            if kept is not None and kept.revision >= folding.revision:
+                return
+            self._kept.pop(job, None)
+            self._kept[job] = folding
+            while len(self._kept) > self._jobs:
+                del self._kept[next(iter(self._kept))]
+
+
+@runtime_checkable
+class Folded(Protocol):
+    """A store that checks each commit with a fold (``FoldCheck``), and takes a fold its
+    caller already made, so the caller's next commit replays nothing."""
+
+    def seed(self, folding: Folding) -> None:
+        """Keep ``folding`` (of a record as read from this store) for the job's next commit;
+        the caller hands it over and never reads it again."""
+        ...

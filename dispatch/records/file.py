@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from dispatch.core.fold import Folding
 from dispatch.model.errors import ConflictError, DispatchError, InvalidError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import file_index as index
 from dispatch.records import ledger_format as fmt
 from dispatch.records import snapshot
-from dispatch.records.contract import check_commit, owner_token, settles
+from dispatch.records.contract import FoldCheck, check_commit, owner_token, settles
 from dispatch.records.locks import OwnerLocks, check_locking
 
 # The first snapshot's revision; later ones at twice the last (64, 128, ...). A snapshot saves
@@ -90,6 +91,7 @@ class FileRecords:
         self._peeked: dict[JobID, tuple[int, bool]] = {}
         # The owner token as of a revision, per job: a commit looks only at the commits since.
         self._owners: dict[JobID, tuple[int, str]] = {}
+        self._folds = FoldCheck(CACHE_JOBS)
         self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
         self._sweep_folder = False  # sweep/ made and checked by this store
@@ -398,6 +400,10 @@ class FileRecords:
 
     # --- beyond the contract ----------------------------------------------------------------
 
+    def seed(self, folding: Folding) -> None:
+        """Keep the fold of a record as read, for its next commit (``contract.Folded``)."""
+        self._folds.seed(folding)
+
     def revoke(self, job: JobID) -> None:
         """Drop this process's owner lock of ``job`` whatever its token (as a crash would)."""
         if fmt.is_job_id(job):
@@ -569,6 +575,7 @@ class FileRecords:
         # so the owner as of ``expected`` is known exactly; the exclusive link checks the rest.
         owner = self._owner_of(job, view)
         check_commit(job, view.revision, owner, entries, expected, locked=locked)
+        folding = self._folds.check(view, entries)
         revision = expected + 1
         commit = Commit(revision=revision, entries=tuple(entries))
         folder = self._jobs / job
@@ -586,6 +593,7 @@ class FileRecords:
             )
         with self._mu:
             self._raw.setdefault(job, {})[revision] = data
+        self._folds.landed(folding)
         self._remember(job, new, settled)
         if settled:
             self._drop_marker(job)

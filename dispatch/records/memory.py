@@ -10,10 +10,11 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime
 
+from dispatch.core.fold import Folding
 from dispatch.model.errors import ConflictError, NotFoundError
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
-from dispatch.records.contract import check_commit, owner_token, settles
+from dispatch.records.contract import FoldCheck, check_commit, owner_token, settles
 
 
 class MemoryRecords:
@@ -25,6 +26,7 @@ class MemoryRecords:
         self._keys: dict[str, JobID] = {}
         self._settled: set[JobID] = set()
         self._locks: dict[JobID, str] = {}
+        self._folds = FoldCheck()
 
     def create(self, header: Header) -> View:
         """Create a record at revision 1."""
@@ -60,12 +62,18 @@ class MemoryRecords:
             raise NotFoundError(f"no record for job {job}") from None
         locked = self._locks.get(job, "")
         check_commit(job, view.revision, owner_token(view), entries, expected, locked=locked)
+        folding = self._folds.check(view, entries)
         revision = view.revision + 1
         commit = Commit(revision=revision, entries=tuple(entries))
         self._views[job] = View(header=view.header, commits=(*view.commits, commit))
         if settles(entries):
             self._settled.add(job)
+        self._folds.landed(folding)
         return revision
+
+    def seed(self, folding: Folding) -> None:
+        """Keep the fold of a record as read, for its next commit (``contract.Folded``)."""
+        self._folds.seed(folding)
 
     def stamp(self) -> object:
         """A value that changes when a job is created or settled, or a record gets a revision."""

@@ -92,31 +92,35 @@ def header(job: str, key: str = "") -> Header:
 
 
 def every_entry(token: str) -> list[Base]:
-    """One entry of every kind, decisions carrying ``token``, with their optional fields set."""
+    """One entry of every kind, decisions carrying ``token``, with their optional fields set,
+    in an order the protocol can write (a store commits only records that fold)."""
     ref = ObjectRef(id="4711", name="dj-j1")
+    other = ObjectRef(id="4712", name="dj-j1")
     cause = Cause(kind=CauseKind.NON_ZERO_EXIT, provenance=Provenance.SCHEDULER, exit_code=3)
     obs = ObjectObs(
-        ref=ref, submission=1, attempt=2, state=ObjectState.ENDED, cause=cause, nodes=("n1", "n2")
+        ref=ref, submission=1, attempt=1, state=ObjectState.ENDED, cause=cause, nodes=("n1", "n2")
     )
     by, s = SUPERVISOR, token
     return [
-        CancelEntry(at=AT, by=ADA, reason="wrong data"),
         HoldEntry(at=AT, by=ADA, instance=1, reason="look", until=AT + timedelta(days=1)),
         ReleaseEntry(at=AT, by=ADA, instance=1, override=True),
-        ResubmitEntry(at=AT, by=ADA, reason="again"),
-        GiveUpEntry(at=AT, by=ADA),
-        AbandonEntry(at=AT, by=ADA, target=AbandonTarget(submission=2, attempt=1)),
-        RequeueEntry(at=AT, by=ADA),
+        AuthorizeEntry(at=AT, by=by, token=s, submission=1),
+        AttemptEntry(at=AT, by=by, token=s, submission=1, attempt=1),
+        ReplyEntry(at=AT, by=by, token=s, submission=1, attempt=1, ref=ref, detail="ok"),
+        CanonicalEntry(at=AT, by=by, token=s, submission=1, ref=ref),
+        OpenEntry(at=AT, by=by, token=s, ref=ref),
         ObserveEntry(at=AT, by=by, obs=obs),
+        PlaceHoldEntry(at=AT, by=by, token=s, instance=2, submission=1, rule=0, cause=cause),
+        ResubmitEntry(at=AT, by=ADA, reason="again"),
         AuthorizeEntry(at=AT, by=by, token=s, submission=2, rule=0, trigger="preempted"),
         AttemptEntry(at=AT, by=by, token=s, submission=2, attempt=1),
-        ReplyEntry(at=AT, by=by, token=s, submission=2, attempt=1, ref=ref, detail="ok"),
-        CanonicalEntry(at=AT, by=by, token=s, submission=2, ref=ref),
-        OpenEntry(at=AT, by=by, token=s, ref=ref),
-        RetireEntry(at=AT, by=by, token=s, ref=ref),
-        StopEntry(at=AT, by=by, token=s, ref=ref),
-        VerifiedStoppedEntry(at=AT, by=by, token=s, ref=ref, find_at=AT),
-        PlaceHoldEntry(at=AT, by=by, token=s, instance=2, submission=1, rule=1, cause=cause),
+        AbandonEntry(at=AT, by=ADA, target=AbandonTarget(submission=2, attempt=1)),
+        RequeueEntry(at=AT, by=ADA),
+        RetireEntry(at=AT, by=by, token=s, ref=other),
+        StopEntry(at=AT, by=by, token=s, ref=other),
+        VerifiedStoppedEntry(at=AT, by=by, token=s, ref=other, find_at=AT),
+        CancelEntry(at=AT, by=ADA, reason="wrong data"),
+        GiveUpEntry(at=AT, by=ADA),
         OutcomeEntry(at=AT, by=by, token=s, state=State.FAILED, cause=cause),
         EscalateEntry(at=AT, by=by, token=s, id="failed:non-zero-exit", detail="no rule"),
         SettleEntry(at=AT, by=by, token=s),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from record_samples import ADA, AT, SUPERVISOR, header
 
+from dispatch.model.enums import CauseKind, Provenance, State
 from dispatch.model.errors import (
     ConflictError,
     InvalidError,
@@ -18,7 +19,8 @@ from dispatch.model.errors import (
     RejectedError,
     UnavailableError,
 )
-from dispatch.model.record import CancelEntry, SettleEntry, View
+from dispatch.model.record import CancelEntry, OutcomeEntry, SettleEntry, View
+from dispatch.model.values import Cause
 from dispatch.records import ledger_format as fmt
 from dispatch.records import locks
 from dispatch.records.file import FileRecords, Problem, snapshot_due
@@ -316,7 +318,9 @@ def test_a_stale_unsettled_marker_is_repaired_by_the_next_read(tmp_path: Path) -
     store = FileRecords(root)
     store.create(header("j1"))
     revision = store.acquire("j1", "t1", SUPERVISOR, AT)
-    store.commit("j1", [SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR)
+    outcome = OutcomeEntry(at=AT, by=SUPERVISOR, token="t1", state=State.CANCELLED, cause=cause)
+    store.commit("j1", [outcome, SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
     # A crash between the settle revision and the removal of the marker leaves the marker.
     (root / "unsettled" / "j1").touch()
     sweeper = FileRecords(root)

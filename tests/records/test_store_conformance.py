@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from record_samples import ADA, AT, SUPERVISOR, every_entry, header
 
-from dispatch.model.enums import ObjectState
+from dispatch.model.enums import CauseKind, ObjectState, Provenance, State
 from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
 from dispatch.model.objects import ObjectObs, ObjectRef
 from dispatch.model.record import (
@@ -21,10 +21,12 @@ from dispatch.model.record import (
     CancelEntry,
     Entry,
     ObserveEntry,
+    OutcomeEntry,
     OwnerEntry,
     SettleEntry,
     View,
 )
+from dispatch.model.values import Cause
 from dispatch.records.contract import Records
 from dispatch.records.file import FileRecords
 from dispatch.records.memory import MemoryRecords
@@ -55,6 +57,15 @@ def store(subject: Subject) -> Records:
 
 def cancel(reason: str = "") -> list[Entry]:
     return [CancelEntry(at=AT, by=ADA, reason=reason)]
+
+
+def settle(token: str) -> list[Entry]:
+    """An outcome and the settle: what a settle needs to fold."""
+    cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR)
+    return [
+        OutcomeEntry(at=AT, by=SUPERVISOR, token=token, state=State.CANCELLED, cause=cause),
+        SettleEntry(at=AT, by=SUPERVISOR, token=token),
+    ]
 
 
 def authorize(token: str, submission: int = 1) -> list[Entry]:
@@ -206,7 +217,7 @@ def test_settle_removes_the_job_from_jobs_but_not_from_jobs_including_settled(
         subject.store.create(header(job))
     assert subject.store.jobs() == ["j1", "j2", "j3"]
     revision = subject.store.acquire("j2", "t1", SUPERVISOR, AT)
-    subject.store.commit("j2", [SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    subject.store.commit("j2", settle("t1"), revision)
     for store in (subject.store, subject.reopen()):
         assert store.jobs() == ["j1", "j3"]
         assert store.jobs(include_settled=True) == ["j1", "j2", "j3"]
@@ -215,7 +226,7 @@ def test_settle_removes_the_job_from_jobs_but_not_from_jobs_including_settled(
 def test_evidence_after_settling_keeps_the_job_settled(store: Records) -> None:
     store.create(header("j1"))
     revision = store.acquire("j1", "t1", SUPERVISOR, AT)
-    store.commit("j1", [SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    store.commit("j1", settle("t1"), revision)
     obs = ObjectObs(ref=ObjectRef(id="1"), submission=1, attempt=1, state=ObjectState.ENDED)
     store.commit("j1", [ObserveEntry(at=AT, by=ADA, obs=obs)], revision + 1)
     assert store.jobs() == []
@@ -237,13 +248,15 @@ def test_entries_of_every_kind_round_trip_exactly(subject: Subject) -> None:
     subject.store.create(header("j1", key="k"))
     revision = subject.store.acquire("j1", "t1", SUPERVISOR, AT)
     entries = every_entry("t1")
-    for entry in entries:
+    # One entry a revision, then the last few as one commit: both shapes round trip.
+    singles, together = entries[:-4], entries[-4:]
+    for entry in singles:
         revision = subject.store.commit("j1", [entry], revision)  # type: ignore[list-item]
-    subject.store.commit("j1", entries, revision)  # type: ignore[arg-type]
+    subject.store.commit("j1", together, revision)  # type: ignore[arg-type]
     view = subject.reopen().read("j1")
     assert view.header == header("j1", key="k")
-    assert [c.entries for c in view.commits[1:-1]] == [(e,) for e in entries]
-    assert view.commits[-1].entries == tuple(entries)
+    assert [c.entries for c in view.commits[1:-1]] == [(e,) for e in singles]
+    assert view.commits[-1].entries == tuple(together)
     assert view == subject.store.read("j1")
 
 
