@@ -15,6 +15,7 @@ from typing import Any
 from dispatch.clock import Clock
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
+from dispatch.core.requests import Judgement, Ruling, Verb, judge, verb_of
 from dispatch.model.base import Value
 from dispatch.model.enums import ActorKind, Capability, State, Tristate
 from dispatch.model.errors import (
@@ -23,6 +24,7 @@ from dispatch.model.errors import (
     InvalidError,
     NotFoundError,
     RejectedError,
+    RepeatedError,
     UnauthorizedError,
     UnsupportedError,
 )
@@ -56,6 +58,10 @@ class CancelReceipt(Value):
     cleanup_complete: bool = False
     live: tuple[ObjectRef, ...] = ()
     unproven: tuple[str, ...] = ()
+    # Not committed: the one line saying what the record already carries, and whether that is
+    # what was asked for (a cancel recorded before, a job cancelled) or conflicts with it.
+    line: str = ""
+    holds: bool = False
 
 
 class Operator:
@@ -128,8 +134,13 @@ class Operator:
         """Commit the cancel, then stop what runs; the receipt separates the two."""
         try:
             self._control(job, lambda j, now: _cancel(j, now, by, reason))
-        except _AlreadyTerminal as done:
-            return CancelReceipt(committed=False, already=done.state)
+        except _Declined as no:
+            return CancelReceipt(
+                committed=False,
+                already=no.state,
+                line=no.judgement.line,
+                holds=no.judgement.ruling is Ruling.REPEAT,
+            )
         if isinstance(self._backend, Fencer):
             # Nothing of a cancelled job may start again (best effort, as every fence).
             with contextlib.suppress(DispatchError):
@@ -178,7 +189,7 @@ class Operator:
         """
 
         def build(j: Job, now: datetime) -> Entry:
-            _not_terminal(j, "hold")
+            asked(j, Verb.HOLD, by)
             if until is not None and until <= now:
                 raise InvalidError(f"hold until {until.isoformat()} is not in the future")
             return HoldEntry(at=now, by=by, instance=len(j.holds) + 1, reason=reason, until=until)
@@ -189,14 +200,9 @@ class Operator:
         """Release the hold in force; a recovery hold is refused (resubmit, cancel or give up)."""
 
         def build(j: Job, now: datetime) -> Entry:
+            asked(j, Verb.RELEASE, by)
             hold = j.active_hold()
-            if hold is None:
-                raise RejectedError(f"job {job} has no hold in force")
-            if hold.recovery:
-                raise RejectedError(
-                    f"hold {hold.instance} of job {job} is a recovery hold; answer it with "
-                    "resubmit, cancel or give up"
-                )
+            assert hold is not None, "the request table accepts a release of a hold in force"
             override = hold.hold.by != by
             return ReleaseEntry(at=now, by=by, instance=hold.instance, override=override)
 
@@ -206,7 +212,7 @@ class Operator:
         """Ask for a new submission of the same job."""
 
         def build(j: Job, now: datetime) -> Entry:
-            _not_terminal(j, "resubmit")
+            asked(j, Verb.RESUBMIT, by)
             return ResubmitEntry(at=now, by=by, reason=reason)
 
         self._control(job, build)
@@ -215,7 +221,7 @@ class Operator:
         """Fail the job with the cause that ended it; recorded, and needs no answer."""
 
         def build(j: Job, now: datetime) -> Entry:
-            _not_terminal(j, "give up")
+            asked(j, Verb.GIVE_UP, by)
             return GiveUpEntry(at=now, by=by, reason=reason)
 
         self._control(job, build)
@@ -226,12 +232,7 @@ class Operator:
             raise UnauthorizedError(f"only a human may abandon; {by} is a {by.kind}")
 
         def build(j: Job, now: datetime) -> Entry:
-            if target.foreign:
-                rec = j.objects.get(target.foreign)
-                if rec is None or not rec.foreign:
-                    raise NotFoundError(f"job {job} has no foreign object {target.foreign}")
-            elif j.submission(target.submission) is None:
-                raise NotFoundError(f"job {job} has no submission {target.submission}")
+            asked(j, verb_of(target), by, target)
             return AbandonEntry(at=now, by=by, target=target, reason=reason)
 
         self._control(job, build)
@@ -242,10 +243,7 @@ class Operator:
             raise UnsupportedError("this backend cannot requeue an object")
 
         def build(j: Job, now: datetime) -> Entry:
-            _not_terminal(j, "requeue")
-            latest = j.latest()
-            if latest is None or latest.canonical is None:
-                raise RejectedError(f"job {job} has no execution to requeue yet")
+            asked(j, Verb.REQUEUE, by)
             return RequeueEntry(at=now, by=by, reason=reason)
 
         self._control(job, build)
@@ -254,10 +252,7 @@ class Operator:
         """Take back a requeue the supervisor has not carried out yet."""
 
         def build(j: Job, now: datetime) -> Entry:
-            if j.requeue is None:
-                raise RejectedError(
-                    f"job {job} has no requeue to revoke (none asked for, or it was carried out)"
-                )
+            asked(j, Verb.REVOKE_REQUEUE, by)
             return RequeueEntry(at=now, by=by, reason=reason, revoke=True)
 
         self._control(job, build)
@@ -272,12 +267,10 @@ class Operator:
         new_job = new_job_id(self._rand)
 
         def build(j: Job, now: datetime) -> Entry:
-            if j.outcome is None:
-                raise RejectedError(
-                    f"job {job} has no outcome yet; cancel it or give it up, then supersede it"
-                )
-            if j.superseded_by:
-                raise _AlreadySuperseded(j.superseded_by)
+            ruled = judge(j, Verb.SUPERSEDE, by)
+            if ruled.ruling is Ruling.REPEAT:
+                raise _AlreadySuperseded(j.superseded_by, ruled.line)
+            asked(j, Verb.SUPERSEDE, by)
             return SupersededEntry(at=now, by=by, job=new_job, reason=reason)
 
         try:
@@ -290,29 +283,35 @@ class Operator:
                 old = fold(self._store.read(job), self._clock.now())
                 new_job = done.job
             else:
-                raise RejectedError(f"job {job} is already superseded by {done.job}") from None
+                raise RepeatedError(done.line, holds=True) from None
         base = old.header.lineage_base + len(old.submissions)
         return self._create(old.header.spec, by, job, base, options, job_id=new_job)
 
 
 class _AlreadySuperseded(Exception):
-    def __init__(self, job: JobID) -> None:
-        self.job = job
+    def __init__(self, job: JobID, line: str) -> None:
+        self.job, self.line = job, line
 
 
-class _AlreadyTerminal(Exception):
-    def __init__(self, state: State) -> None:
-        self.state = state
+class _Declined(Exception):
+    def __init__(self, judgement: Judgement, state: State | None) -> None:
+        self.judgement, self.state = judgement, state
 
 
 def _cancel(j: Job, now: datetime, by: Actor, reason: str) -> Entry:
-    if j.outcome is not None:
-        raise _AlreadyTerminal(j.outcome.state)
+    ruled = judge(j, Verb.CANCEL, by)
+    if not ruled.accepted:
+        raise _Declined(ruled, j.outcome.state if j.outcome else None)
     return CancelEntry(at=now, by=by, reason=reason)
 
 
-def _not_terminal(j: Job, what: str) -> None:
-    if j.outcome is not None:
-        raise RejectedError(
-            f"job {j.header.job} already {j.outcome.state}; cannot {what} (supersede it instead)"
-        )
+def asked(j: Job, verb: Verb, by: Actor, target: AbandonTarget | None = None) -> None:
+    """Raise unless the request table accepts ``verb`` on ``j``: ``RepeatedError`` for a
+    repeat (``holds``) or a conflict, ``RejectedError`` for a refusal; nothing is recorded."""
+    ruled = judge(j, verb, by, target)
+    if ruled.ruling is Ruling.REPEAT:
+        raise RepeatedError(ruled.line, holds=True)
+    if ruled.ruling is Ruling.CONFLICT:
+        raise RepeatedError(ruled.line, holds=False)
+    if ruled.ruling is Ruling.REFUSED:
+        raise RejectedError(ruled.line)

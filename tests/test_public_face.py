@@ -53,6 +53,7 @@ EXPECTED = {
     "ReadOnlyError",
     "RecoveryPolicy",
     "RejectedError",
+    "RepeatedError",
     "Rule",
     "RuleAssignment",
     "RuleSupport",

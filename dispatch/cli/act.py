@@ -29,8 +29,10 @@ from dispatch.cli.session import (
 from dispatch.cluster import Cluster, Config, compose
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
-from dispatch.model.errors import RejectedError
+from dispatch.core.requests import Verb
+from dispatch.model.errors import RejectedError, RepeatedError
 from dispatch.model.values import Actor, JobID
+from dispatch.operator import asked
 
 F = Callable[..., Any]
 
@@ -122,15 +124,10 @@ def release(
     """
     with refusals():
         act = Acting(config, job, actor)
-        h = act.folded().active_hold()
-        if h is None:
-            raise RejectedError(f"job {act.job} has no hold in force; nothing to release")
-        if h.recovery:
-            raise RejectedError(
-                f"hold {h.instance} of job {act.job} is a recovery hold, which is never "
-                f"released: run `dispatch resubmit {act.job}`, `dispatch cancel {act.job}` or "
-                f"`dispatch give-up {act.job}`"
-            )
+        j = act.folded()
+        asked(j, Verb.RELEASE, act.by)
+        h = j.active_hold()
+        assert h is not None, "the request table accepts a release of a hold in force"
         if h.hold.by != act.by and not override:
             raise RejectedError(
                 f"hold {h.instance} of job {act.job} was placed by {h.hold.by}; release it "
@@ -159,10 +156,7 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
         act = Acting(config, job, actor)
         receipt = act.cluster.operator.cancel(act.job, act.by, reason)
         if not receipt.committed:
-            raise RejectedError(
-                f"job {act.job} already {receipt.already}; nothing to cancel"
-                + ("" if receipt.already == "cancelled" else f" (see `dispatch status {act.job}`)")
-            )
+            raise RepeatedError(receipt.line, holds=receipt.holds)
     live = [r.id for r in receipt.live]
     if live:
         n = len(live)

@@ -2,13 +2,15 @@
 
 An escalation is committed once and never withdrawn, so whether it still waits is read from
 what the record shows since: the hold it names released, the launch or object it names
-abandoned, the failed job superseded, the record settled. The answers are those of
+abandoned, the failed job superseded, the record settled, an administrator's hold released (as
+the scheduler shows it now). The answers are those of
 docs/howto-escalations.md, spelled as ``dispatch`` commands.
 """
 
 from __future__ import annotations
 
 from dispatch.core.job import Job
+from dispatch.model.objects import Discovery
 from dispatch.model.status import Escalation
 
 
@@ -35,14 +37,31 @@ def _object_waits(job: Job, object_id: str) -> bool:
     return rec is not None and not rec.done
 
 
-def waits(job: Job, e: Escalation) -> bool:
-    """Whether escalation ``e`` of ``job`` still waits for a person's answer."""
+def _admin_held_waits(job: Job, object_id: str, found: Discovery | None) -> bool:
+    """Whether the object is still held by someone other than dispatch: as the scheduler shows
+    it now when it was asked, else as the record last saw it. Once an administrator released
+    it, nothing waits on a person (cancelling would only stop a healthy job)."""
+    rec = job.objects.get(object_id)
+    if job.settled or rec is None or rec.done:
+        return False
+    seen = next((o for o in found.objects if o.ref.id == object_id), None) if found else None
+    if seen is None and found is not None and found.complete:
+        return False  # the scheduler no longer shows it
+    last = seen or rec.last
+    return last is not None and last.state.live and last.held_by_other
+
+
+def waits(job: Job, e: Escalation, found: Discovery | None = None) -> bool:
+    """Whether escalation ``e`` of ``job`` still waits for a person's answer; ``found`` is
+    what the scheduler shows of the job now, when it was asked."""
     prefix, _, rest = e.id.partition(":")
     if prefix == "overdue":
         return _hold_waits(job, rest)
     if prefix in ("all-unknown", "unmatched"):
         return _launch_waits(job, rest)
-    if prefix in ("foreign", "admin-held"):
+    if prefix == "admin-held":
+        return _admin_held_waits(job, rest, found)
+    if prefix == "foreign":
         return not job.settled and _object_waits(job, rest)
     if prefix in ("failed", "refused"):
         return not job.superseded_by
@@ -72,9 +91,10 @@ def answer(job: Job, e: Escalation) -> str:
     return ""
 
 
-def waiting(job: Job) -> list[str]:
+def waiting(job: Job, found: Discovery | None = None) -> list[str]:
     """Everything of ``job`` that waits on a person: open escalations, and a hold in force."""
-    out = [e.id for e in sorted(job.escalations.values(), key=lambda e: e.at) if waits(job, e)]
+    ordered = sorted(job.escalations.values(), key=lambda e: e.at)
+    out = [e.id for e in ordered if waits(job, e, found)]
     h = job.active_hold()
     if h is not None and f"overdue:{h.instance}" not in out:
         out.append(f"{h.hold.kind} hold {h.instance}")

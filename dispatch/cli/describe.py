@@ -191,6 +191,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
     """The status document of ``s``: every key docs/cli.md documents, always present."""
     st, j, h = s.status, s.job, s.view.header
     seen = _seen(s.view)
+    shown = s.look.found.get(st.job)  # what the scheduler shows now, when it answered
     by_rule = {ra.index: ra for ra in (st.plan.rules if st.plan else ())}
     submissions = []
     for sub_st in st.submissions:
@@ -255,12 +256,12 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
                 "detail": e.detail,
                 "delivered": _t(e.delivered),
                 "delivery": delivery(e),
-                "waiting": waits(j, e),
-                "answer": answer(j, e) if waits(j, e) else "",
+                "waiting": waits(j, e, shown),
+                "answer": answer(j, e) if waits(j, e, shown) else "",
             }
             for e in sorted(j.escalations.values(), key=lambda e: e.at)
         ],
-        "waiting": waiting(j),
+        "waiting": waiting(j, shown),
         "history": [
             {
                 "at": _t(ev.at),
@@ -323,7 +324,7 @@ def summary(s: Story, now: datetime) -> dict[str, Any]:
         "created_by": str(h.creator),
         "age_seconds": int((now - h.created_at).total_seconds()),
         "settled": st.settled,
-        "waiting": waiting(s.job),
+        "waiting": waiting(s.job, s.look.found.get(st.job)),
     }
 
 

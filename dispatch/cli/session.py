@@ -25,7 +25,7 @@ from dispatch.cli.render import clean
 from dispatch.cluster import Config, Observer, compose
 from dispatch.config import Settings, backend_of, parse_duration, settings_for
 from dispatch.model.enums import ActorKind
-from dispatch.model.errors import DispatchError, InvalidError
+from dispatch.model.errors import DispatchError, InvalidError, RepeatedError
 from dispatch.model.values import Actor
 from dispatch.printable import printable
 from dispatch.records import ledger_format
@@ -127,9 +127,16 @@ def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
 
 @contextmanager
 def refusals() -> Iterator[None]:
-    """End the command cleanly on a dispatch error: exit 2 for bad input, else 1."""
+    """End the command cleanly on a dispatch error: exit 2 for bad input, else 1. A request
+    the record already carries prints its one line and exits 0 where what was asked for
+    already holds, 1 where it conflicts; either way nothing was recorded."""
     try:
         yield
+    except RepeatedError as err:
+        if not err.holds:
+            fail(str(err))
+        click.echo(clean(err.message))
+        sys.exit(0)
     except InvalidError as err:
         fail(str(err), EXIT_USAGE)
     except DispatchError as err:

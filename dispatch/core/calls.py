@@ -132,7 +132,7 @@ def after_cessation(job: Job, hold: HoldRec, now: datetime) -> list[Step]:
         return []
     if not rec.ceased:
         due = rec.ceased_at is None or now >= rec.ceased_at + CESSATION_INTERVAL
-        return [Cease(ref=sub.canonical)] if due else []
+        return [Cease(ref=sub.canonical, said=rec.ceased_detail)] if due else []
     asked = job.header.plan.rules[hold.rule].rule.action
     if asked is Action.RESUBMIT:
         return [Authorize(submission=len(job.submissions) + 1, trigger=f"{sub.n}:ceased")]

@@ -56,12 +56,14 @@ class ControlFolder(FoldState):
         if h.recovery:
             raise InvalidError(f"hold {e.instance} is a recovery hold, which is never released")
         h.active, h.released_at, h.override = False, e.at, e.override
+        h.released_by = e.by
         if self.job.active_hold() is None:
             self._move(Change.RELEASE, e.at, NO_CAUSE, self._latest_n())
 
     def _resubmit(self, e: ResubmitEntry) -> None:
         self._not_terminal("resubmit")
         self.job.resubmits += 1
+        self.job.resubmit = e
 
     def _give_up(self, e: GiveUpEntry) -> None:
         self._not_terminal("give-up")
@@ -70,6 +72,7 @@ class ControlFolder(FoldState):
 
     def _abandon(self, e: AbandonEntry) -> None:
         t = e.target
+        self.job.abandons.append(e)
         if t.foreign:
             rec = self._object(ObjectRef(id=t.foreign), None, None)
             # Only a foreign object is abandoned by id; dispatch's own are abandoned by attempt.
@@ -105,7 +108,7 @@ class ControlFolder(FoldState):
             raise InvalidError("superseded before the job had an outcome")
         if j.superseded_by:
             raise InvalidError(f"superseded twice (already by {j.superseded_by})")
-        j.superseded_by = e.job
+        j.superseded_by, j.supersede = e.job, e
 
     # --- evidence ---
 
@@ -124,7 +127,7 @@ class ControlFolder(FoldState):
 
     def _cessation(self, e: CessationEntry) -> None:
         rec = self._object(e.ref, None, None)
-        rec.ceased, rec.ceased_at = e.ceased, e.at
+        rec.ceased, rec.ceased_at, rec.ceased_detail = e.ceased, e.at, e.detail
 
     def _refused(self, e: RefusedEntry) -> None:
         self._object(e.ref, None, None).refused = e.cause

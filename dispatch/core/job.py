@@ -11,9 +11,17 @@ from datetime import datetime
 
 from dispatch.model.enums import CauseKind, HoldKind, State, UnmatchedPolicy
 from dispatch.model.objects import ObjectObs, ObjectRef
-from dispatch.model.record import CancelEntry, GiveUpEntry, Header, RequeueEntry
+from dispatch.model.record import (
+    AbandonEntry,
+    CancelEntry,
+    GiveUpEntry,
+    Header,
+    RequeueEntry,
+    ResubmitEntry,
+    SupersededEntry,
+)
 from dispatch.model.status import Escalation, Event
-from dispatch.model.values import AbandonTarget, Cause, Hold, JobID
+from dispatch.model.values import AbandonTarget, Actor, Cause, Hold, JobID
 
 # Causes a live object can carry that mean its execution will never run.
 CANNOT_RUN = frozenset({CauseKind.NO_CAPACITY, CauseKind.LAUNCH_FAILED})
@@ -74,6 +82,7 @@ class ObjectRec:
     abandoned: bool = False
     ceased: bool | None = None
     ceased_at: datetime | None = None
+    ceased_detail: str | None = None
     refused: Cause | None = None
 
     @property
@@ -98,6 +107,7 @@ class HoldRec:
     cause: Cause | None = None
     active: bool = True
     released_at: datetime | None = None
+    released_by: Actor | None = None  # a person's release; None when the record lifted it
     override: bool = False
 
     @property
@@ -147,8 +157,11 @@ class Job:
     escalations: dict[str, Escalation] = field(default_factory=dict)
     rule_use: dict[int, int] = field(default_factory=dict)
     resubmits: int = 0
+    resubmit: ResubmitEntry | None = None  # the latest resubmit asked
     requeue: RequeueEntry | None = None
     superseded_by: JobID = ""
+    supersede: SupersededEntry | None = None
+    abandons: list[AbandonEntry] = field(default_factory=list)
     calls: list[CallRec] = field(default_factory=list)
     history: list[Event] = field(default_factory=list)
 

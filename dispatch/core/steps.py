@@ -90,6 +90,10 @@ class Cease(Value):
 
     kind: Literal["cease"] = "cease"
     ref: ObjectRef
+    # What the last answer recorded for the object said (None before the first): an answer
+    # that says the same again is not recorded again, so a signal that cannot say yes (or a
+    # backend without one) writes one entry per hold, not one per interval.
+    said: str | None = None
 
 
 class Settle(f.SettleFields):

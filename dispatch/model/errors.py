@@ -5,6 +5,7 @@
      ├── UnsupportedError       the backend cannot do this at all
      ├── InvalidError           the input (or a record) breaks a rule; names the field and value
      ├── RejectedError          well-formed, but refused by policy or by the backend
+     │    └── RepeatedError     the record already carries it: nothing recorded
      ├── UnauthorizedError      the actor may not do this
      ├── UnreachableError       the backend or store did not answer
      ├── ReadOnlyError          the cluster was opened read-only
@@ -55,6 +56,18 @@ class RejectedError(DispatchError):
     """A valid request that policy or the backend refuses."""
 
     kind = "rejected"
+
+
+class RepeatedError(RejectedError):
+    """A person's request the record already carries (the same answer twice, a cancel already
+    committed): nothing is recorded. ``holds`` says whether what was asked for already holds,
+    so a script may go on (the CLI exits 0), or conflicts with what is recorded (exit 1)."""
+
+    kind = "already recorded"
+
+    def __init__(self, message: str, *, holds: bool) -> None:
+        super().__init__(message)
+        self.holds = holds
 
 
 class UnauthorizedError(DispatchError):

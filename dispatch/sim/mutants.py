@@ -120,10 +120,10 @@ def _open_before_canonical() -> AbstractContextManager[None]:
     """The performer lifts the gate of a canonical object before committing it canonical."""
     run = Performer.run
 
-    def opening_first(performer: Performer, step: st.Step) -> None:
+    def opening_first(performer: Performer, step: st.Step) -> bool:
         if isinstance(step, st.Canonical):
             performer.backend.open(step.ref)
-        run(performer, step)
+        return run(performer, step)
 
     return _substituted(Performer, "run", opening_first)
 

@@ -58,8 +58,10 @@ class Performer:
         """Commit at the revision this pass is at; ``ConflictError`` ends the pass."""
         self.revision = self.store.commit(self.job, entries, self.revision)
 
-    def run(self, step: st.Step) -> None:
-        """Perform one step: commit the entry it names (``core.commits``), then its effect."""
+    def run(self, step: st.Step) -> bool:
+        """Perform one step: commit the entry it names (``core.commits``), then its effect.
+
+        False when it changed nothing: a cessation answer that says what the last one said."""
         entry = entry_of(step, self.now, self.actor, self.token)
         if entry is not None:
             self.commit([entry])
@@ -73,14 +75,15 @@ class Performer:
                 self._call("stop", lambda: self.backend.stop(ref, f"stopped by {by}"))
             case st.Call():
                 self._backend_call(step)
-            case st.Cease(ref=ref):
-                self._cease(ref)
+            case st.Cease(ref=ref, said=said):
+                return self._cease(ref, said)
             case st.Authorize(submission=n):
                 self._fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
             case st.Outcome():
                 self._fence(lambda f: f.advance(self.job, None))
             case _:
                 pass  # a decision: its entry is all there is
+        return True
 
     def _start(self, n: int, a: int) -> None:
         """Call start for attempt N.a (numbered already) and commit the reply."""
@@ -178,8 +181,9 @@ class Performer:
         except DispatchError as err:
             log.warning("job %s: open failed, next pass retries: %s", self.job, err)
 
-    def _cease(self, ref: ObjectRef) -> None:
-        """Ask the cessation signal and record its answer (no signal: recorded as unproven)."""
+    def _cease(self, ref: ObjectRef, said: str | None) -> bool:
+        """Ask the cessation signal and record its answer (no signal: recorded as unproven),
+        unless it says no again as the last recorded answer did (``said``): False then."""
         if isinstance(self.backend, CessationSignal):
             try:
                 answer = self.backend.ceased(ref)
@@ -188,9 +192,12 @@ class Performer:
                 ceased, detail = False, f"the cessation signal failed: {err}"
         else:
             ceased, detail = False, "this backend has no cessation signal"
+        if not ceased and detail == said:
+            return False
         self.commit(
             [CessationEntry(at=self.now, by=self.actor, ref=ref, ceased=ceased, detail=detail)]
         )
+        return True
 
     def _call(self, what: str, call: Callable[[], None]) -> None:
         """Make an idempotent backend call whose intent is recorded; a failure is retried later."""

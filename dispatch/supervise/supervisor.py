@@ -19,14 +19,14 @@ from datetime import datetime, timedelta
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
-from dispatch.core.fold import fold
+from dispatch.core.fold import Folding, fold
 from dispatch.core.next import next_steps
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
 from dispatch.model.record import View
 from dispatch.model.values import Actor, JobID
-from dispatch.records.contract import Records, ResidualIndex, Sharded, owner_token
+from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
 from dispatch.supervise import memo
 from dispatch.supervise.delivery import Deliver, Deliveries
@@ -56,11 +56,13 @@ class PassResult:
     looked: bool = False
     # Whether the pass offered escalations to ``deliver``.
     offered: bool = False
+    # Whether the pass asked the backend something whose answer changed nothing.
+    asked: bool = False
 
     @property
     def waited(self) -> bool:
         """Whether the pass was a lone Wait that offered nothing: the pass a sweep remembers."""
-        return not (self.progressed or self.settled or self.offered)
+        return not (self.progressed or self.settled or self.offered or self.asked)
 
 
 @dataclass
@@ -179,7 +181,8 @@ class Supervisor:
     def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
         """One pass: ``view`` was read before ``found`` was looked up; decide, perform, deliver."""
         now = self.clock.now()
-        j = fold(view, now)
+        folding = Folding(view)
+        j = folding.job
         # A settled record had its last look: its escalations are not offered again.
         undelivered = [] if j.settled else self.deliveries.owed(j)
         result = PassResult(job=job, settled=j.settled)
@@ -190,23 +193,32 @@ class Supervisor:
         performer = Performer(
             self.backend, store, view.header, view.revision, token, self.actor, now
         )
+        owner, steps = j.owner, next_steps(j, found, now)
+        if isinstance(self.store, Folded) and any(not isinstance(s, st.Wait) for s in steps):
+            # The store checks each commit with a fold: it goes on from this one. ``j`` is not
+            # read again (the store extends it in place).
+            self.store.seed(folding)
         # A failed last look before a settle is recorded after the settle commit, not under it.
         with self.deliveries.holding_failures():
             try:
-                for step in next_steps(j, found, now):
+                for step in steps:
                     if isinstance(step, st.Wait):
                         result.wake = step.wake
                         continue
                     if self._before(job, step, now):
                         undelivered = []
                         result.looked = True
-                    performer.run(step)
+                    if not performer.run(step):
+                        # Asked, and nothing changed (a cessation answer said again): not
+                        # progress, and not a lone wait a sweep may remember either.
+                        result.asked = True
+                        continue
                     result.progressed = True
                     result.steps.append(step.kind)
                     result.settled = result.settled or isinstance(step, st.Settle)
             except ConflictError as err:
                 result.progressed = True
-                if owner_token(self.store.read(job)) not in (token, j.owner):
+                if owner_token(self.store.read(job)) not in (token, owner):
                     raise ConflictError(
                         f"job {job}: another supervisor owns it now ({err.message})"
                     ) from None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dispatch.core.answers import Answer
 from dispatch.core.next import TABLE
+from dispatch.core.requests import REQUESTS, Verb, rulings
 from dispatch.core.situation import Fact
 from dispatch.core.steps import STEP_TYPES
 from dispatch.model.record import ENTRY_TYPES
@@ -54,5 +55,27 @@ def test_the_table_uses_every_fact_and_answer_and_ends_with_a_row_that_always_ma
     assert TABLE[-1].when == () and TABLE[-1].unless == ()
 
 
+def render_request_table() -> str:
+    """``requests.REQUESTS`` as docs/protocol.md prints it: one line per row, in order."""
+    lines = ["| verb | # | when | ruling |", "| --- | --- | --- | --- |"]
+    lines += [f"| `{verb}` | {i} | {when} | {ruling} |" for verb, i, when, ruling in rulings()]
+    return "\n".join(lines)
+
+
+def test_the_request_table_in_the_doc_is_the_code_s() -> None:
+    section = DOC.split("## The request table")[1].split("\n## ")[0]
+    printed = "\n".join(line for line in section.splitlines() if line.startswith("| "))
+    assert printed == render_request_table(), "print it with: python " + __file__
+
+
+def test_every_verb_has_rows_and_ends_with_a_row_that_always_accepts() -> None:
+    assert set(REQUESTS) == set(Verb)
+    for rows in REQUESTS.values():
+        assert rows[-1].when.startswith("always") and rows[-1].ruling.value == "accepted"
+        assert all(r.when for r in rows), "every row's test says when it holds"
+
+
 if __name__ == "__main__":
     print(render_decision_table())
+    print()
+    print(render_request_table())
