@@ -1,4 +1,4 @@
-"""The simulated actors: supervisor processes, the scheduler, and people at the operator.
+"""The simulated actors: supervisor processes and the scheduler (people: ``sim.people``).
 
 Each actor is a generator; one ``next`` is one move, ending at a ``yield`` of the time it
 wants to move again (None: as soon as chosen). A supervisor process runs the real
@@ -12,23 +12,14 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from dispatch.core.fold import fold
 from dispatch.model.enums import CauseKind
 from dispatch.model.errors import DispatchError
 from dispatch.model.status import Escalation
-from dispatch.model.values import AbandonTarget, JobID
-from dispatch.operator import Operator
-from dispatch.sim.jobs import job_options
+from dispatch.model.values import JobID
 from dispatch.supervise.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from dispatch.sim.world import Proc, World
-
-# Supersede stops adding jobs at this many, so a seed stays small.
-MAX_JOBS = 4
-# True lets people supersede a job without an outcome, or one already superseded: the operator
-# allows both, and two jobs' executions then share epochs (docs/simulator.md, bug 7).
-SUPERSEDE_ANY = False
 
 # The supervisor's poll interval in virtual time.
 POLL = timedelta(seconds=5)
@@ -149,98 +140,3 @@ def scheduler(w: World) -> Iterator[datetime | None]:
                 ref = env.inject_foreign(rng.choice(open_jobs))
                 w.event("sched", f"inject_foreign {ref.id}")
         yield w.clock.now() + timedelta(seconds=rng.uniform(1, 8))
-
-
-def people(w: World, op: Operator) -> Iterator[datetime | None]:
-    """People at the operator: random actions while faults run, answers once they stop."""
-    while True:
-        if w.quiet:
-            _answer(w, op)
-        elif w.rng.random() < w.mix.people * 10:
-            _act(w, op)
-        yield w.clock.now() + timedelta(seconds=w.rng.uniform(2, 20))
-
-
-def _act(w: World, op: Operator) -> None:
-    rng = w.rng
-    job = rng.choice(w.job_ids)
-    who = w.person
-    what = rng.choice(
-        ("cancel", "hold", "hold", "release", "resubmit", "give_up", "answer", "supersede")
-    )
-    w.event("person", f"{what} {job}")
-    try:
-        if what == "cancel":
-            op.cancel(job, who, "sim")
-        elif what == "hold":
-            until = None
-            if rng.random() < 0.5:
-                until = w.clock.now() + timedelta(seconds=rng.uniform(10, 120))
-            op.hold(job, who, "sim", until)
-        elif what == "release":
-            op.release(job, who)
-        elif what == "resubmit":
-            op.resubmit(job, who, "sim")
-        elif what == "give_up":
-            op.give_up(job, who, "sim")
-        elif what == "supersede":
-            # As the how-to does: once, and once the job has an outcome (bug 7 otherwise).
-            done = w.outcome_of(job) is not None and job not in w.superseded
-            if (done or SUPERSEDE_ANY) and len(w.job_ids) < MAX_JOBS:
-                w.add_job(op.supersede(job, who, "sim", **job_options(w)).job, job)
-        else:
-            _answer_job(w, op, job)
-    except DispatchError as err:
-        w.event("person", f"refused: {type(err).__name__}")
-
-
-def _answer(w: World, op: Operator) -> None:
-    for job in w.job_ids:
-        try:
-            _answer_job(w, op, job)
-        except DispatchError as err:
-            w.event("person", f"refused: {type(err).__name__}")
-
-
-def _answer_job(w: World, op: Operator, job: JobID) -> None:
-    """What a person does about a job's open questions: release, abandon, give up."""
-    j = fold(w.raw_people.read(job), w.clock.now())
-    if j.settled:
-        return
-    who = w.person
-    hold = j.active_hold()
-    if hold is not None and j.outcome is None:
-        if hold.recovery:
-            w.event("person", f"give_up {job} (recovery hold)")
-            op.give_up(job, who, "answered")
-        else:
-            w.event("person", f"release {job}")
-            op.release(job, who)
-        return
-    for eid in sorted(j.escalations):
-        kind, _, arg = eid.partition(":")
-        target: AbandonTarget | None = None
-        if kind == "foreign" and not j.objects[arg].abandoned:
-            target = AbandonTarget(foreign=arg)
-        elif kind == "all-unknown":
-            sub = j.submission(int(arg))
-            if sub is not None and not sub.abandoned:
-                target = AbandonTarget(submission=int(arg))
-        elif kind == "unmatched":
-            n, _, a = arg.partition("/")
-            sub = j.submission(int(n))
-            att = sub.attempt(int(a)) if sub is not None else None
-            if att is not None and not att.abandoned and att.unresolved:
-                target = AbandonTarget(submission=int(n), attempt=int(a))
-        elif kind == "cleanup-deadline":
-            # The detail names what blocks settling: unresolved launches, foreign objects.
-            foreign = [r.ref.id for r in j.objects.values() if r.foreign and not r.abandoned]
-            if j.unresolved_attempts():
-                first, unresolved = j.unresolved_attempts()[0]
-                target = AbandonTarget(submission=first, attempt=unresolved.number)
-            elif foreign:
-                target = AbandonTarget(foreign=sorted(foreign)[0])
-        if target is not None:
-            w.event("person", f"abandon {job} {eid}")
-            op.abandon(job, target, who, "answered")
-            return

@@ -75,6 +75,8 @@ class Checker:
         self.ungated: dict[str, bool] = {}
         self.runs: dict[tuple[str, int], int] = {}
         self.max_epoch: dict[JobID, int] = {}
+        # The objects of each settled job that had left their gate when it settled.
+        self.ran_at_settle: dict[JobID, set[str]] = {}
 
     # --- the record -----------------------------------------------------------------------
 
@@ -185,6 +187,9 @@ class Checker:
             self.report("fold-refused", f"job {job}: {err}")
             return
         name = object_name(job)
+        self.ran_at_settle[job] = {
+            o.ref.id for o in self.backend.objects.values() if o.job == job and not o.gated
+        }
         for obj in self.backend.objects.values():
             if obj.ref.name != name or obj.purged:
                 continue
@@ -220,9 +225,16 @@ class Checker:
 
     def truth(self, views: dict[JobID, View]) -> None:
         """Check what the scheduler really did against the records."""
+        self._one_at_once()
         for obj in self.backend.objects.values():
             if obj.submission is None:
                 continue
+            settled = self.ran_at_settle.get(obj.job)
+            if settled is not None and not obj.gated and obj.ref.id not in settled:
+                self.report(
+                    "3-settled-never-launches",
+                    f"job {obj.job}: {obj.ref.id} left its gate after the record settled",
+                )
             c = self.jobs.get(obj.job)
             if not obj.gated and obj.ref.id not in self.ungated:
                 self.ungated[obj.ref.id] = True
@@ -271,6 +283,16 @@ class Checker:
             for rule, count in ran.items():
                 if count > views[job].header.plan.rules[rule].effective.budget:
                     self.report("2-budget-truth", f"job {job}: rule {rule} ran {count} executions")
+
+    def _one_at_once(self) -> None:
+        """Never two executions of one job at once, of one submission or of two."""
+        running: dict[JobID, list[str]] = {}
+        for obj in self.backend.objects.values():
+            if obj.submission is not None and obj.running:
+                running.setdefault(obj.job, []).append(obj.ref.id)
+        for job, ids in sorted(running.items()):
+            if len(ids) > 1:
+                self.report("1-one-at-once", f"job {job}: {ids} run at once")
 
     def _alive_after_settle(self, job: JobID, view: View) -> None:
         name = object_name(job)

@@ -32,7 +32,7 @@ from dispatch.records.contract import Records, Sharded
 from dispatch.records.file import FileRecords
 from dispatch.records.locks import OwnerLocks
 from dispatch.records.memory import MemoryRecords
-from dispatch.sim import actors
+from dispatch.sim import actors, people
 from dispatch.sim.clock import VirtualClock
 from dispatch.sim.crashfs import CrashFS
 from dispatch.sim.evidence import Evidence
@@ -123,6 +123,8 @@ class World:
         # Each job's lineage: the first job of its chain of supersedes.
         self.lineage: dict[JobID, JobID] = {}
         self.superseded: set[JobID] = set()
+        # What people committed during the request being made (``people._tried``).
+        self.people_commits: list[str] = []
         self.checker = Checker(self.backend, self.report, self.lineage, self.evidence)
         self.job_ids: list[JobID] = []
         self._stack: list[Mover] = []
@@ -365,7 +367,7 @@ class World:
             self.clock,
             self.rand_bytes,
         )
-        self._people.gen = actors.people(self, self.op)
+        self._people.gen = people.people(self, self.op)
 
     def run(self) -> SeedRun:
         """Run the seed: setup, fault phase, quiet phase."""

@@ -71,6 +71,8 @@ class SimStore:
             self.w.checker.unlocked -= unlocked
             self.w.after(self.proc, f"commit refused: {type(err).__name__}", effect=False)
             raise
+        if self.proc is None:
+            self.w.people_commits.append(f"{job} r{revision} {kinds}")
         self.w.after(self.proc, f"committed r{revision}")
         return revision
 
