@@ -42,6 +42,7 @@ from dispatch.supervise.supervisor import Supervisor
 fold = importlib.import_module("dispatch.core.fold")
 next_module = importlib.import_module("dispatch.core.next")
 memory_backend = importlib.import_module("dispatch.adapters.memory.backend")
+requests = importlib.import_module("dispatch.core.requests")
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
@@ -70,6 +71,10 @@ MUTANTS: dict[str, str] = {
     "submitted from, so an inherited SLURM_RESTART_COUNT makes its epoch go backwards",
     "cessation-partial-evidence": "the cessation signal counts an execution gone once any one "
     "of its nodes recorded its end, not every one",
+    "abandon-unchecked": "abandon accepts any target the fold takes: a launch that is "
+    "accounted for (the next sweep runs a second execution beside it), an attempt with an object",
+    "commit-unfolded": "the stores commit entries the fold would refuse, leaving a record "
+    "nobody can read",
 }
 
 
@@ -201,6 +206,34 @@ def _partial_evidence() -> AbstractContextManager[None]:
     return _substituted(CessationEvidence, "from_nodes", classmethod(_any_node))
 
 
+def _abandon_unchecked() -> AbstractContextManager[None]:
+    """The request table accepts every abandon; only the fold still refuses a number the
+    record never had."""
+    accept = requests.REQUESTS[requests.Verb.CANCEL][-1]
+    table = {
+        verb: (accept,) if verb.value.startswith("abandon") else rows
+        for verb, rows in requests.REQUESTS.items()
+    }
+    return _substituted(requests, "REQUESTS", table)
+
+
+@contextmanager
+def _commit_unfolded() -> Iterator[None]:
+    """The stores' commit contract checks no fold: whatever the entries, they are committed."""
+
+    def unchecked(check: contract.FoldCheck, view: Any, entries: Any) -> Any:
+        return None
+
+    def forgotten(check: contract.FoldCheck, folding: Any) -> None:
+        return None
+
+    with (
+        _substituted(contract.FoldCheck, "check", unchecked),
+        _substituted(contract.FoldCheck, "landed", forgotten),
+    ):
+        yield
+
+
 # How each mutant is installed: by substituting a table row, a check or a method.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "open-before-canonical": _open_before_canonical,
@@ -226,6 +259,8 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "requeue-retried-when-gone": lambda: _without_rows(Fact.GONE),
     "inherited-restart-count": lambda: _substituted(memory_backend, "inheritable", dict),
     "cessation-partial-evidence": _partial_evidence,
+    "abandon-unchecked": _abandon_unchecked,
+    "commit-unfolded": _commit_unfolded,
 }
 
 

@@ -66,6 +66,8 @@ def _substituted_parts() -> list[object]:
         current.NOT_VANISHED,
         sim_mutants.memory_backend.inheritable,
         vars(CessationEvidence)["from_nodes"],
+        sim_mutants.requests.REQUESTS,
+        contract.FoldCheck.check,
     ]
 
 
