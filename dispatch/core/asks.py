@@ -370,6 +370,38 @@ def said_submission_accounted(a: Ask) -> str:
     )
 
 
+def submission_unasked(a: Ask) -> bool:
+    """No all-unknown:N escalation asks about submission N yet, and the job has no outcome."""
+    return a.job.outcome is None and f"all-unknown:{a.tgt.submission}" not in a.job.escalations
+
+
+def said_submission_unasked(a: Ask) -> str:
+    """Why a launch in flight is not abandoned yet."""
+    n = a.tgt.submission
+    return (
+        f"submission {n} of job {a.id} is still launching: no all-unknown:{n} escalation asks "
+        "about it yet (it comes once its start calls are spent and unresolved for "
+        "unresolved_age); nothing to abandon yet"
+    )
+
+
+def attempt_unasked(a: Ask) -> bool:
+    """No unmatched:N/A escalation asks about attempt N/A yet, and the job has no outcome."""
+    n, x = a.tgt.submission, a.tgt.attempt
+    return a.job.outcome is None and f"unmatched:{n}/{x}" not in a.job.escalations
+
+
+def said_attempt_unasked(a: Ask) -> str:
+    """Why an attempt in flight is not abandoned yet."""
+    n, x = a.tgt.submission, a.tgt.attempt
+    return (
+        f"no unmatched:{n}/{x} escalation asks about attempt {n}/{x} of job {a.id} (it comes "
+        f"once submission {n} has its object and the attempt is unresolved for "
+        f"unresolved_age; a launch nobody accounts for is all-unknown:{n}); nothing to "
+        "abandon yet"
+    )
+
+
 def no_attempt(a: Ask) -> bool:
     """Attempt N/A was never made."""
     return a.sub is None or a.sub.attempt(a.tgt.attempt) is None

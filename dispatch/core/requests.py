@@ -139,19 +139,23 @@ REQUESTS: dict[Verb, tuple[RequestRow, ...]] = {
         RequestRow(k.no_requeue, R.REFUSED, k.said_no_requeue),
         _ACCEPT,
     ),
-    # Abandon closes only what the record shows as needing it: a launch whose every attempt is
-    # unresolved, an attempt made and unmatched, a foreign object seen. Abandoning a launch
-    # that is accounted for would let the next sweep start another execution beside it.
+    # Abandon closes only what the record shows as needing it: a launch nobody accounts for,
+    # an attempt made and unmatched, once an escalation asks about them (or the job has its
+    # outcome), a foreign object seen. Abandoning a launch that is accounted for would let the
+    # next sweep start another execution beside it; one still in flight would leave the
+    # submission waiting for an attempt nobody will ever make.
     Verb.ABANDON_SUBMISSION: (
         RequestRow(k.no_submission, R.REFUSED, k.said_no_submission),
         RequestRow(k.submission_abandoned, R.REPEAT, k.said_submission_abandoned),
         RequestRow(k.submission_accounted, R.REFUSED, k.said_submission_accounted),
+        RequestRow(k.submission_unasked, R.REFUSED, k.said_submission_unasked),
         _ACCEPT,
     ),
     Verb.ABANDON_ATTEMPT: (
         RequestRow(k.no_attempt, R.REFUSED, k.said_no_attempt),
         RequestRow(k.attempt_abandoned, R.REPEAT, k.said_attempt_abandoned),
         RequestRow(k.attempt_accounted, R.REFUSED, k.said_attempt_accounted),
+        RequestRow(k.attempt_unasked, R.REFUSED, k.said_attempt_unasked),
         _ACCEPT,
     ),
     Verb.ABANDON_FOREIGN: (

@@ -112,9 +112,7 @@ def _command(w: World, op: Operator, job: JobID, j: Job, what: str) -> Callable[
 def _target(w: World, j: Job) -> AbandonTarget:
     """An abandon target: one the record may need, or a wrong number, or a stranger."""
     rng = w.rng
-    latest = len(j.submissions)
-    # Mostly the latest submission (the one a typo would hit), else any number, one too many.
-    n = latest if latest and rng.random() < 0.6 else rng.randint(1, latest + 1)
+    n = rng.randint(1, len(j.submissions) + 1)
     sub = j.submission(n)
     kind = rng.random()
     if kind < 0.4:

@@ -204,6 +204,16 @@ def test_5_a_repeated_cancel_give_up_or_abandon_records_nothing(store_of: StoreO
     j = site.folded()
     sub = j.submission(1)
     assert sub is not None and sub.attempts and all(a.unresolved for a in sub.attempts)
+    # Still launching: nothing asks about the launch yet, so it is not abandoned yet.
+    said = refused_unchanged(
+        site,
+        lambda: site.op.abandon(site.job, AbandonTarget(submission=1), ADA, "early"),
+        RejectedError,
+    )
+    assert "still launching" in said
+    site.clock.advance(timedelta(minutes=11))
+    site.sweeps(2)
+    assert "all-unknown:1" in site.folded().escalations
     site.op.abandon(site.job, AbandonTarget(submission=1), ADA, "not in squeue")
     again = refused_unchanged(
         site,
