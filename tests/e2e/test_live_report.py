@@ -98,8 +98,13 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
         user.sh("dispatch supervise install --cron --every 1m")
         line = installed_line(user.sh("crontab -l"), config)
         metrics = tmp_path / "dispatch.prom"
-        with config.open("a") as more:
-            more.write(f'\n[sweep]\nmetrics = "{metrics}"\n')
+        # The install wrote no config (the embedded default needs none); this one names the
+        # same ledger and backend and adds the metrics file, and the installed line reads it.
+        config.write_text(
+            f'ledger = "{own_home / ".dispatch" / "ledger"}"\n'
+            '[backend]\nname = "slurm"\n'
+            f'[sweep]\nmetrics = "{metrics}"\n'
+        )
         try:
             with Cron(line, own_home):
                 wait_for(
