@@ -40,23 +40,26 @@ class CommandDeliver:
                 "at": escalation.at.isoformat(),
             }
         )
-        what = f"delivery command {self.argv[0]}"
-        try:
-            done = subprocess.run(
-                self.argv,
-                input=message.encode(),
-                capture_output=True,
-                timeout=self.timeout.total_seconds(),
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise UnavailableError(
-                f"{what} still ran after {self.timeout.total_seconds():g}s; it was stopped"
-            ) from None
-        except OSError as err:
-            raise UnavailableError(f"{what} could not start: {err}") from None
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip()[:_STDERR_SHOWN]
-            raise UnavailableError(
-                f"{what} exited {done.returncode}" + (f": {said}" if said else "")
-            )
+        run_delivery(f"delivery command {self.argv[0]}", self.argv, message.encode(), self.timeout)
+
+
+def run_delivery(what: str, argv: Sequence[str], given: bytes, timeout: timedelta) -> None:
+    """Run ``argv`` with ``given`` on stdin; ``UnavailableError`` naming ``what`` unless it
+    exits 0 within ``timeout`` (the one way every program-backed channel hands a message on)."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            input=given,
+            capture_output=True,
+            timeout=timeout.total_seconds(),
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise UnavailableError(
+            f"{what} still ran after {timeout.total_seconds():g}s; it was stopped"
+        ) from None
+    except OSError as err:
+        raise UnavailableError(f"{what} could not start: {err}") from None
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip()[:_STDERR_SHOWN]
+        raise UnavailableError(f"{what} exited {done.returncode}" + (f": {said}" if said else ""))

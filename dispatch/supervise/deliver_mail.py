@@ -8,20 +8,17 @@ delivered, and the supervisor offers the escalation again after the next pass.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Sequence
 from datetime import timedelta
 from email.message import EmailMessage
 
-from dispatch.model.errors import UnavailableError
 from dispatch.model.status import Escalation
 from dispatch.model.values import JobID
+from dispatch.supervise.deliver_command import run_delivery
 from dispatch.supervise.delivery import message
 
 # Debian's path of the sendmail interface (exim4, msmtp-mta and postfix all install it).
 SENDMAIL = ("/usr/sbin/sendmail",)
-# The mail system's own words about a failure are kept short in the supervisor's log.
-_STDERR_SHOWN = 300
 
 
 class MailDeliver:
@@ -47,23 +44,9 @@ class MailDeliver:
 
     def __call__(self, job: JobID, escalation: Escalation) -> None:
         """Hand the message to sendmail; ``UnavailableError`` unless it exits 0."""
-        what = f"sendmail ({self.sendmail[0]})"
-        try:
-            done = subprocess.run(
-                [*self.sendmail, "-t", "-oi"],
-                input=self.render(job, escalation),
-                capture_output=True,
-                timeout=self.timeout.total_seconds(),
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise UnavailableError(
-                f"{what} still ran after {self.timeout.total_seconds():g}s; it was stopped"
-            ) from None
-        except OSError as err:
-            raise UnavailableError(f"{what} could not start: {err}") from None
-        if done.returncode != 0:
-            said = done.stderr.decode(errors="replace").strip()[:_STDERR_SHOWN]
-            raise UnavailableError(
-                f"{what} exited {done.returncode}" + (f": {said}" if said else "")
-            )
+        run_delivery(
+            f"sendmail ({self.sendmail[0]})",
+            [*self.sendmail, "-t", "-oi"],
+            self.render(job, escalation),
+            self.timeout,
+        )
