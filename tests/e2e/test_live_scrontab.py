@@ -162,7 +162,8 @@ def test_scrontab_sweeps_recover_a_preempted_job_and_settle_it(root: Path) -> No
     job = _in(root, "dispatch sbatch --parsable train.sbatch").strip()
     # The sweep's own job stays off the node the preemption takes.
     _in(root, "dispatch supervise install --scrontab --every 1m --scron-option=--partition=high")
-    assert "dispatch sweep --config" in _in(root, "scrontab -l")
+    table = _in(root, "scrontab -l")
+    assert "/bin/dispatch sweep" in table, table
     first = wait_for(
         "submission 1 to run",
         lambda: _in(root, f"squeue -h --name=dj-{job} -t RUNNING -o '%i %N'").split(),
