@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -153,15 +154,27 @@ def embedded() -> Settings:
 
 def cron_environment(environment: Mapping[str, str]) -> dict[str, str]:
     """What a sweep run from cron's bare environment needs of ``environment`` to reach the same
-    Slurm with the embedded default: ``SLURM_CONF``, and a ``PATH`` holding ``sbatch`` when
-    cron's own ``PATH`` does not."""
+    Slurm with the embedded default: ``SLURM_CONF``, a ``PATH`` holding ``sbatch`` when
+    cron's own ``PATH`` does not, and ``HOME`` when it is not the account's home folder that
+    cron and scrontab give (the default ledger and config are found from ``HOME``)."""
     needed: dict[str, str] = {}
+    home = environment.get("HOME")
+    if home and os.path.abspath(home) != _account_home():
+        needed["HOME"] = os.path.abspath(home)
     if environment.get("SLURM_CONF"):
         needed["SLURM_CONF"] = os.path.abspath(environment["SLURM_CONF"])
     sbatch = shutil.which("sbatch", path=environment.get("PATH", ""))
     if sbatch and os.path.dirname(sbatch) not in CRON_PATH:
         needed["PATH"] = os.pathsep.join([os.path.dirname(sbatch), *CRON_PATH])
     return needed
+
+
+def _account_home() -> str | None:
+    """The home folder of the account running this, as cron and scrontab set ``HOME``."""
+    try:
+        return os.path.abspath(pwd.getpwuid(os.getuid()).pw_dir)
+    except KeyError:
+        return None
 
 
 def settings_for(given: str | Path | None) -> Settings:

@@ -189,6 +189,12 @@ def test_cron_environment_names_what_the_shell_needs_to_reach_slurm(tmp_path: Pa
     }
     # sbatch on cron's own PATH, and no SLURM_CONF: cron's environment lacks nothing.
     assert cron_environment({"PATH": "/usr/bin:/bin"}) == {}
+    # A HOME other than the account's (which cron gives) is carried: the ledger is found from it.
+    own = pwd.getpwuid(os.getuid()).pw_dir
+    assert cron_environment({"HOME": own, "PATH": "/usr/bin:/bin"}) == {}
+    assert cron_environment({"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}) == {
+        "HOME": str(tmp_path)
+    }
 
 
 @pytest.mark.parametrize(

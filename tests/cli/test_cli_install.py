@@ -356,8 +356,9 @@ def test_without_a_config_file_the_dry_run_line_carries_crons_missing_environmen
     assert begin.startswith(f"# >>> dispatch sweep for {home_config} ")
     assert end == f"# <<< dispatch sweep for {home_config}"
     words = shlex.split(CRON_FIELDS.match(line).groups()[1])  # type: ignore[union-attr]
-    assert words[0] == f"SLURM_CONF={tmp_path / 'slurm.conf'}"
-    assert words[2:] == ["sweep", f">>{own_home / '.dispatch' / 'dispatch-sweep.log'}", "2>&1"]
+    # The test's HOME is not the account's, which cron would give: the line carries it.
+    assert words[:2] == [f"HOME={own_home}", f"SLURM_CONF={tmp_path / 'slurm.conf'}"]
+    assert words[3:] == ["sweep", f">>{own_home / '.dispatch' / 'dispatch-sweep.log'}", "2>&1"]
     # Nothing is written; the folder the line logs into is named with the line that makes it.
     assert not (own_home / ".dispatch").exists()
     hint = result.stderr.strip()
