@@ -210,6 +210,13 @@ def test_after_a_slurm_requeue_the_epoch_counts_the_restart(
     live_cluster.wait_for(
         "the job to run", lambda: backend.inspect(ref).state, lambda s: s is ObjectState.RUNNING
     )
+    # Running in Slurm's view comes before the script's first line (prolog, plugins): the
+    # first run has said its epoch before it is requeued.
+    live_cluster.wait_for(
+        "the first run's epoch line",
+        lambda: folder.read("out.txt") if (folder.host / "out.txt").exists() else "",
+        lambda out: "run epoch=" in out,
+    )
     backend.requeue(ref, CallMeta(by=ME))
     wait_ended(backend, ref, restarts=1)
     runs = re.findall(r"run epoch=(\d+)", folder.read("out.txt"))
@@ -233,6 +240,13 @@ def test_a_job_submitted_from_inside_an_allocation_and_requeued_never_goes_back_
     backend.open(ref)
     live_cluster.wait_for(
         "the job to run", lambda: backend.inspect(ref).state, lambda s: s is ObjectState.RUNNING
+    )
+    # Running in Slurm's view comes before the script's first line (prolog, plugins): the
+    # first run has said its epoch before it is requeued.
+    live_cluster.wait_for(
+        "the first run's epoch line",
+        lambda: folder.read("out.txt") if (folder.host / "out.txt").exists() else "",
+        lambda out: "run epoch=" in out,
     )
     backend.requeue(ref, CallMeta(by=ME))
     wait_ended(backend, ref, restarts=1)
