@@ -177,6 +177,21 @@ def wait_ended(backend: SlurmBackend, ref: ObjectRef, restarts: int = 0) -> None
     live_cluster.wait_for(f"{ref} to end", ended, bool)
 
 
+def requeue_after_first_line(backend: SlurmBackend, ref: ObjectRef, folder: Folder) -> None:
+    """Requeue a running job once its first run has said its epoch, and wait for that run to
+    end: running in Slurm's view comes before the script's first line (prolog, plugins)."""
+    live_cluster.wait_for(
+        "the job to run", lambda: backend.inspect(ref).state, lambda s: s is ObjectState.RUNNING
+    )
+    live_cluster.wait_for(
+        "the first run's epoch line",
+        lambda: folder.read("out.txt") if (folder.host / "out.txt").exists() else "",
+        lambda out: "run epoch=" in out,
+    )
+    backend.requeue(ref, CallMeta(by=ME))
+    wait_ended(backend, ref, restarts=1)
+
+
 def test_the_script_runs_in_the_submitters_folder_with_the_submitters_environment(
     backend: SlurmBackend, started: list[str], folder: Folder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -207,18 +222,7 @@ def test_after_a_slurm_requeue_the_epoch_counts_the_restart(
     text = RUN.replace("printf", "sleep 2\nprintf")
     ref = start(backend, started, folder, text)
     backend.open(ref)
-    live_cluster.wait_for(
-        "the job to run", lambda: backend.inspect(ref).state, lambda s: s is ObjectState.RUNNING
-    )
-    # Running in Slurm's view comes before the script's first line (prolog, plugins): the
-    # first run has said its epoch before it is requeued.
-    live_cluster.wait_for(
-        "the first run's epoch line",
-        lambda: folder.read("out.txt") if (folder.host / "out.txt").exists() else "",
-        lambda out: "run epoch=" in out,
-    )
-    backend.requeue(ref, CallMeta(by=ME))
-    wait_ended(backend, ref, restarts=1)
+    requeue_after_first_line(backend, ref, folder)
     runs = re.findall(r"run epoch=(\d+)", folder.read("out.txt"))
     assert runs[-1] == "3000001", runs
 
@@ -238,18 +242,7 @@ def test_a_job_submitted_from_inside_an_allocation_and_requeued_never_goes_back_
     text = RUN.replace("printf", "sleep 2\nprintf")
     ref = start(backend, started, folder, text, env=inside)
     backend.open(ref)
-    live_cluster.wait_for(
-        "the job to run", lambda: backend.inspect(ref).state, lambda s: s is ObjectState.RUNNING
-    )
-    # Running in Slurm's view comes before the script's first line (prolog, plugins): the
-    # first run has said its epoch before it is requeued.
-    live_cluster.wait_for(
-        "the first run's epoch line",
-        lambda: folder.read("out.txt") if (folder.host / "out.txt").exists() else "",
-        lambda out: "run epoch=" in out,
-    )
-    backend.requeue(ref, CallMeta(by=ME))
-    wait_ended(backend, ref, restarts=1)
+    requeue_after_first_line(backend, ref, folder)
     runs = [int(e) for e in re.findall(r"run epoch=(\d+)", folder.read("out.txt"))]
     assert runs == [3000000, 3000001], runs
 
