@@ -11,6 +11,7 @@ place that reads it.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from functools import cached_property
 from typing import IO
@@ -51,6 +52,10 @@ from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, RuleSupport, S
 
 # Slurm's words for "that job does not exist (any more)".
 _GONE = ("invalid job id", "job has already finished", "already completing or completed")
+# After a cancel, a running object shows COMPLETING while its processes are killed: how often
+# and how long stop_job looks again before it calls what is still there alive.
+_STOP_LOOKS = 20
+_STOP_PAUSE = 0.5
 # Words meaning the controller may have acted although the reply never came.
 _LOST_REPLY = ("timed out", "socket timed out", "zero bytes were transmitted")
 
@@ -240,7 +245,7 @@ class SlurmBackend:
             reply = self.runner.run(argv, effect=True)
             if not reply.ok and not _gone(reply):
                 self._check(reply, f"stop every object named {name}", effect=True)
-        alive = [o.ref for o in self._observe_live([name]) if o.state.live]
+        alive = self._still_live(name, looks=_STOP_LOOKS if before else 1)
         alive_ids = {r.id for r in alive}
         stopped = tuple(o.ref for o in before if o.ref.id not in alive_ids)
         return StopReport(stopped=stopped, live=tuple(alive))
@@ -373,6 +378,18 @@ class SlurmBackend:
     @property
     def _has_history(self) -> bool:
         return self._capabilities[Capability.ACCOUNTING_HISTORY].state is Tristate.YES
+
+    def _still_live(self, name: str, looks: int) -> list[ObjectRef]:
+        """The objects named ``name`` that are live, looking up to ``looks`` times until none
+        is: a cancelled running object is live (COMPLETING) until its processes are gone."""
+        alive: list[ObjectRef] = []
+        for look in range(looks):
+            if look:
+                time.sleep(_STOP_PAUSE)
+            alive = [o.ref for o in self._observe_live([name]) if o.state.live]
+            if not alive:
+                break
+        return alive
 
     def _observe_live(self, names: Sequence[str]) -> list[ObjectObs]:
         return [o for o in observe(self._live_rows(names)) if o.ref.name in set(names)]
