@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+import shutil
 import threading
 from collections.abc import Callable
 from datetime import timedelta
@@ -27,18 +29,29 @@ ADA = dispatch.Actor(kind=dispatch.ActorKind.HUMAN, id="ada")
 
 
 class LiveWorld:
-    """The slurm adapter, a file ledger in ``root``, and a supervisor run in a thread."""
+    """The slurm adapter, a file ledger in ``root``, and a supervisor run in a thread.
 
-    def __init__(self, env: dict[str, str], root: Path) -> None:
+    ``prefix``: the Slurm commands run under it (``chroot DIR env SLURM_CONF=...``, a release
+    chroot of ``slurm_helpers/localcluster``); the jobs then see DIR's folders, so their folder
+    is made under DIR's ``/tmp``: ``folder`` is where this process sees it, ``seen`` where the
+    jobs do (both ``root`` without a prefix)."""
+
+    def __init__(self, env: dict[str, str], root: Path, prefix: tuple[str, ...] = ()) -> None:
         self.env = env
         self.root = root
-        self.runner = CommandRunner(env=env, timeout=60)
+        self.prefix = prefix
+        self.folder, self.seen = root, str(root)
+        if prefix[:2] and prefix[0] == "chroot":
+            self.seen = f"/tmp/dispatch-e2e-{secrets.token_hex(4)}"
+            self.folder = Path(prefix[1]) / self.seen.lstrip("/")
+            self.folder.mkdir(parents=True)
+        self.runner = CommandRunner(prefix=prefix, env=env, timeout=60)
         # Through the real pyslurm with SLURM_LIVE_TRANSPORT=pyslurm (tests/live_ssh.py), else
-        # the local CLI; the commands a test runs itself (preemptors, node changes) stay CLI.
+        # the CLI; the commands a test runs itself (preemptors, node changes) stay CLI.
         self.backend = (
-            live_ssh.live_backend((), env)
+            live_ssh.live_backend(prefix, env)
             if TRANSPORT == "pyslurm"
-            else SlurmBackend(self.runner, SlurmSettings(transport="cli"))
+            else SlurmBackend(self.runner, SlurmSettings(transport="cli", prefix=prefix))
         )
         self.store = FileRecords(root / "ledger")
         self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
@@ -60,8 +73,8 @@ class LiveWorld:
         return dispatch.JobSpec(
             name="live",
             command=command,
-            working_directory=str(self.root),
-            output_path=str(self.root / "out-%j.txt"),
+            working_directory=self.seen,
+            output_path=f"{self.seen}/out-%j.txt",
             recovery=dispatch.RecoveryPolicy(rules=rules or []),
             **kw,
         )
@@ -121,3 +134,5 @@ class LiveWorld:
             self.runner.run(["scancel", other], effect=True)
         for job in jobs:
             self.backend.stop_job(job, "live test clean-up")
+        if self.folder != self.root:
+            shutil.rmtree(self.folder, ignore_errors=True)

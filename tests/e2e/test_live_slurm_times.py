@@ -6,11 +6,16 @@ second: a job that ran to the end, a run preempted before any sweep saw it runni
 (the same Slurm job run twice) and a node loss. Sweeps are run by the test, one at a time, so
 it knows what each one saw. No job names a checkpoint store, so every run that ended other
 than well is lost whole.
+
+On the native cluster, or with ``SLURM_LIVE_PREFIX`` (and the chroot it names) on another
+release through the prefix transport, as ``.ci/test``'s release stage runs it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +34,8 @@ from dispatch.model.record import ObserveEntry, View
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
+# Another release reached through a command prefix: SLURM_LIVE_PREFIX="chroot DIR env ...".
+PREFIX = tuple(shlex.split(os.environ.get("SLURM_LIVE_PREFIX", "")))
 RUN = 5  # seconds a run is left running before it is disrupted, so that each run has a length
 
 
@@ -44,24 +51,25 @@ class SlurmRun:
 
 @pytest.fixture(scope="module")
 def env() -> dict[str, str]:
-    return cluster_env()
+    return {} if PREFIX else cluster_env()
 
 
 @pytest.fixture
 def world(env: dict[str, str], tmp_path: Path) -> Iterator[LiveWorld]:
-    w = LiveWorld(env, tmp_path)
+    w = LiveWorld(env, tmp_path, PREFIX)
     jobs: list[str] = []
     w.jobs = jobs  # type: ignore[attr-defined]
     yield w
     w.close(jobs)
 
 
-def flag_command(root: Path) -> tuple[str, ...]:
-    """Runs until ``root/go-<submission>-<restart count>`` exists, then exits 0."""
+def flag_command(world: LiveWorld) -> tuple[str, ...]:
+    """Runs until ``go-<submission>-<restart count>`` exists in the world's folder, then
+    exits 0."""
     return (
         "sh",
         "-c",
-        f'until [ -e "{root}/go-$DISPATCH_SUBMISSION-${{SLURM_RESTART_COUNT:-0}}" ]; '
+        f'until [ -e "{world.seen}/go-$DISPATCH_SUBMISSION-${{SLURM_RESTART_COUNT:-0}}" ]; '
         "do sleep 1; done",
     )
 
@@ -128,7 +136,7 @@ def report(world: LiveWorld, job: str) -> dict[str, object]:
     config = world.root / "dispatch.toml"
     config.write_text(
         f'ledger = "{world.root / "ledger"}"\n[backend]\nname = "slurm"\n'
-        '[backend.settings]\ntransport = "cli"\n'
+        f'[backend.settings]\ntransport = "cli"\nprefix = {json.dumps(list(PREFIX))}\n'
     )
     done = CliRunner().invoke(
         main,
@@ -199,11 +207,9 @@ def test_a_job_that_runs_to_the_end(world: LiveWorld) -> None:
     assert len(runs) == 1 and doc["lost_seconds"] == 0 and doc["goodput"] == 1
 
 
-def test_a_run_preempted_before_any_sweep_saw_it_running_counts(
-    world: LiveWorld, tmp_path: Path
-) -> None:
+def test_a_run_preempted_before_any_sweep_saw_it_running_counts(world: LiveWorld) -> None:
     rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=1)
-    job = submit(world, *flag_command(tmp_path), rules=[rule])
+    job = submit(world, *flag_command(world), rules=[rule])
     world.sup.launch(job)  # created and released; no look after the release
     first = canonical(world, job, 1)
     wait_slurm(world, first, {"RUNNING"})
@@ -216,15 +222,15 @@ def test_a_run_preempted_before_any_sweep_saw_it_running_counts(
         "submission 2 running",
         lambda s: s.state is State.RUNNING and len(s.submissions) == 2,
     )
-    (tmp_path / "go-2-0").touch()
+    (world.folder / "go-2-0").touch()
     sweep_until(world, job, "succeeded", lambda s: s.state is State.SUCCEEDED)
     assert not seen_running(world, job, first)
     doc, runs = compare(world, job)
     assert len(runs) == 2 and [r.state for r in runs] == ["PREEMPTED", "COMPLETED"]
 
 
-def test_a_requeued_run_and_its_rerun_both_count(world: LiveWorld, tmp_path: Path) -> None:
-    job = submit(world, *flag_command(tmp_path), rules=[])
+def test_a_requeued_run_and_its_rerun_both_count(world: LiveWorld) -> None:
+    job = submit(world, *flag_command(world), rules=[])
     sweep_until(world, job, "running", lambda s: s.state is State.RUNNING)
     slurm_job = canonical(world, job, 1)
     time.sleep(RUN)
@@ -236,15 +242,15 @@ def test_a_requeued_run_and_its_rerun_both_count(world: LiveWorld, tmp_path: Pat
         lambda s: s.state is State.RUNNING and s.submissions[0].executions[-1].restarts == 1,
     )
     time.sleep(RUN)
-    (tmp_path / "go-1-1").touch()
+    (world.folder / "go-1-1").touch()
     sweep_until(world, job, "succeeded", lambda s: s.state is State.SUCCEEDED)
     doc, runs = compare(world, job)
     assert len(runs) == 2 and {r.job_id for r in runs} == {slurm_job}
 
 
-def test_a_node_loss_and_the_resubmission_both_count(world: LiveWorld, tmp_path: Path) -> None:
+def test_a_node_loss_and_the_resubmission_both_count(world: LiveWorld) -> None:
     rule = dispatch.Rule(on=["node-lost"], action="resubmit", budget=1)
-    job = submit(world, *flag_command(tmp_path), rules=[rule])
+    job = submit(world, *flag_command(world), rules=[rule])
     sweep_until(world, job, "running", lambda s: s.state is State.RUNNING)
     node = node_of(world, canonical(world, job, 1))
     time.sleep(RUN)
@@ -258,7 +264,7 @@ def test_a_node_loss_and_the_resubmission_both_count(world: LiveWorld, tmp_path:
         )
     finally:
         world.runner.run(["scontrol", "update", f"nodename={node}", "state=resume"], effect=True)
-    (tmp_path / "go-2-0").touch()
+    (world.folder / "go-2-0").touch()
     sweep_until(world, job, "succeeded", lambda s: s.state is State.SUCCEEDED)
     doc, runs = compare(world, job)
     assert [r.state for r in runs] == ["NODE_FAIL", "COMPLETED"]
