@@ -17,6 +17,7 @@ from dispatch.cli.render import delivery
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.project import project
+from dispatch.core.stale import stale_executions
 from dispatch.model.enums import ObjectState
 from dispatch.model.errors import DispatchError, UnreachableError
 from dispatch.model.objects import Discovery, ObjectObs, RunObs
@@ -277,6 +278,18 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
             _control(e) for c in s.view.commits for e in c.entries if isinstance(e, _CONTROL)
         ],
         "cessation": _cessation(s.view),
+        "stale": [
+            {
+                "at": _t(x.at),
+                "object": x.ref.id,
+                "submission": x.submission,
+                "restarts": x.restarts,
+                "current": x.current or None,
+                "state": str(x.state),
+                "cause": _cause(x.cause),
+            }
+            for x in stale_executions(s.view)
+        ],
         "scheduler": {
             "reachable": s.look.reachable,
             "error": s.look.error,

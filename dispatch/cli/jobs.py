@@ -119,6 +119,17 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
         out.append(
             ("cessation", f"{_time(c['at'])} {object_word} {c['object']}: {said}: {c['detail']}")
         )
+    for x in doc["stale"]:
+        now = f"submission {x['current']}" if x["current"] else "the job was over"
+        cause = f", {_cause(x['cause'])}" if x["cause"]["kind"] != "none" else ""
+        out.append(
+            (
+                "stale",
+                f"{_time(x['at'])} {object_word} {x['object']} (submission {x['submission']}, "
+                f"execution {x['restarts']}) ran again when {now} was current: {x['state']}"
+                f"{cause}; not the job's, no rule fired",
+            )
+        )
     for a in doc["actions"]:
         reason = f": {a['reason']}" if a["reason"] else ""
         out.append(("action", f"{_time(a['at'])} {a['action']} by {a['by']}{reason}"))

@@ -39,6 +39,7 @@ STATUS_KEYS = {
     "history",
     "actions",
     "cessation",
+    "stale",
     "scheduler",
 }
 LIST_KEYS = {

@@ -193,3 +193,43 @@ def test_without_the_plugin_a_shared_checkpoint_waits_for_a_person(plain_shell: 
         "checkpoint shared: every rule is a hold for a person to decide (no cessation signal: "
         "no spank_spool setting" in plan
     )
+
+
+def test_an_older_submission_requeued_by_hand_is_refused_and_read_as_stale(shell: Shell) -> None:
+    (shell.folder / "stale.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH --partition=low\n"
+        f"#SBATCH --output={shell.folder}/stale-%j.out\n"
+        "#DISPATCH --rule=requeued:requeue:1\n#DISPATCH --rule=non-zero-exit:resubmit:1\n"
+        'if [ "$DISPATCH_SUBMISSION" = 1 ]; then echo "first $SLURM_RESTART_COUNT"; exit 3; fi\n'
+        + wait_flag(shell.folder)
+        + "\n"
+    )
+    job = shell.run("sbatch", "--parsable", "stale.sbatch").strip()
+    second = shell.wait(
+        job,
+        "submission 2 running",
+        lambda d: d["state"] == "running" and len(d["submissions"]) == 2,
+    )
+    first = second["submissions"][0]["object"]
+    # An administrator requeues the Slurm job of submission 1 (a requeue rule made it
+    # requeueable); Slurm runs it again once its credential expired.
+    subprocess.run(["scontrol", "requeue", first], env=shell.env, check=True)
+    stale = shell.wait(
+        job,
+        "the stale execution to end",
+        lambda d: any(x["state"] == "ended" for x in d["stale"]),
+    )
+    [x] = stale["stale"]
+    assert (x["object"], x["submission"], x["restarts"], x["current"]) == (first, 1, 1, 2)
+    assert x["cause"]["exit_code"] == 97, x
+    out = (shell.folder / f"stale-{first}.out").read_text()
+    assert "first 1" not in out
+    assert f"stale execution: job {job} is at submission 2; submission 1 may not run" in out
+    assert stale["state"] == "running" and len(stale["submissions"]) == 2
+    assert [(r["index"], r["firings"]) for r in stale["rules"]] == [(0, 0), (1, 1)]
+    assert stale["history"] == second["history"]
+    said = shell.run("status", job)
+    assert f"Slurm job {first} (submission 1, execution 1) ran again when submission 2" in said
+    (shell.folder / "go-2").touch()
+    done = shell.wait(job, "the job to settle", lambda d: d["settled"])
+    assert done["state"] == "succeeded"
