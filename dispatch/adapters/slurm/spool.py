@@ -105,9 +105,11 @@ class Spool:
     def _user_dir(self) -> int:
         return _checked_dir(self.path / str(self.uid), self.uid)
 
-    def ended_on(self, job_id: str, restarts: int, nodes: tuple[str, ...]) -> list[str]:
+    def ended_on(self, job_id: str, restarts: int, nodes: tuple[str, ...], since: int) -> list[str]:
         """The nodes among ``nodes`` whose epilog recorded execution ``restarts`` of Slurm
-        job ``job_id`` as over, in order."""
+        job ``job_id`` as over, in order. A record written before ``since`` (the execution's
+        start, as Slurm reports it, in epoch seconds) is another job's that had the same id
+        and restart count: an earlier life of the cluster, whose ids start again."""
         try:
             fd = self._user_dir()
         except OSError:
@@ -123,6 +125,8 @@ class Spool:
                     and f.get("restart") == str(restarts)
                     and f.get("node") == node
                     and f.get("ended") == "epilog"
+                    and f.get("time", "").isdigit()
+                    and int(f["time"]) >= since
                 ):
                     proven.append(node)
             return proven
@@ -130,7 +134,8 @@ class Spool:
             os.close(fd)
 
     def ceased(self, obs: ObjectObs) -> CessationEvidence:
-        """Ceased once every node of the object's last allocation has its epilog record."""
+        """Ceased once every node of the object's last allocation has its epilog record,
+        written after that execution started as Slurm reports it (``ended_on``)."""
         ref = obs.ref
         if obs.state.live:
             return CessationEvidence(ceased=False, detail=f"Slurm job {ref.id} is {obs.state}")
@@ -138,8 +143,15 @@ class Spool:
             return CessationEvidence(
                 ceased=True, detail=f"Slurm job {ref.id} ended without running on any node"
             )
-        proven = self.ended_on(ref.id, obs.restarts, obs.nodes)
         run = f"Slurm job {ref.id} (execution {obs.restarts})"
+        started = next((r.start for r in obs.runs if r.restarts == obs.restarts), None)
+        if started is None:
+            return CessationEvidence(
+                ceased=False,
+                detail=f"cessation unproven: Slurm shows no start of {run}, which every "
+                "node's record must follow",
+            )
+        proven = self.ended_on(ref.id, obs.restarts, obs.nodes, int(started.timestamp()))
         return CessationEvidence.from_nodes(run, obs.nodes, proven, "epilog record")
 
     # -- fences ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ test, which the adapter accepts for its own user.
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 from dispatch.adapters.slurm.spool import Spool, probe_spank
 from dispatch.model.enums import ObjectState, Tristate
 from dispatch.model.errors import UnavailableError
-from dispatch.model.objects import CessationEvidence, ObjectObs, ObjectRef
+from dispatch.model.objects import CessationEvidence, ObjectObs, ObjectRef, RunObs
 
 UID = os.geteuid()
 
@@ -27,9 +28,14 @@ def spool_at(tmp_path: Path) -> Spool:
     return Spool(str(root), UID)
 
 
+# When every execution below started, as Slurm reports it; records are written after it.
+STARTED = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+AFTER = str(int(STARTED.timestamp()) + 30)
+
+
 def record(s: Spool, job: str, restart: int, on: str, **more: str) -> Path:
     fields = {"format": "1", "job": job, "step": "job", "node": on, "restart": str(restart)}
-    fields |= {"time": "1", "ended": "epilog", **more}
+    fields |= {"time": AFTER, "ended": "epilog", **more}
     p = s.path / str(UID) / f"{job}.{restart}.{on}.epilog"
     p.unlink(missing_ok=True)
     p.write_text("".join(f"{k}={v}\n" for k, v in fields.items()))
@@ -37,9 +43,12 @@ def record(s: Spool, job: str, restart: int, on: str, **more: str) -> Path:
     return p
 
 
-def ended(nodes: tuple[str, ...], restarts: int = 0) -> ObjectObs:
+def ended(
+    nodes: tuple[str, ...], restarts: int = 0, started: datetime | None = STARTED
+) -> ObjectObs:
     ref = ObjectRef(id="12", name="dj-x")
-    return ObjectObs(ref=ref, state=ObjectState.ENDED, nodes=nodes, restarts=restarts)
+    runs = () if started is None else (RunObs(restarts=restarts, start=started, nodes=nodes),)
+    return ObjectObs(ref=ref, state=ObjectState.ENDED, nodes=nodes, restarts=restarts, runs=runs)
 
 
 def test_ceased_once_every_node_recorded_its_end_else_the_others_are_named(
@@ -65,6 +74,38 @@ def test_a_record_of_another_execution_or_a_malformed_one_is_no_evidence(tmp_pat
     assert not s.ceased(ended(("n1",), restarts=1)).ceased
     record(s, "12", 2, "n1", format="2")
     assert not s.ceased(ended(("n1",), restarts=2)).ceased
+
+
+def test_a_record_of_an_earlier_job_with_the_same_id_and_restart_count_is_no_evidence(
+    tmp_path: Path,
+) -> None:
+    s = spool_at(tmp_path)
+    # Written by a job 12 of an earlier life of the cluster (its ids started again since):
+    # before this job 12 started, as Slurm reports the start.
+    record(s, "12", 0, "n1", time=str(int(STARTED.timestamp()) - 1))
+    record(s, "12", 0, "n2")
+    answer = s.ceased(ended(("n1", "n2")))
+    assert answer == CessationEvidence(
+        ceased=False,
+        detail="cessation unproven on n1: no epilog record of Slurm job 12 (execution 0)",
+    )
+    record(s, "12", 0, "n1", time=str(int(STARTED.timestamp())))
+    assert s.ceased(ended(("n1", "n2"))).ceased
+    # The same records prove nothing of a job 12 that started after them.
+    assert not s.ceased(ended(("n1", "n2"), started=STARTED + timedelta(minutes=5))).ceased
+    record(s, "12", 0, "n1", time="soon")
+    assert not s.ceased(ended(("n1", "n2"))).ceased
+
+
+def test_without_slurms_start_of_the_execution_nothing_is_proven(tmp_path: Path) -> None:
+    s = spool_at(tmp_path)
+    record(s, "12", 0, "n1")
+    answer = s.ceased(ended(("n1",), started=None))
+    assert not answer.ceased
+    assert answer.detail == (
+        "cessation unproven: Slurm shows no start of Slurm job 12 (execution 0), which every "
+        "node's record must follow"
+    )
 
 
 def test_a_link_or_a_file_others_may_write_is_no_evidence(tmp_path: Path) -> None:
