@@ -16,19 +16,22 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dispatch.adapters.slurm import directives as sb
 from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
+from dispatch.batch import dependency
 from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
 from dispatch.batch.directives import submit_keywords as keywords
-from dispatch.model.enums import CheckpointMode
+from dispatch.model.enums import CheckpointMode, DependencyKind
 from dispatch.model.environment import inheritable
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import (
     RESERVED_ENV,
     BatchScript,
+    Dependency,
     Extension,
+    JobID,
     JobSpec,
     RecoveryPolicy,
     SharedCheckpoint,
@@ -74,8 +77,31 @@ class CommandLine:
 
     @property
     def passed_on(self) -> tuple[str, ...]:
-        """The sbatch options as written, but for those dispatch sbatch answers itself."""
-        return tuple(w for g in self.sbatch if g.name not in ANSWERED for w in g.words)
+        """The sbatch options as written, but for those dispatch sbatch answers itself and
+        the dependencies on dispatch jobs (dispatch keeps those: ``dependency``)."""
+        words = [w for g in self.sbatch if g.name not in (*ANSWERED, "dependency") for w in g.words]
+        slurm = self.dependencies.slurm if self.dependencies else ""
+        return (*words, f"--dependency={slurm}") if slurm else tuple(words)
+
+    @property
+    def dependencies(self) -> dependency.Dependencies | None:
+        """What the command line's ``--dependency`` says (sbatch takes the last one given)."""
+        given = [g for g in self.sbatch if g.name == "dependency"]
+        if not given:
+            return None
+        return dependency.read(given[-1].value or "", given[-1].spelled)
+
+
+class Ledger(Protocol):
+    """What ``build`` asks of the ledger to name the dispatch jobs a dependency names."""
+
+    def resolve(self, ref: str) -> JobID:
+        """The one job ``ref`` names (an id, the start of one, or a name)."""
+        ...
+
+    def unsettled_named(self, name: str) -> list[JobID]:
+        """The jobs named ``name`` whose records have not settled."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -156,6 +182,7 @@ class _Directives:
     requeue_line: int
     notes: list[str]
     export: str | None = None
+    dependency_line: int = 0
 
 
 def _read_block(text: str, name: str) -> _Directives:
@@ -164,6 +191,7 @@ def _read_block(text: str, name: str) -> _Directives:
     job_name = None
     export = None
     requeue_line = 0
+    dependency_line = 0
     notes = []
     for line in block:
         if line.text.startswith(MAGIC):
@@ -202,6 +230,9 @@ def _read_block(text: str, name: str) -> _Directives:
                     job_name = g.value
                 elif g.name == "export":
                     export = g.value
+                elif g.name == "dependency":
+                    dependency_line = line.number
+                    notes += _script_dependency(g.value or "", where)
             i += used
     if first_command:
         for number, line_text in enumerate(
@@ -214,7 +245,19 @@ def _read_block(text: str, name: str) -> _Directives:
                     "the #SBATCH lines"
                 )
     options = read_lines(dispatch_lines, name)
-    return _Directives(options, job_name, requeue_line, notes, export)
+    return _Directives(options, job_name, requeue_line, notes, export, dependency_line)
+
+
+def _script_dependency(value: str, where: str) -> list[str]:
+    """The notes for a script's ``--dependency``, which may name Slurm job ids only: the
+    script goes to sbatch as written, and sbatch reads every word there as a Slurm id."""
+    said = dependency.read(value, where)
+    if said.on_jobs or said.singleton:
+        raise InvalidError(
+            f"{where}: name dispatch jobs (and singleton) in --dependency on dispatch sbatch's "
+            "command line; in the script sbatch reads every word as a Slurm job id"
+        )
+    return said.notes()
 
 
 def build(
@@ -223,9 +266,11 @@ def build(
     path: str | None,
     folder: str,
     environment: Mapping[str, str],
+    ledger: Ledger | None = None,
 ) -> Request:
     """The request for ``text``, read from ``path`` (relative to ``folder``), or from stdin or
-    ``--wrap`` when ``path`` is None."""
+    ``--wrap`` when ``path`` is None; ``ledger`` names the dispatch jobs a ``--dependency``
+    names."""
     if path is None:
         # sbatch's own names for a script without a file: "wrap", and "sbatch" for stdin.
         shown = "wrap" if cmd.wrap is not None else "stdin"
@@ -251,6 +296,14 @@ def build(
             )
         notes.append(f"{shown} line {found.requeue_line}: --requeue: {OVERRIDDEN['requeue']}")
     name = options.name or cmd.job_name or found.job_name or default_name
+    deps = cmd.dependencies
+    if deps is not None:
+        if found.dependency_line:
+            raise InvalidError(
+                f"{shown} line {found.dependency_line}: #SBATCH --dependency, and --dependency "
+                "on the command line: sbatch would take the command line's alone; remove the line"
+            )
+        notes += deps.notes()
     script = BatchScript(
         path=kept,
         text=text,
@@ -267,8 +320,33 @@ def build(
         command=(script.path, *cmd.args),
         recovery=RecoveryPolicy(rules=rules),
         extensions=tuple(extensions),
+        after=_after(deps, name, ledger) if deps is not None else (),
     )
     return Request(spec=spec, submit=keywords(options, len(rules)), notes=tuple(notes))
+
+
+def _after(
+    deps: dependency.Dependencies, name: str, ledger: Ledger | None
+) -> tuple[Dependency, ...]:
+    """The dependencies on dispatch jobs, each job named by its id; ``singleton`` is afterany
+    on every job of the same name whose record has not settled, as sbatch's singleton waits
+    for every earlier job of the same name and user."""
+    if not deps.on_jobs and not deps.singleton:
+        return ()
+    if ledger is None:
+        raise InvalidError("--dependency on dispatch jobs needs the ledger that holds them")
+    after: dict[JobID, Dependency] = {}
+    for kind, ref in deps.on_jobs:
+        job = ledger.resolve(ref)
+        if job in after and after[job].kind is not kind:
+            raise InvalidError(
+                f"--dependency: job {job} is named as {after[job].kind} and as {kind}; name it once"
+            )
+        after[job] = Dependency(kind=kind, job=job)
+    if deps.singleton:
+        for job in ledger.unsettled_named(name):
+            after.setdefault(job, Dependency(kind=DependencyKind.AFTERANY, job=job))
+    return tuple(after.values())
 
 
 def _export(cmd: CommandLine, found: _Directives, environment: Mapping[str, str]) -> str | None:

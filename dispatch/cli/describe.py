@@ -221,6 +221,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "supervised": h.options.supervised,
         "supersedes": st.supersedes or None,
         "superseded_by": st.superseded_by or None,
+        "after": [str(d) for d in st.after],
         "settled": st.settled,
         "cleanup": str(st.cleanup),
         "submissions": submissions,

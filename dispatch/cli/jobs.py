@@ -63,6 +63,8 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
         out.append(("supersedes", doc["supersedes"]))
     if doc["superseded_by"]:
         out.append(("superseded by", doc["superseded_by"]))
+    if doc["after"]:
+        out.append(("waits for", ", ".join(doc["after"])))
     out.append(("settled", "yes" if doc["settled"] else "no"))
     if doc["cleanup"] != "clear":
         out.append(("clean-up", doc["cleanup"]))

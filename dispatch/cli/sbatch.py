@@ -21,15 +21,23 @@ import click
 
 from dispatch.batch import request
 from dispatch.batch.directives import OPTIONS
+from dispatch.cli.refs import _name, resolve
 from dispatch.cli.render import clean
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
-from dispatch.model.enums import Capability, State, Tristate
-from dispatch.model.errors import DispatchError, InvalidError, RejectedError, UnreachableError
+from dispatch.model.enums import Capability, DependencyKind, State, Tristate
+from dispatch.model.errors import (
+    DispatchError,
+    InvalidError,
+    NotFoundError,
+    RejectedError,
+    UnreachableError,
+)
 from dispatch.model.limits import MAX_SCRIPT
 from dispatch.model.objects import StartRequest
 from dispatch.model.status import Status
-from dispatch.model.values import JobSpec, Plan, Support
+from dispatch.model.values import JobID, JobSpec, Plan, Support
+from dispatch.records.contract import Records
 from dispatch.regular_file import read_regular
 from dispatch.spi import Backend, StartChecker
 from dispatch.submission import make_plan
@@ -169,6 +177,40 @@ def plan_lines(plan: Plan, cessation: Support | None = None) -> list[str]:
     return out
 
 
+class _Upstream:
+    """The ledger, as ``request.build`` asks it to name the jobs a dependency names."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def resolve(self, ref: str) -> JobID:
+        try:
+            return resolve(self.session.ledger, ref)
+        except (NotFoundError, InvalidError) as err:
+            raise InvalidError(
+                f"--dependency: {err.message} (a dispatch job is named by its id, the start of "
+                "its id or its name; a Slurm job id is a number)"
+            ) from None
+
+    def unsettled_named(self, name: str) -> list[JobID]:
+        store = self.session.store
+        return [j for j in store.jobs() if _name(store, j) == name]
+
+
+def after_lines(spec: JobSpec, store: Records) -> list[str]:
+    """The jobs ``spec`` depends on, for people: what each must do before this one starts."""
+    need = {
+        DependencyKind.AFTEROK: "succeeded",
+        DependencyKind.AFTERNOTOK: "failed or was cancelled",
+        DependencyKind.AFTERANY: "ended",
+    }
+    return [
+        f"after {dep}: starts once job {dep.job} ({_name(store, dep.job)}) {need[dep.kind]}; "
+        "otherwise it fails with cause dependency"
+        for dep in spec.after
+    ]
+
+
 def _submitted(st: Status) -> dict[str, Any]:
     last = st.submissions[-1] if st.submissions else None
     return {
@@ -201,10 +243,10 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             click.echo(f"dispatch {version('dispatch')}")
             return
         text, path = _read(cmd)
-        req = request.build(cmd, text, path, os.getcwd(), os.environ)
+        session = Session(cmd.config)
+        req = request.build(cmd, text, path, os.getcwd(), os.environ, _Upstream(session))
         for note in req.notes:
             click.echo(f"note: {clean(note)}", err=True)
-        session = Session(cmd.config)
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
         said = _check(backend, req.spec)
@@ -223,7 +265,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
                     }
                 )
             else:
-                for line in plan_lines(plan, cessation):
+                for line in plan_lines(plan, cessation) + after_lines(req.spec, session.store):
                     click.echo(clean(line))
                 if via:
                     click.echo(f"Slurm transport: {via}")
@@ -242,7 +284,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             {**_submitted(st), "plan": plan.model_dump(mode="json"), "notes": list(req.notes)}
         )
     else:
-        for line in plan_lines(plan, cessation):
+        for line in plan_lines(plan, cessation) + after_lines(req.spec, session.store):
             click.echo(clean(line))
         click.echo(clean(_summary(st, backend.declarations().name)))
     if st.state is State.FAILED:
@@ -254,6 +296,8 @@ def _summary(st: Status, adapter: str) -> str:
     if got["slurm_job"]:
         what = "Slurm job" if adapter == "slurm" else "scheduler object"
         where = f"{what} {got['slurm_job']} (submission {got['submission']})"
+    elif st.after:
+        where = "waits for the jobs it depends on: nothing is in Slurm's queue until they settled"
     else:
         where = f"not in Slurm's queue yet ({st.state}); the next sweep launches it"
     return f"Submitted dispatch job {st.job} ({st.name}): {where}"

@@ -27,6 +27,7 @@ from dispatch.core.steps import (
     Stop,
     VerifiedStopped,
 )
+from dispatch.core.upstream import dependency_ending
 from dispatch.model.enums import CauseKind, Provenance, State
 from dispatch.model.objects import ObjectRef
 from dispatch.model.values import Cause
@@ -37,6 +38,7 @@ class Answer(Enum):
 
     CANCEL = "outcome cancelled; stop every object"
     GIVE_UP = "outcome failed; escalate give-up"
+    DEPENDENCY_ENDING = "outcome failed (dependency); escalate dependency"
     RESUBMIT = "authorize N+1 (resubmit)"
     AFTER_CESSATION = "cease; once ceased, authorize N+1 (a resubmit rule's)"
     AUTHORIZE_FIRST = "authorize 1"
@@ -162,6 +164,7 @@ def _escalate_admin_held(s: Situation) -> list[Step]:
 ANSWERS: dict[Answer, Callable[[Situation], list[Step]]] = {
     Answer.CANCEL: _cancel,
     Answer.GIVE_UP: _give_up,
+    Answer.DEPENDENCY_ENDING: lambda s: dependency_ending(s.upstream.broken),
     Answer.RESUBMIT: _resubmit,
     Answer.AFTER_CESSATION: _after_cessation,
     Answer.AUTHORIZE_FIRST: lambda s: [Authorize(submission=1)],

@@ -34,6 +34,7 @@ from dispatch.core.deadlines import deadlines, wake
 from dispatch.core.job import Job
 from dispatch.core.situation import Fact, Situation, situation
 from dispatch.core.steps import Escalate, Observe, Settle, Step, Stop, VerifiedStopped, Wait
+from dispatch.core.upstream import UPSTREAM_LOOK
 from dispatch.model.objects import Discovery, ObjectObs
 
 
@@ -57,6 +58,10 @@ _HELD = (F.PERSON_HOLD,)
 TABLE: tuple[Case, ...] = (
     Case((F.CANCEL_ASKED,), A.CANCEL),
     Case((F.GIVE_UP_ASKED,), A.GIVE_UP),
+    # Nothing of a job exists on the scheduler before the jobs it depends on settled: an
+    # upstream outcome that can never meet its dependency ends it, whatever else holds.
+    Case((F.NO_SUBMISSION, F.DEPENDENCY_BROKEN), A.DEPENDENCY_ENDING),
+    Case((F.NO_SUBMISSION, F.AWAITING_UPSTREAM), A.NOTHING),
     # A resubmit waits for the latest submission to finish; it answers a recovery hold (the
     # new submission lifts it) but never a person's hold, which only that person releases.
     Case((F.RESUBMIT_ASKED, F.LATEST_FINISHED), A.RESUBMIT, unless=_HELD),
@@ -146,8 +151,11 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     if job.settled:
         return _residuals(job, d)
     steps: list[Step] = [Observe(obs=o) for o in d.objects if _changed(job, o.ref.id, o)]
+    soon = None
     if job.outcome is None:
         s = situation(job, d, now)
+        if F.AWAITING_UPSTREAM in s:
+            soon = now + UPSTREAM_LOOK
         cur = s.cur
         steps += _foreign(job, cur)
         steps += decide(s)
@@ -160,7 +168,10 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     steps += deadlines(job, cur, now)
     for order in ORDERING:
         steps = order(steps)
-    return steps or [Wait(wake=wake(job, now))]
+    if not steps:
+        later = wake(job, now)
+        return [Wait(wake=soon if later is None or soon is not None and soon < later else later)]
+    return steps
 
 
 def _residuals(job: Job, d: Discovery) -> list[Step]:

@@ -15,6 +15,7 @@ from dispatch.core.calls import CALL_DEADLINE, own_requeues, requeue_in_flight
 from dispatch.core.current import Current
 from dispatch.core.job import CANNOT_RUN, HoldRec, Job, ObjectRec, SubmissionRec
 from dispatch.core.steps import Step
+from dispatch.core.upstream import Upstream, upstream
 from dispatch.model.enums import CauseKind, ObjectState
 from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
 
@@ -29,6 +30,9 @@ class Fact(Enum):
     REQUEUE_ASKED = "requeue asked"  # and not yet answered by a requeue call
     PERSON_HOLD = "person's hold"  # in force
     RECOVERY_HOLD = "recovery hold"  # in force
+    # Before the first submission: the jobs this one depends on (``upstream``).
+    AWAITING_UPSTREAM = "waiting on another job"  # a dependency not met yet
+    DEPENDENCY_BROKEN = "dependency never met"  # an upstream ended as it must not, or is gone
     # The latest submission: exactly one of the next four holds.
     NO_SUBMISSION = "no submission"
     ABANDONED = "latest abandoned"
@@ -76,6 +80,7 @@ class Situation:
     restarts: int = 0
     requeue: list[Step] | None = None
     found: tuple[ObjectRef, ...] = ()
+    upstream: Upstream = Upstream()
 
     def __contains__(self, fact: Fact) -> bool:
         return fact in self.facts
@@ -93,6 +98,17 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
     elif _finished(latest, cur):
         facts.add(Fact.LATEST_FINISHED)
     found: tuple[ObjectRef, ...] = ()
+    up = Upstream()
+    if latest is None and job.header.spec.after:
+        up = upstream(job, d)
+        facts |= {
+            f
+            for f, holds in {
+                Fact.AWAITING_UPSTREAM: bool(up.waiting),
+                Fact.DEPENDENCY_BROKEN: bool(up.broken),
+            }.items()
+            if holds
+        }
     if latest is not None and latest.abandoned:
         facts.add(Fact.ABANDONED)
     elif latest is not None and latest.canonical is None:
@@ -100,7 +116,9 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
         facts |= _launching(job, latest, found)
     elif latest is not None and latest.canonical is not None:
         return _with_canonical(job, cur, now, facts, hold, latest, latest.canonical)
-    return Situation(job, cur, now, frozenset(facts), hold=hold, latest=latest, found=found)
+    return Situation(
+        job, cur, now, frozenset(facts), hold=hold, latest=latest, found=found, upstream=up
+    )
 
 
 def _people(job: Job, hold: HoldRec | None) -> set[Fact]:

@@ -61,6 +61,7 @@ class CauseKind(Vocabulary):
     REQUEUED = "requeued"
     CANCELLED = "cancelled"
     DUPLICATE = "duplicate"
+    DEPENDENCY = "dependency"
     UNKNOWN = "unknown"
 
 
@@ -77,6 +78,14 @@ COVERABLE: tuple[CauseKind, ...] = (
     CauseKind.REQUEUED,
     CauseKind.UNKNOWN,
 )
+
+
+class DependencyKind(Vocabulary):
+    """When a job may start after another dispatch job, as sbatch's ``--dependency`` says it."""
+
+    AFTEROK = "afterok"  # once the other succeeded
+    AFTERANY = "afterany"  # once the other ended, whatever its outcome
+    AFTERNOTOK = "afternotok"  # once the other failed or was cancelled
 
 
 class Provenance(Vocabulary):

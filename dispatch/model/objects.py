@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from pydantic import Field
 
 from dispatch.model.base import Value
-from dispatch.model.enums import Capability, ObjectState
+from dispatch.model.enums import Capability, ObjectState, State
 from dispatch.model.values import Actor, Cause, JobID, JobSpec, Rule, Support
 
 # An epoch packs the lineage submission N and the restart count R as N * EPOCH_BASE + R; both
@@ -74,12 +74,26 @@ class ObjectObs(Value):
         return other is not None and self == other
 
 
+class UpstreamObs(Value):
+    """What the ledger shows of a job another job depends on: its outcome once committed, and
+    whether its record settled. ``missing``: the ledger holds no such job (any more)."""
+
+    job: JobID
+    name: str = ""
+    outcome: State | None = None
+    cause: Cause = Cause()
+    settled: bool = False
+    missing: bool = False
+
+
 class Discovery(Value):
-    """Every object ``find`` showed for a job, and when it looked."""
+    """Every object ``find`` showed for a job, and when it looked; for a job with dependencies,
+    what the ledger shows of each job it depends on (``upstream``)."""
 
     objects: tuple[ObjectObs, ...] = ()
     at: datetime | None = None
     complete: bool = True
+    upstream: tuple[UpstreamObs, ...] = ()
 
     def get(self, ref: ObjectRef) -> ObjectObs | None:
         """The observation of ``ref``, or None when find did not show it."""

@@ -9,7 +9,7 @@ from pydantic import AliasChoices, ConfigDict, Field
 from dispatch.model.base import Value
 from dispatch.model.enums import CleanupState, Level, State
 from dispatch.model.objects import ObjectObs, ObjectRef
-from dispatch.model.values import NO_CAUSE, Cause, Hold, JobID, Plan
+from dispatch.model.values import NO_CAUSE, Cause, Dependency, Hold, JobID, Plan
 
 
 class Event(Value):
@@ -76,3 +76,5 @@ class Status(Value):
     superseded_by: JobID = ""
     escalations: tuple[Escalation, ...] = ()
     settled: bool = False
+    # The jobs it waits for before its first submission (``JobSpec.after``).
+    after: tuple[Dependency, ...] = ()

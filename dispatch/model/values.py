@@ -15,10 +15,12 @@ from dispatch.model.enums import (
     ActorKind,
     CauseKind,
     CheckpointMode,
+    DependencyKind,
     Enforcer,
     HoldKind,
     Provenance,
     Source,
+    State,
     Tristate,
     UnmatchedPolicy,
 )
@@ -206,6 +208,27 @@ class BatchScript(Value):
         return env
 
 
+class Dependency(Value):
+    """The job starts only once another dispatch job has ended as ``kind`` asks: its first
+    submission is authorized after the other's record settled (afterok: succeeded; afternotok:
+    failed or cancelled; afterany: any outcome), and an outcome that can never satisfy it ends
+    the job (``docs/sbatch.md``, "Pipelines")."""
+
+    kind: DependencyKind
+    job: JobID = Field(min_length=1, max_length=MAX_NAME)
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.job}"
+
+    def met_by(self, outcome: State) -> bool:
+        """Whether an upstream that ended ``outcome`` lets the job start."""
+        if self.kind is DependencyKind.AFTEROK:
+            return outcome is State.SUCCEEDED
+        if self.kind is DependencyKind.AFTERNOTOK:
+            return outcome in (State.FAILED, State.CANCELLED)
+        return outcome.terminal
+
+
 Extension = Annotated[SharedCheckpoint | BatchScript, Field(discriminator="kind")]
 
 # JobSpec fields a batch-script job takes from its script's directives and sbatch options.
@@ -244,6 +267,7 @@ class JobSpec(Value):
     env: dict[str, str] = Field(default_factory=dict)
     recovery: RecoveryPolicy = RecoveryPolicy()
     extensions: tuple[Extension, ...] = ()
+    after: tuple[Dependency, ...] = ()
 
     @field_validator("command")
     @classmethod
@@ -264,6 +288,17 @@ class JobSpec(Value):
             if key in RESERVED_ENV:
                 raise ValueError(f"variable {key} is set by dispatch itself")
         return env
+
+    @field_validator("after")
+    @classmethod
+    def _after_once(cls, after: tuple[Dependency, ...]) -> tuple[Dependency, ...]:
+        jobs = [d.job for d in after]
+        for job in jobs:
+            if jobs.count(job) > 1:
+                raise ValueError(
+                    f"job {job} is named {jobs.count(job)} times among the dependencies"
+                )
+        return after
 
     @field_validator("*")
     @classmethod

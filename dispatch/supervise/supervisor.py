@@ -33,6 +33,7 @@ from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
+from dispatch.supervise.upstream import look_upstream, waits_on_upstream
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -56,7 +57,8 @@ class PassResult:
     looked: bool = False
     # Whether the pass offered escalations to ``deliver``.
     offered: bool = False
-    # Whether the pass asked the backend something whose answer changed nothing.
+    # Whether the pass asked the backend something whose answer changed nothing, or looked at
+    # the jobs this one waits on (which the memo cannot see change).
     asked: bool = False
 
     @property
@@ -193,6 +195,9 @@ class Supervisor:
         performer = Performer(
             self.backend, store, view.header, view.revision, token, self.actor, now
         )
+        if waits_on_upstream(j):
+            found = look_upstream(self.store, j, found, now)
+            result.asked = True
         owner, steps = j.owner, next_steps(j, found, now)
         if isinstance(self.store, Folded) and any(not isinstance(s, st.Wait) for s in steps):
             # The store checks each commit with a fold: it goes on from this one. ``j`` is not

@@ -28,6 +28,7 @@ STATUS_KEYS = {
     "supervised",
     "supersedes",
     "superseded_by",
+    "after",
     "settled",
     "cleanup",
     "submissions",

@@ -1,0 +1,46 @@
+"""What the ledger shows of the jobs a job depends on, added to what find showed of it.
+
+Read after the job's own record, as find is: an upstream's outcome never changes once
+committed, so the pass decides on a view no older than its record. Only a job that waits for
+its first submission is looked at this way; once it was authorized its dependencies are done.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from dispatch.core.fold import fold
+from dispatch.core.job import Job
+from dispatch.model.errors import NotFoundError
+from dispatch.model.objects import Discovery, UpstreamObs
+from dispatch.model.values import NO_CAUSE
+from dispatch.records.contract import Records
+
+
+def waits_on_upstream(job: Job) -> bool:
+    """Whether ``job`` has dependencies and no submission or outcome yet."""
+    return bool(job.header.spec.after) and not job.submissions and job.outcome is None
+
+
+def look_upstream(store: Records, job: Job, found: Discovery, now: datetime) -> Discovery:
+    """``found`` with what ``store`` holds of each job ``job`` depends on."""
+    seen: list[UpstreamObs] = []
+    for dep in job.header.spec.after:
+        try:
+            up = fold(store.read(dep.job), now)
+        except NotFoundError:
+            seen.append(UpstreamObs(job=dep.job, missing=True))
+            continue
+        out = up.outcome
+        seen.append(
+            UpstreamObs(
+                job=dep.job,
+                name=up.header.spec.name,
+                outcome=out.state if out is not None else None,
+                cause=out.cause if out is not None else NO_CAUSE,
+                settled=up.settled,
+            )
+        )
+    return Discovery(
+        objects=found.objects, at=found.at, complete=found.complete, upstream=tuple(seen)
+    )

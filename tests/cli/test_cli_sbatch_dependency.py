@@ -1,0 +1,156 @@
+"""dispatch sbatch --dependency: dispatch jobs named by id, id prefix or name are followed by
+dispatch; Slurm job ids go to sbatch as written, with a note; bad input records nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_setup import ADA, Site
+
+SCRIPT = """#!/bin/bash
+#DISPATCH --rule=preempted:resubmit:3
+python3 evaluate.py
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evaluate.sbatch").write_text(SCRIPT)
+    return Site(tmp_path)
+
+
+def sbatch(site: Site, *words: str) -> tuple[int, str, str]:
+    r = site.run(["sbatch", "--config", str(site.config), *words])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _new(site: Site, before: list[str]) -> str:
+    (job,) = set(site.store.jobs(include_settled=True)) - set(before)
+    return job
+
+
+def test_a_dependency_on_a_dispatch_job_is_recorded_and_nothing_is_launched_until_it_settles(
+    site: Site,
+) -> None:
+    (train,) = site.submit()
+    site.sweep()
+    code, out, err = sbatch(site, f"--dependency=afterok:{train}", "evaluate.sbatch")
+    assert code == 0, err
+    evaluate = _new(site, [train])
+    spec = site.store.read(evaluate).header.spec
+    assert [str(d) for d in spec.after] == [f"afterok:{train}"]
+    assert spec.script is not None and not any("dependency" in w for w in spec.script.options)
+    assert (
+        f"after afterok:{train}: starts once job {train} (finetune) succeeded; otherwise it "
+        "fails with cause dependency"
+    ) in out.splitlines()
+    assert out.splitlines()[-1] == (
+        f"Submitted dispatch job {evaluate} (evaluate.sbatch): waits for the jobs it depends on: "
+        "nothing is in Slurm's queue until they settled"
+    )
+    assert not site.backend.env().objects(evaluate)
+    site.sweep()
+    assert not site.backend.env().objects(evaluate)
+    status = site.run(["status", "--config", str(site.config), evaluate])
+    assert status.exit_code == 0
+    assert any(
+        line.split() == ["waits", "for", f"afterok:{train}"] for line in status.stdout.splitlines()
+    ), status.stdout
+    status = site.run(["status", "--json", "--config", str(site.config), evaluate])
+    assert json.loads(status.stdout)["after"] == [f"afterok:{train}"]
+    [obj] = site.backend.env().objects(train)
+    site.backend.env().complete(obj)
+    for _ in range(2):  # the sweep that settles train, then the one that starts evaluate
+        site.sweep()
+    assert len(site.backend.env().objects(evaluate)) == 1
+    st = site.cluster.observer.get(evaluate)
+    assert str(st.state) == "running" and st.after == ()
+
+
+def test_a_dispatch_job_may_be_named_by_its_name_or_the_start_of_its_id(site: Site) -> None:
+    (train,) = site.submit()
+    code, _, err = sbatch(
+        site, f"--dependency=afterany:finetune,afternotok:{train[:6]}", "evaluate.sbatch"
+    )
+    assert code == 2 and "named as afterany and as afternotok" in err
+    code, _, err = sbatch(site, "--dependency=afterok:finetune", "evaluate.sbatch")
+    assert code == 0, err
+    evaluate = _new(site, [train])
+    assert [str(d) for d in site.store.read(evaluate).header.spec.after] == [f"afterok:{train}"]
+
+
+def test_a_slurm_job_id_goes_to_sbatch_as_written_and_plan_says_dispatch_cannot_follow_it(
+    site: Site,
+) -> None:
+    (train,) = site.submit()
+    code, out, err = sbatch(
+        site, "--plan", f"--dependency=afterok:1234:{train},afterany:77_3", "evaluate.sbatch"
+    )
+    assert code == 0, err
+    assert (
+        "note: --dependency: 1234 is a Slurm job id, not a dispatch job: sbatch gets it as "
+        "written on every submission, and dispatch cannot follow that job if it is resubmitted "
+        "(give its dispatch job id to have the dependency follow it)"
+    ) in err.splitlines()
+    assert "note: --dependency: 77_3 is a Slurm job id" in err
+    assert f"after afterok:{train}: starts once job {train} (finetune) succeeded" in out
+    assert site.store.jobs(include_settled=True) == [train]
+    code, _, err = sbatch(
+        site, f"--dependency=afterok:1234:{train},afterany:77_3", "evaluate.sbatch"
+    )
+    assert code == 0, err
+    spec = site.store.read(_new(site, [train])).header.spec
+    assert spec.script is not None
+    assert spec.script.options[-1] == "--dependency=afterok:1234,afterany:77_3"
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("afterok:nosuchjob", "no job 'nosuchjob'"),
+        (
+            "after:{train}",
+            "dispatch follows afterok, afterany and afternotok on its jobs, not after",
+        ),
+        ("afterok:{train}?afterok:12", "'?' (any one of) cannot name dispatch jobs"),
+        ("afterwards:{train}", "'afterwards:"),
+        ("", "needs a value"),
+    ],
+)
+def test_a_bad_dependency_is_refused_and_nothing_is_recorded(
+    site: Site, value: str, said: str
+) -> None:
+    (train,) = site.submit()
+    code, out, err = sbatch(site, f"--dependency={value.format(train=train)}", "evaluate.sbatch")
+    assert code == 2 and said in err and out == ""
+    assert len(err.strip().splitlines()) == 1
+    assert site.store.jobs(include_settled=True) == [train]
+
+
+def test_a_script_line_naming_a_dispatch_job_is_refused_naming_the_line(site: Site) -> None:
+    (train,) = site.submit()
+    Path("evaluate.sbatch").write_text(
+        SCRIPT.replace("#DISPATCH", f"#SBATCH --dependency=afterok:{train}\n#DISPATCH")
+    )
+    code, _, err = sbatch(site, "evaluate.sbatch")
+    assert code == 2 and "evaluate.sbatch line 2: #SBATCH --dependency" in err
+    assert "on dispatch sbatch's command line" in err
+    assert site.store.jobs(include_settled=True) == [train]
+
+
+def test_singleton_waits_for_every_unsettled_job_of_the_same_name(site: Site) -> None:
+    code, out, _ = sbatch(site, "--parsable", "evaluate.sbatch")
+    first = out.strip()
+    assert code == 0 and site.store.jobs() == [first]
+    code, out, err = sbatch(site, "--parsable", "--dependency=singleton", "evaluate.sbatch")
+    assert code == 0, err
+    second = out.strip()
+    after = site.store.read(second).header.spec.after
+    assert [str(d) for d in after] == [f"afterany:{first}"]
+    site.cluster.operator.cancel(first, ADA, "done with it")
+    for _ in range(3):
+        site.sweep()
+    assert len(site.backend.env().objects(second)) == 1

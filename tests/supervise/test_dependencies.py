@@ -1,0 +1,135 @@
+"""Dependencies on dispatch jobs: a job starts after the jobs it depends on settled as it asks,
+follows them across their resubmissions, and fails with cause ``dependency`` when they cannot."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from sweep_world import ADA, World
+
+import dispatch
+from dispatch.model.enums import CauseKind, DependencyKind, State
+from dispatch.model.values import Dependency
+
+
+@pytest.fixture(params=["memory", "file"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
+    return World(request.param, tmp_path, rule_budget=2)
+
+
+def _after(world: World, kind: DependencyKind, *upstream: str) -> str:
+    spec = dispatch.JobSpec(
+        name="evaluate",
+        command=["evaluate"],
+        after=tuple(Dependency(kind=kind, job=j) for j in upstream),
+    )
+    return world.cluster.operator.submit(spec, ADA, supervised=True).job
+
+
+def _sweep(world: World) -> None:
+    # A minute apart, as cron sweeps: a waiting job is looked at again every sweep.
+    world.clock.advance(timedelta(minutes=1))
+    world.sweep_until_idle(world.supervisor())
+
+
+def test_a_dependent_job_starts_once_after_its_upstream_succeeds_through_resubmissions(
+    world: World,
+) -> None:
+    (train,) = world.submit(1)
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    assert not world.job(evaluate).submissions, "nothing of it exists while train runs"
+    for _ in range(2):  # train preempted twice: each time a new submission, a new object
+        world.backend.env().preempt(world.canonical(train))
+        _sweep(world)
+        assert not world.job(evaluate).submissions
+    assert len(world.job(train).submissions) == 3
+    world.backend.env().complete(world.canonical(train))
+    _sweep(world)
+    assert world.job(train).outcome is not None and world.job(train).settled
+    assert len(world.job(evaluate).submissions) == 1
+    assert world.backend.objects[world.canonical(evaluate).id].running
+    world.backend.env().complete(world.canonical(evaluate))
+    _sweep(world)
+    out = world.job(evaluate).outcome
+    assert out is not None and out.state is State.SUCCEEDED
+    assert len(world.backend.env().objects(evaluate)) == 1
+
+
+def test_an_upstream_that_fails_ends_the_dependent_with_cause_dependency_and_an_escalation(
+    world: World,
+) -> None:
+    (train,) = world.submit(1)
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(train), exit_code=3)
+    _sweep(world)
+    out = world.job(evaluate).outcome
+    assert out is not None and out.state is State.FAILED
+    assert out.cause.kind is CauseKind.DEPENDENCY
+    assert f"afterok:{train}: job {train} (t) ended failed: non-zero-exit" in out.cause.detail
+    assert (evaluate, f"dependency:{train}") in world.delivered
+    assert world.job(evaluate).settled and not world.job(evaluate).submissions
+    assert not world.backend.env().objects(evaluate)
+
+
+def test_a_cancelled_upstream_ends_an_afterok_dependent(world: World) -> None:
+    (train,) = world.submit(1)
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    world.cluster.operator.cancel(train, ADA, reason="wrong data")
+    _sweep(world)
+    out = world.job(evaluate).outcome
+    assert out is not None and out.cause.kind is CauseKind.DEPENDENCY
+    assert "ended cancelled" in out.cause.detail
+
+
+def test_afternotok_runs_after_a_failure_and_ends_after_a_success(world: World) -> None:
+    bad, good = world.submit(2)
+    on_bad = _after(world, DependencyKind.AFTERNOTOK, bad)
+    on_good = _after(world, DependencyKind.AFTERNOTOK, good)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(bad), exit_code=1)
+    world.backend.env().complete(world.canonical(good))
+    _sweep(world)
+    assert len(world.job(on_bad).submissions) == 1
+    ended = world.job(on_good).outcome
+    assert ended is not None and ended.cause.kind is CauseKind.DEPENDENCY
+    assert "to fail or be cancelled" in ended.cause.detail
+
+
+def test_afterany_waits_for_every_upstream_whatever_its_outcome(world: World) -> None:
+    first, second = world.submit(2)
+    both = _after(world, DependencyKind.AFTERANY, first, second)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(first), exit_code=1)
+    _sweep(world)
+    assert not world.job(both).submissions, "the second still runs"
+    world.cluster.operator.cancel(second, ADA, "not needed")
+    _sweep(world)
+    assert len(world.job(both).submissions) == 1
+
+
+def test_a_dependency_on_a_job_the_ledger_does_not_hold_ends_the_job(world: World) -> None:
+    evaluate = _after(world, DependencyKind.AFTEROK, "nosuchjob0000000")
+    _sweep(world)
+    out = world.job(evaluate).outcome
+    assert out is not None and out.cause.kind is CauseKind.DEPENDENCY
+    assert "is not in the ledger" in out.cause.detail
+    assert (evaluate, "dependency:nosuchjob0000000") in world.delivered
+
+
+def test_a_waiting_dependent_is_looked_at_again_by_every_sweep(world: World) -> None:
+    (train,) = world.submit(1)
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    sup = world.supervisor()
+    world.clock.advance(timedelta(minutes=1))
+    report = sup.sweep()
+    assert evaluate in report.passed and evaluate not in report.remembered
+    world.backend.env().complete(world.canonical(train))
+    world.clock.advance(timedelta(minutes=1))
+    world.sweep_until_idle(sup)
+    assert len(world.job(evaluate).submissions) == 1
