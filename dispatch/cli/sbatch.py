@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from dispatch.cli.refs import _name, resolve
 from dispatch.cli.render import clean
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
+from dispatch.core.fold import fold
+from dispatch.core.project import project
 from dispatch.model.enums import Capability, DependencyKind, State, Tristate
 from dispatch.model.errors import (
     DispatchError,
@@ -41,6 +44,7 @@ from dispatch.records.contract import Records
 from dispatch.regular_file import read_regular
 from dispatch.spi import Backend, StartChecker
 from dispatch.submission import make_plan
+from dispatch.supervise.supervisor import PassResult
 
 # The job id the scheduler's dry run is asked about: nothing is created under it.
 CHECK_JOB = "0000000000000000"
@@ -275,8 +279,8 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             return
         cluster = compose(backend, Config(store=session.store))
         plan = cluster.operator.submit(req.spec, me(), **req.submit)
-        session.supervisor().launch(plan.job)
-        st = cluster.observer.get(plan.job)
+        launched = session.supervisor().launch(plan.job)
+        st = _launched(session, plan.job, launched)
     if cmd.parsable:
         click.echo(plan.job)
     elif cmd.json:
@@ -289,6 +293,15 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         click.echo(clean(_summary(st, backend.declarations().name)))
     if st.state is State.FAILED:
         fail(f"job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
+
+
+def _launched(session: Session, job: str, launched: PassResult | None) -> Status:
+    """The job's status after its launch: the record as it is now, projected on the launch's
+    last look (Slurm is not asked again: the job was just released, so it is queued)."""
+    if launched is None or launched.found is None:  # another supervisor launches it
+        return session.observer.get(job)
+    now = datetime.now(UTC)
+    return project(fold(session.store.read(job), now), launched.found, now)
 
 
 def _summary(st: Status, adapter: str) -> str:

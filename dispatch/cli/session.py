@@ -32,9 +32,6 @@ from dispatch.records import ledger_format
 from dispatch.records.file import FileRecords
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
-from dispatch.supervise.deliver_command import CommandDeliver
-from dispatch.supervise.deliver_mail import SENDMAIL, MailDeliver
-from dispatch.supervise.deliver_webhook import WebhookDeliver
 from dispatch.supervise.delivery import Deliver
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -187,12 +184,19 @@ class Session:
         """A supervisor delivering escalations through the configured channel, if any."""
         s = self.settings
         deliver: Deliver | None = None
+        # Each channel is imported only where configured (mail and HTTP cost a command's start).
         if s.deliver_command:
+            from dispatch.supervise.deliver_command import CommandDeliver
+
             deliver = CommandDeliver(s.deliver_command, s.deliver_timeout)
         elif s.deliver_mail_to:
+            from dispatch.supervise.deliver_mail import SENDMAIL, MailDeliver
+
             deliver = MailDeliver(
                 s.deliver_mail_to, s.deliver_timeout, s.deliver_sendmail or SENDMAIL
             )
         elif s.deliver_webhook:
+            from dispatch.supervise.deliver_webhook import WebhookDeliver
+
             deliver = WebhookDeliver(s.deliver_webhook, s.deliver_timeout)
         return Supervisor(self.backend, self.store, deliver=deliver, poll=s.poll)

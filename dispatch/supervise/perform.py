@@ -53,6 +53,9 @@ class Performer:
         self.backend, self.store, self.header = backend, store, header
         self.job: JobID = header.job
         self.revision, self.token, self.actor, self.now = revision, token, actor, now
+        # Whether a step asked the scheduler to act (or asked it a question): after that, what
+        # the pass's look showed may no longer hold.
+        self.acted = False
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """Commit at the revision this pass is at; ``ConflictError`` ends the pass."""
@@ -65,6 +68,8 @@ class Performer:
         entry = entry_of(step, self.now, self.actor, self.token)
         if entry is not None:
             self.commit([entry])
+        if isinstance(step, st.Start | st.Open | st.Stop | st.Call | st.Cease):
+            self.acted = True
         match step:
             case st.Start(submission=n, attempt=a):
                 self._start(n, a)

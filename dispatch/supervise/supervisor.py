@@ -24,7 +24,7 @@ from dispatch.core.next import next_steps
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
-from dispatch.model.record import View
+from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, find_all
@@ -60,6 +60,11 @@ class PassResult:
     # Whether the pass asked the backend something whose answer changed nothing, or looked at
     # the jobs this one waits on (which the memo cannot see change).
     asked: bool = False
+    # Whether a step called the backend (an effect or a question), and the revision the
+    # pass's commits reached: ``launch`` decides on the same look again only if neither moved.
+    acted: bool = False
+    revision: int = -1
+    found: Discovery | None = None
 
     @property
     def waited(self) -> bool:
@@ -164,21 +169,40 @@ class Supervisor:
         scheduler's queue when the command returns, as with sbatch. Each pass is an ordinary
         pass (read, look, decide); it stops at the open, at a pass that only waits, or when the
         job settles, and leaves the rest to the sweeps. None when another supervisor owns the
-        job: that one launches it.
+        job: that one launches it. The result's ``found`` is the last look.
+
+        The scheduler is asked only when its answer could be new (``_look``): a record with no
+        attempt yet has no object to show, and a pass that only committed leaves the scheduler
+        as its look showed it, so the next pass decides on that look again while the record
+        holds nothing but this pass's own commits since.
         """
         token = self._token()
         if not self.store.lock(job, token):
             return None
-        result = None
+        result: PassResult | None = None
         try:
             for _ in range(passes):
                 view = self.store.read(job)
-                result = self.pass_once(job, token, view, self.backend.find(job))
+                found = self._look(job, view, result)
+                result = self.pass_once(job, token, view, found)
+                result.found = found
                 if result.settled or not result.progressed or "open" in result.steps:
                     break
         finally:
             self.store.unlock(job, token)
         return result
+
+    def _look(self, job: JobID, view: View, last: PassResult | None) -> Discovery:
+        """What the scheduler shows of ``job`` for a pass deciding on ``view``: the last pass's
+        look when that pass called nothing and nobody else committed since; nothing, without
+        asking, while the record holds no attempt (no object can bear its numbers yet: an
+        object of another's under the job's name is left for the sweep's look); else ``find``.
+        """
+        if last and last.found and not last.acted and last.revision == view.revision:
+            return last.found
+        if not any(isinstance(e, AttemptEntry) for c in view.commits for e in c.entries):
+            return Discovery(objects=(), complete=False)
+        return self.backend.find(job)
 
     def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
         """One pass: ``view`` was read before ``found`` was looked up; decide, perform, deliver."""
@@ -228,6 +252,7 @@ class Supervisor:
                         f"job {job}: another supervisor owns it now ({err.message})"
                     ) from None
         result.offered = bool(undelivered)
+        result.acted, result.revision = performer.acted, performer.revision
         self.deliveries.offer(job, undelivered)
         return result
 

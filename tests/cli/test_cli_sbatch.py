@@ -66,7 +66,8 @@ def test_parsable_prints_the_job_id_alone_and_json_prints_the_ids_and_plan(site:
     code, out, _ = sbatch(site, "--json", "train.sbatch")
     got = json.loads(out)
     assert code == 0 and got["job"] in recorded(site)
-    assert (got["state"], got["submission"], got["name"]) == ("running", 1, "train.sbatch")
+    # The state as the launch last looked, before it lifted the gate: queued, not yet running.
+    assert (got["state"], got["submission"], got["name"]) == ("pending", 1, "train.sbatch")
     assert got["plan"]["rules"][0]["enforcer"] == "supervisor"
 
 

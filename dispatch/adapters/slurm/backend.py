@@ -56,6 +56,10 @@ _GONE = ("invalid job id", "job has already finished", "already completing or co
 # and how long stop_job looks again before it calls what is still there alive.
 _STOP_LOOKS = 20
 _STOP_PAUSE = 0.5
+# How long what find showed of an object stands in for the look ``open`` takes before it lifts
+# the gate: a launch's open follows its look by milliseconds; a look older than this is taken
+# again (a sweep's look can be minutes old by the time a late job's pass opens).
+LOOK_SERVES_OPEN = 2.0
 # Words meaning the controller may have acted although the reply never came.
 _LOST_REPLY = ("timed out", "socket timed out", "zero bytes were transmitted")
 
@@ -79,13 +83,15 @@ class SlurmBackend:
         self.settings = settings or SlurmSettings()
         self.reader = reader
         self.transport = transport or ("pyslurm" if reader is not None else "cli")
+        # What the last find showed of each object, and when (``time.monotonic``).
+        self._looked: dict[str, tuple[float, ObjectObs]] = {}
 
     # -- the cluster, probed once -------------------------------------------------------
 
     @cached_property
     def slurm_release(self) -> tuple[int, int]:
         """The cluster's Slurm release (major, minor), from ``sinfo --version``."""
-        reply = self._check(self.runner.run(render.version_argv()), "sinfo --version")
+        reply = self._check(self.runner.probe(render.version_argv()), "sinfo --version")
         return parse.parse_version(reply.stdout)
 
     @cached_property
@@ -115,10 +121,10 @@ class SlurmBackend:
 
     @cached_property
     def _capabilities(self) -> dict[Capability, Support]:
-        config = self._check(self.runner.run(render.config_argv()), "scontrol show config")
+        config = self._check(self.runner.probe(render.config_argv()), "scontrol show config")
         help_text = ""
         if self.settings.container_images == "probe":
-            help_text = self.runner.run(render.sbatch_help_argv()).stdout
+            help_text = self.runner.probe(render.sbatch_help_argv()).stdout
         caps = probe_capabilities(
             parse.parse_config(config.stdout), help_text, self.settings.container_images
         )
@@ -208,7 +214,7 @@ class SlurmBackend:
     def open(self, ref: ObjectRef) -> None:
         """Lift the gate (``scontrol release``); an already released object is success. A hold
         someone else placed is never released."""
-        obs = self.inspect(ref)
+        obs = self._just_seen(ref) or self.inspect(ref)
         if obs.held_by_other:
             raise RejectedError(f"{ref} is held by someone else ({obs.cause.detail}); not opening")
         if obs.state is not ObjectState.GATED:
@@ -351,8 +357,11 @@ class SlurmBackend:
                 complete = False
         wanted = set(names)
         by_name: dict[str, list[ObjectObs]] = {}
+        at = time.monotonic()
+        self._looked = {}
         for obs in observe(r for r in rows if r.name in wanted):
             by_name.setdefault(obs.ref.name, []).append(obs)
+            self._looked[obs.ref.id] = (at, obs)
         found = {}
         for job in jobs:
             objects = by_name.get(object_name(job), [])
@@ -360,6 +369,12 @@ class SlurmBackend:
                 objects = [o for o in objects if o.state in states]
             found[job] = Discovery(objects=tuple(objects), complete=complete and not states)
         return found
+
+    def _just_seen(self, ref: ObjectRef) -> ObjectObs | None:
+        """What the last find showed of ``ref``, if that was under ``LOOK_SERVES_OPEN`` ago;
+        used once."""
+        at, obs = self._looked.pop(ref.id, (0.0, None))
+        return obs if obs is not None and time.monotonic() - at < LOOK_SERVES_OPEN else None
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One object as the controller (and, once it left the queue, accounting) shows it."""

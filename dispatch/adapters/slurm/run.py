@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import locale
 import os
+import pwd
 import shlex
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from dispatch.adapters.slurm import probe_cache
 from dispatch.model.environment import inheritable
 from dispatch.model.errors import OutcomeUnknownError, UnreachableError
 from dispatch.model.values import SHELL_NAME
@@ -105,6 +107,8 @@ class CommandRunner:
     counts: Counter[str] = field(default_factory=Counter)
     # The folder of the Slurm commands, when they are not on the PATH the runner inherits.
     commands: str = ""
+    # Whether ``probe`` keeps answers between processes (``probe_cache``); local runs only.
+    keep_probes: bool = False
 
     def program(self, argv: Sequence[str]) -> list[str]:
         """``argv`` with its program taken from ``commands`` when that is set."""
@@ -138,12 +142,30 @@ class CommandRunner:
         return [*self.prefix, shlex.join(inner)] if self.quote else [*self.prefix, *inner]
 
     def run(self, argv: Sequence[str], *, effect: bool = False) -> Reply:
-        """Run ``argv``; ``effect`` marks calls that change the cluster (see module doc)."""
+        """Run ``argv``; ``effect`` marks calls that change the cluster (see module doc).
+
+        ``id`` without a prefix is answered in-process: the commands run as this process."""
+        if not self.prefix and list(argv) == ["id"]:
+            return Reply(tuple(argv), 0, _own_identity(), "")
         # A prefix (chroot, ssh) gets this process's environment, less what Slurm set for
         # the job this process may run in; the command gets the settings on its line.
         own = inheritable(os.environ)
         env = own if self.prefix else {**own, **CLIENT_ENV, **self.env}
         return self._run(self.command_line(argv), argv, effect=effect, env=env)
+
+    def probe(self, argv: Sequence[str]) -> Reply:
+        """Run a read whose answer depends only on the cluster's config and release; with
+        ``keep_probes`` and no prefix, a kept answer serves instead (``probe_cache``)."""
+        if self.prefix or not self.keep_probes:
+            return self.run(argv)
+        name = probe_cache.key(argv, self.program(argv)[0], {**CLIENT_ENV, **self.env})
+        kept = probe_cache.load(name)
+        if kept is not None:
+            return Reply(tuple(argv), *kept)
+        reply = self.run(argv)
+        if reply.ok:
+            probe_cache.store(name, reply.returncode, reply.stdout, reply.stderr)
+        return reply
 
     def run_as_submitter(
         self, argv: Sequence[str], *, environment: dict[str, str], folder: str, stdin: str
@@ -236,3 +258,13 @@ class CommandRunner:
                 )
             raise UnreachableError(f"{what}: the connection failed ({detail})")
         return Reply(tuple(argv), done.returncode, done.stdout, done.stderr)
+
+
+def _own_identity() -> str:
+    """This process's user as ``id`` prints it (``uid=1000(ada)``; a uid with no passwd entry
+    has no name, as with ``id``)."""
+    uid = os.getuid()
+    try:
+        return f"uid={uid}({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid={uid}"

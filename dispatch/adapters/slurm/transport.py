@@ -27,7 +27,9 @@ def command_runner(s: SlurmSettings) -> CommandRunner:
         runner.env.update(env)
         runner.commands = s.commands
         return runner
-    return CommandRunner(prefix=s.prefix, timeout=s.timeout, env=env, commands=s.commands)
+    return CommandRunner(
+        prefix=s.prefix, timeout=s.timeout, env=env, commands=s.commands, keep_probes=True
+    )
 
 
 def pyslurm_matches(built_for: tuple[int, int] | None, release: tuple[int, int]) -> bool:
@@ -36,7 +38,7 @@ def pyslurm_matches(built_for: tuple[int, int] | None, release: tuple[int, int])
 
 
 def _release(runner: CommandRunner) -> tuple[int, int] | None:
-    reply = runner.run(render.version_argv())
+    reply = runner.probe(render.version_argv())
     if not reply.ok:
         return None
     try:

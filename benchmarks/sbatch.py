@@ -1,0 +1,170 @@
+"""Benchmark of one ``dispatch sbatch`` on the local Slurm cluster: wall and CPU seconds per
+call, and the Slurm commands it forks, this tree against a baseline commit in one run.
+
+The baseline is checked out with ``git worktree`` into a temporary folder and run with the same
+interpreter (its folder first on ``PYTHONPATH``). Each tree gets its own ledger and its own
+cache folder; the Slurm commands run through a folder of counting wrappers (the config's
+``commands``), each logging its command line before it execs the real program. Calls alternate,
+baseline then this tree, after one warm-up each (which also fills this tree's probe cache, as the
+first call of a shell does); every call is a fresh process, timed from outside (wall clock, and
+the user + system time the kernel reports for it and its children through ``wait4``). The jobs
+are ``sleep 8`` in the low partition; they are stopped at the end. Medians; the machine is
+shared, so the load average is printed beside them.
+
+    LOCALCLUSTER_PORT_BASE=... .venv/bin/python benchmarks/sbatch.py [--baseline REF] [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# main before the fast dispatch sbatch: 15 Slurm commands a call.
+BASELINE = "1d8dc3d"
+GOAL_S, GOAL_COMMANDS = 0.5, 4
+SLURM = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "id")
+MAIN = "from dispatch.cli.main import main; main()"
+
+
+def cluster_env() -> dict[str, str]:
+    """The local cluster's client environment (started if it is not up)."""
+    helper = ROOT / "slurm_helpers" / "localcluster"
+    subprocess.run([str(helper), "up"], check=True, capture_output=True)
+    out = subprocess.run([str(helper), "env"], check=True, capture_output=True, text=True).stdout
+    env = {}
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key.strip()] = value.strip().strip("'\"")
+    return env
+
+
+class Tree:
+    """One checkout with its own ledger, cache, counting wrappers and job script."""
+
+    def __init__(self, name: str, tree: Path, work: Path, cluster: dict[str, str]) -> None:
+        self.name, self.tree = name, tree
+        self.folder = work / name
+        bin_dir, self.log = self.folder / "bin", self.folder / "calls.log"
+        bin_dir.mkdir(parents=True)
+        for prog in SLURM:
+            real = shutil.which(prog)
+            assert real, prog
+            (bin_dir / prog).write_text(
+                f'#!/bin/sh\necho "{prog} $*" >> {self.log}\nexec {real} "$@"\n'
+            )
+            (bin_dir / prog).chmod(0o755)
+        config = self.folder / "dispatch.toml"
+        config.write_text(
+            f'ledger = "{self.folder / "ledger"}"\n[backend]\nname = "slurm"\n'
+            f'[backend.settings]\ntransport = "cli"\nslurm_conf = "{cluster["SLURM_CONF"]}"\n'
+            f'commands = "{bin_dir}"\n'
+        )
+        (self.folder / "job.sbatch").write_text(
+            "#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --output=/dev/null\n"
+            "#DISPATCH --rule=preempted:resubmit:2\nsleep 8\n"
+        )
+        self.env = {
+            **os.environ,
+            **cluster,
+            "PYTHONPATH": str(tree),
+            "DISPATCH_CONFIG": str(config),
+            "XDG_CACHE_HOME": str(self.folder / "cache"),
+        }
+        self.jobs: list[str] = []
+
+    def call(self) -> tuple[float, float, collections.Counter[str]]:
+        """One ``dispatch sbatch``: wall s, CPU s (with its children), commands by program."""
+        self.log.write_text("")
+        argv = [sys.executable, "-c", MAIN, "sbatch", "--parsable", "job.sbatch"]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, cwd=self.folder, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+        )
+        assert proc.stdout is not None
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = 0  # reaped by wait4 above
+        assert status == 0, f"{self.name}: dispatch sbatch exited {status}"
+        self.jobs.append(out.decode().strip())
+        calls = collections.Counter(line.split()[0] for line in self.log.read_text().splitlines())
+        return wall, usage.ru_utime + usage.ru_stime, calls
+
+    def stop(self) -> None:
+        for job in self.jobs:
+            subprocess.run(
+                [sys.executable, "-c", MAIN, "emergency-stop", job],
+                env=self.env,
+                capture_output=True,
+                check=False,
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", default=BASELINE)
+    parser.add_argument("--runs", type=int, default=15)
+    args = parser.parse_args()
+    cluster = cluster_env()
+    work = Path(tempfile.mkdtemp(prefix="dispatch-sbatch-bench-"))
+    base_tree = work / "baseline-tree"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), args.baseline],
+        check=True,
+        capture_output=True,
+    )
+    trees = [Tree("baseline", base_tree, work, cluster), Tree("this", ROOT, work, cluster)]
+    try:
+        for t in trees:
+            t.call()  # warm-up: page cache, .pyc files, the probe cache
+        got: dict[str, list[tuple[float, float, collections.Counter[str]]]] = {
+            t.name: [] for t in trees
+        }
+        loads = []
+        for _ in range(args.runs):
+            loads.append(os.getloadavg()[0])
+            for t in trees:
+                got[t.name].append(t.call())
+        print(
+            f"dispatch sbatch on the local cluster, median of {args.runs} alternating calls; "
+            f"baseline {args.baseline}; load average {min(loads):.1f}-{max(loads):.1f} "
+            "(shared machine: noisy)"
+        )
+        print(f"{'tree':<10}{'wall s':>8}{'cpu s':>8}{'commands':>10}  which (per call)")
+        for t in trees:
+            rows = got[t.name]
+            wall = statistics.median(r[0] for r in rows)
+            cpu = statistics.median(r[1] for r in rows)
+            per = rows[-1][2]
+            which = ", ".join(f"{k} {v}" for k, v in sorted(per.items()))
+            print(f"{t.name:<10}{wall:>8.3f}{cpu:>8.3f}{sum(per.values()):>10}  {which}")
+        this = got["this"]
+        wall = statistics.median(r[0] for r in this)
+        most = max(sum(r[2].values()) for r in this)
+        print(
+            f"goal: <= {GOAL_S} s wall on an idle cluster: {wall:.3f} s at load "
+            f"{statistics.median(loads):.1f}; <= {GOAL_COMMANDS} Slurm commands: {most} "
+            f"({'met' if most <= GOAL_COMMANDS else 'not met'})"
+        )
+    finally:
+        for t in trees:
+            t.stop()
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
