@@ -83,10 +83,12 @@ def runs_of(
     """Every run Slurm's record shows, by restart count: accounting keeps one row per run of a
     requeued job (``sacct --duplicates``), in order, with its start, end and nodes; the
     controller's row adds the current run when accounting was not asked. A row that never
-    started (pending, or cancelled before it ran) is no run."""
+    started (pending, or cancelled before it ran) is no run. A row before the ``restarts``-th
+    is a run a requeue ended, even when it is the last one accounting lists (sacct lists a
+    requeued job's pending row only once it is eligible again)."""
     runs: dict[int, RunObs] = {}
     for i, row in enumerate(history):
-        run = _run(i, row, earlier=i < len(history) - 1)
+        run = _run(i, row, earlier=i < len(history) - 1 or i < restarts)
         if run is not None:
             runs[i] = run
     if live and not between:

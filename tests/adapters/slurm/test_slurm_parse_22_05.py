@@ -220,3 +220,17 @@ def test_a_run_that_never_started_is_no_run() -> None:
     assert found("pending-resources").runs == ()
     assert found("held").runs == ()
     assert [r.restarts for r in found("preempted-requeued").runs] == [0]
+
+
+def test_the_run_a_requeue_ended_is_a_run_while_accounting_lists_it_alone() -> None:
+    """Until the requeued job is eligible again, sacct lists the run the requeue ended and no
+    row after it: that last row is still a run before the restart count, ended, requeued."""
+    live, history = rows("requeued-completing")
+    (run,) = found("requeued-completing").runs
+    assert run.end is not None and run.cause is not None
+    assert (run.restarts, run.start.timestamp(), run.end.timestamp()) == (
+        0,
+        history[0].start_time,
+        history[0].end_time,
+    )
+    assert run.cause.kind is C.REQUEUED
