@@ -431,9 +431,19 @@ class SlurmBackend:
         return self._ours(parse.parse_squeue_text(reply.stdout))
 
     def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
-        if self.reader is not None:
-            found = self.reader.history(names, ids, self.settings.history_since)
-            return self._ours([row_from_db_job(j) for j in found])
+        if self.reader is None:
+            return self._sacct_rows(names, ids)
+        found = self.reader.history(names, ids, self.settings.history_since)
+        rows = self._ours([row_from_db_job(j) for j in found])
+        # pyslurm keys accounting by job id: a requeued job's record is its last run only, and
+        # slurmdbd gives the earlier runs only to sacct --duplicates, which pyslurm cannot ask
+        # for. One sacct for the jobs it shows requeued gives every run, as the CLI transport.
+        requeued = sorted({r.job_id for r in rows if r.restarts > 0}, key=int)
+        if not requeued:
+            return rows
+        return [r for r in rows if r.job_id not in requeued] + self._sacct_rows([], requeued)
+
+    def _sacct_rows(self, names: Sequence[str], ids: Sequence[str]) -> list[Row]:
         argv = render.sacct_argv(
             names,
             uid=self.identity[0],

@@ -6,12 +6,12 @@ Attribute names follow pyslurm 25.11: ``pyslurm.Job`` (controller) has ``id``, `
 ``requeue_count``, ``is_requeueable``, ``priority``, ``submit_time``, ``eligible_time``,
 ``start_time``, ``end_time``, ``allocated_nodes``, ``user_id`` and ``user_name``;
 ``pyslurm.db.Job`` (accounting) has ``id``, ``name``, ``state``, ``state_reason``,
-``comment``, ``exit_code``, ``exit_code_signal``, ``nodelist``, ``priority``, ``submit_time``,
-``eligible_time``, ``start_time``, ``end_time``, ``cancelled_by``, ``user_id`` and
-``user_name``. pyslurm loads every user's jobs; the owner travels in the row so the backend
-keeps only its own (see ``Row.owned_by_other``). The mapping accepts the
-objects or plain dicts with those keys, which is how the fast tests use it; the live suites
-read the real objects (Slurm 26.05, docs/slurm-mapping.md).
+``comment``, ``exit_code``, ``exit_code_signal``, ``requeue_count``, ``nodelist``,
+``priority``, ``submit_time``, ``eligible_time``, ``start_time``, ``end_time``,
+``cancelled_by``, ``user_id`` and ``user_name``. pyslurm loads every user's jobs; the owner
+travels in the row so the backend keeps only its own (see ``Row.owned_by_other``). The mapping
+accepts the objects or plain dicts with those keys, which is how the fast tests use it; the
+live suites read the real objects (Slurm 26.05, docs/slurm-mapping.md).
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def row_from_db_job(job: Any) -> Row:
         comment=_text(_get(job, "comment")),
         exit_code=_int(_get(job, "exit_code")),
         signal=_int(_get(job, "exit_code_signal")) or None,
+        restarts=_int(_get(job, "requeue_count")) or 0,
         nodes=_text(_get(job, "nodelist")),
         priority=_int(_get(job, "priority")),
         submit_time=_int(_get(job, "submit_time")),

@@ -192,7 +192,8 @@ class PyslurmTransport:
     ) -> list[Any]:
         """The accounting record of each job named in ``names`` (or with one of ``ids``),
         submitted since ``since`` (sacct's ``--starttime``). pyslurm keys records by job id, so
-        a requeued job gives its last run only (sacct ``--duplicates`` gives every run)."""
+        a requeued job gives its last run only (sacct ``--duplicates`` gives every run: the
+        backend asks it for the jobs whose record counts a requeue)."""
         self.counts["pyslurm.db.Jobs.load"] += 1
         try:
             db = self._pyslurm.db

@@ -275,7 +275,8 @@ class _DbJobs:
     @staticmethod
     def load(flt: _DbJobFilter) -> dict[int, Any]:
         """Accounting: what the controller has, as ``pyslurm.db.Job`` attributes, one record
-        per job id (pyslurm keys them by id: a requeued job's earlier runs are not there)."""
+        per job id (pyslurm keys them by id: a requeued job's earlier runs are not there, only
+        its ``requeue_count``)."""
         c = CONTROLLER
         c.calls.append(("db.Jobs.load", (flt.ids, flt.names)))
         found = {}
@@ -290,6 +291,7 @@ class _DbJobs:
                 comment=job.comment,
                 exit_code=job.exit_code,
                 exit_code_signal=job.exit_code_signal,
+                requeue_count=job.requeue_count,
                 nodelist=job.allocated_nodes,
                 priority=job.priority,
                 submit_time=job.submit_time,
