@@ -9,14 +9,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
-from live_cluster import REPO
+from live_cluster import REPO, wait_for
 from live_user import User, kept_crontab
 
 from dispatch.batch.directives import OPTIONS
 
 DOC = REPO / "docs" / "sbatch.md"
+THREE_STEPS = "Move a script under dispatch"
 BLOCK = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```", re.S | re.M)
 
 
@@ -26,6 +28,11 @@ class Command:
 
     line: str
     prints: tuple[str, ...]
+
+
+def _section(title: str) -> str:
+    """The page's section under ``## title...``, up to the next one."""
+    return DOC.read_text().split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
 
 
 def _steps(text: str) -> list[tuple[str, str] | Command]:
@@ -73,7 +80,7 @@ def test_the_three_steps_run_as_written_and_the_job_succeeds(
     # The user's training program, which the page takes as given.
     (folder / "train.py").write_text("import sys\nprint('trained', *sys.argv[1:])\n")
     user = User(own_home, folder)
-    steps = _steps(DOC.read_text())
+    steps = _steps(_section(THREE_STEPS))
     assert [s.line for s in steps if isinstance(s, Command)] == [
         "dispatch sbatch --plan finetune.sbatch",
         "dispatch sbatch finetune.sbatch",
@@ -103,7 +110,7 @@ def test_a_requeue_line_is_refused_beside_a_rule_and_overridden_without_one(
     own_home: Path, tmp_path: Path
 ) -> None:
     """What the page says of a ``#SBATCH --requeue`` left in, with its own two scripts."""
-    files = [s for s in _steps(DOC.read_text()) if not isinstance(s, Command)]
+    files = [s for s in _steps(_section(THREE_STEPS)) if not isinstance(s, Command)]
     before, after = files[0][1], files[1][1]
     assert "#SBATCH --requeue\n" in before and "#DISPATCH --rule=" in after
     user = User(own_home, tmp_path)
@@ -120,3 +127,92 @@ def test_a_requeue_line_is_refused_beside_a_rule_and_overridden_without_one(
     assert "--requeue: dispatch's --no-requeue wins" in kept.stderr, kept.stderr
     asked = user.run("dispatch sbatch --plan --requeue ruled.sbatch")
     assert asked.returncode == 2 and "--requeue: recovery is dispatch's" in asked.stderr, asked
+
+
+# The user's training program for the pipeline: its first two submissions run until they are
+# preempted, the third trains at once, so the test decides when train ends.
+PIPELINE_TRAINER = """import os, time
+if int(os.environ["DISPATCH_SUBMISSION"]) < 3:
+    time.sleep(300)
+"""
+
+
+def _running_on(user: User, job: str, submission: int) -> str:
+    """The node the given submission of ``job`` runs on, once it runs."""
+
+    def probe() -> str:
+        st = user.status(job)
+        subs = cast(list[dict[str, object]], st["submissions"])
+        if len(subs) < submission:
+            return ""
+        return user.sh(f"squeue -h -j {subs[submission - 1]['object']} -t RUNNING -o %N").strip()
+
+    return wait_for(f"submission {submission} of {job} to run", probe, bool)
+
+
+@pytest.mark.live
+def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
+    own_home: Path, tmp_path: Path
+) -> None:
+    """The page's pipeline, typed as written: train is preempted twice and resubmitted, and
+    evaluate runs once, after train's third submission succeeded. Beside it, a pipeline whose
+    upstream fails: its evaluate never runs, and fails with cause dependency and an escalation."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "train.py").write_text(PIPELINE_TRAINER)
+    user = User(own_home, folder)
+    steps = _steps(_section("Pipelines"))
+    for step in steps:
+        if not isinstance(step, Command):
+            (folder / step[0]).write_text(step[1])
+    # The console block is one shell session: its variables carry from line to line.
+    session = [s for s in steps if isinstance(s, Command)]
+    done = user.run("\n".join(s.line for s in session) + '\necho "$prep $train" >&2')
+    assert done.returncode == 0, done.stderr
+    assert _matches(tuple(p for s in session for p in s.prints), done.stdout.splitlines()), done
+    prep, train = done.stderr.split()[-2:]
+    evaluate = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
+    assert user.sh(f"squeue -h --name=dj-{train},dj-{evaluate} -o %i") == ""
+    bad = user.sh("dispatch sbatch --parsable --job-name=bad-train --wrap='exit 3'").strip()
+    orphan = user.sh(
+        f"dispatch sbatch --parsable --dependency=afterok:{bad} --output=/dev/null "
+        "--wrap='echo orphan ran >> pipeline.log'"
+    ).strip()
+    preemptors: list[str] = []
+    try:
+        with kept_crontab():
+            user.sh("dispatch supervise install --cron")
+            cron = user.cron()
+        with cron:
+            for submission in (1, 2):
+                node = _running_on(user, train, submission)
+                preemptors.append(
+                    user.sh(
+                        f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+                        "--output=/dev/null --job-name=preemptor --wrap='sleep 4'"
+                    ).strip()
+                )
+            failed = user.settled(orphan)
+            done_eval = user.settled(evaluate)
+    finally:
+        for other in preemptors:
+            user.run(f"scancel {other}")
+        for job in (prep, train, evaluate, bad, orphan):
+            user.run(f"scancel --name=dj-{job}")
+    assert (folder / "pipeline.log").read_text().splitlines() == [
+        "prepared",
+        "train submission 1",
+        "train submission 2",
+        "train submission 3",
+        "trained",
+        "evaluated",
+    ]
+    assert done_eval["state"] == "succeeded"
+    assert len(cast(list[object], done_eval["submissions"])) == 1
+    assert len(cast(list[object], user.status(train)["submissions"])) == 3
+    cause = cast(dict[str, str], failed["cause"])
+    assert (failed["state"], cause["kind"]) == ("failed", "dependency"), failed
+    assert f"afterok:{bad}: job {bad} (bad-train) ended failed: non-zero-exit" in cause["detail"]
+    escalations = cast(list[dict[str, object]], failed["escalations"])
+    assert [e["id"] for e in escalations] == [f"dependency:{bad}"]
+    assert not failed["submissions"]
