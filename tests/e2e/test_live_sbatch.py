@@ -4,11 +4,13 @@ environment, preempted by a ``high`` job, resumed from its last publication at a
 trained to the end and settled ``succeeded``.
 
 Nothing is stood in: the real local Slurm cluster, Debian's real ``crontab``, a real S3 server
-process (``moto_server``) over HTTP, and for the multi-node case a real two-node ``torchrun``
-data-parallel PyTorch job (CPU, gloo). The test plays cron only in choosing when to run the
-installed line (every second rather than every minute); the line itself runs as cron would run
-it, under ``sh -c`` with ``HOME``, ``LOGNAME``, ``SHELL`` and ``PATH=/usr/bin:/bin`` and nothing
-else. The "user" writes no Python but the training script.
+process (``moto_server``) over HTTP, for the multi-node case a real two-node ``torchrun``
+data-parallel PyTorch job (CPU, gloo), and for the container case Podman running the image
+``containers/compute/build`` makes, with the checkpoint store a folder bound into it. The test
+plays cron only in choosing when to run the installed line (every second rather than every
+minute); the line itself runs as cron would run it, under ``sh -c`` with ``HOME``, ``LOGNAME``,
+``SHELL`` and ``PATH=/usr/bin:/bin`` and nothing else. The "user" writes no Python but the
+training script.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Case:
     trainer: str
     args: str
     resumed: str  # what the training script prints when it resumes, before the step
+    container: bool = False  # run in the compute image, publishing to a folder store
 
 
 CASES = {
@@ -55,13 +58,32 @@ CASES = {
         "train.py --steps 240 --save-every 40 --step-seconds 0.1 --save-rank 1",
         "rank 0 resumed from step ",
     ),
+    "container": Case(
+        "container.sbatch",
+        "tiny_train.py",
+        "python3 train.py --steps 400 --save-every 50 --step-seconds 0.05",
+        "resumed from step ",
+        container=True,
+    ),
 }
+
+PODMAN_CONF = REPO / "containers" / "localcluster-podman.conf"
 
 
 @pytest.fixture(scope="module")
 def s3_url() -> Iterator[str]:
     with s3_bucket(BUCKET) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The compute image, built by its one command (at once when it is built already)."""
+    done = subprocess.run(
+        [str(REPO / "containers" / "compute" / "build")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 @pytest.fixture
@@ -77,15 +99,26 @@ def _cause(status: dict[str, object]) -> object:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
-    name: str, s3_url: str, crontab: None, own_home: Path, tmp_path: Path
+    name: str,
+    s3_url: str,
+    crontab: None,
+    own_home: Path,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> None:
     case = CASES[name]
     folder = tmp_path / "project"
     folder.mkdir()
     shutil.copy(TEMPLATES / case.trainer, folder / "train.py")
-    user = User(
-        own_home, folder, {**s3_env(s3_url, f"s3://{BUCKET}/{name}"), "TMPDIR": str(tmp_path)}
-    )
+    settings = {**s3_env(s3_url, f"s3://{BUCKET}/{name}"), "TMPDIR": str(tmp_path)}
+    if case.container:
+        (tmp_path / "store").mkdir()
+        settings.update(
+            PUBLISH_STORE=str(tmp_path / "store"),
+            CONTAINER_IMAGE=request.getfixturevalue("image"),
+            CONTAINERS_CONF=str(PODMAN_CONF),
+        )
+    user = User(own_home, folder, settings)
 
     # What the user types: copy the template, submit it, install the sweep.
     job = user.sh(
@@ -135,3 +168,22 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     final = user.published(last * 1_000_000 + 999_999)
     steps = int(re.search(r"--steps (\d+)", case.args).group(1))  # type: ignore[union-attr]
     assert final is not None and (final["epoch"], final["step"]) == (last * 1_000_000, steps), out
+
+    if case.container:
+        # Each execution ran in a container of the image, labelled with its epoch.
+        started = user.sh(
+            f"podman events --stream=false --since 1h --filter event=start "
+            f"--filter label=dispatch.job={job} --format '{{{{.Attributes}}}}'"
+        )
+        for n in range(1, last + 1):
+            assert f"dispatch.epoch:{n}000000" in started, started
+        # A container of the first execution, late: its save is refused, the newest stays.
+        late = user.run(
+            'podman run --rm --network=host --volume "$PUBLISH_STORE:$PUBLISH_STORE" '
+            '--env PUBLISH_STORE --env DISPATCH_EPOCH=1000000 "$CONTAINER_IMAGE" bash -c '
+            "'mkdir -p /tmp/late && echo {} > /tmp/late/state.json && "
+            "publish save /tmp/late --step 999'"
+        )
+        assert late.returncode == 4, (late.stdout, late.stderr)
+        assert "is outranked and must not publish" in late.stderr, late.stderr
+        assert user.published(last * 1_000_000 + 999_999) == final

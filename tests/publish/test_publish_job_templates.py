@@ -221,33 +221,3 @@ def test_a_template_submitted_without_dispatch_says_how_to_submit_it(
     )
     assert done.returncode != 0
     assert "submit this script with dispatch sbatch" in done.stderr
-
-
-@pytest.mark.slow
-def test_container_template_runs_training_through_the_runtime_and_publishes(
-    bucket: Bucket, tmp_path: Path
-) -> None:
-    """The container runtime is a stand-in shell script (no Apptainer here) that drops the
-    runtime's own options and image and runs the command on the host."""
-    shim = tmp_path / "fake-apptainer"
-    shim.write_text(
-        "#!/bin/bash\n"
-        "shift  # exec\n"
-        "while [[ $1 == --* ]]; do\n"
-        "  case $1 in --nv) shift ;; *) shift 2 ;; esac\n"
-        "done\n"
-        "shift  # image\n"
-        'exec "$@"\n'
-    )
-    shim.chmod(0o755)
-    env = _env(bucket, tmp_path, restart=0)
-    env.update(CONTAINER_RUNTIME=str(shim), CONTAINER_IMAGE="train.sif")
-    done = subprocess.run(
-        ["bash", str(REPO / "job_templates" / "container.sbatch"), *_train()],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    assert _resolve(env, "1000000")["step"] == 400
