@@ -26,6 +26,7 @@ import click
 from dispatch.config import settings_for
 from dispatch.model.errors import DispatchError
 from dispatch.records import ledger_format as fmt
+from dispatch.records import sweep_exit
 from dispatch.records.locks import check_locking
 
 # The sweep indexes of dispatch/records/file_index.py (which imports the core): the residual
@@ -68,6 +69,7 @@ def answer(args: Sequence[str]) -> bool:
             f"swept 0 unsettled jobs in {took:.2f}s: 0 passed (0 progressed, 0 settled), "
             "0 skipped (owned by another supervisor), 0 failed, 0 left for the next tick"
         )
+    sweep_exit.record(settings.ledger, 0, started, datetime.now(UTC))
     return True
 
 

@@ -44,6 +44,7 @@ from dispatch.supervise.install import (
     cron_daemon_running,
     dispatch_command,
     entry_of,
+    last_exit,
     last_sweep,
     log_of,
     merge,
@@ -352,6 +353,8 @@ def status_(
     log = log_of(entry)
     seen = log.stat() if log is not None and log.is_file() else None
     last = last_sweep(log.read_text(errors="replace")) if seen and log else None
+    at = datetime.fromtimestamp(seen.st_mtime, UTC) if seen else None
+    code = last_exit(path, at, last) if entry else None
     runner = (
         ("cron", cron_daemon_running())
         if kind is Kind.CRON
@@ -363,11 +366,10 @@ def status_(
         "installed": "\n".join(entry) or None,
         "runs": runner[1],
         "log": str(log) if log else None,
-        "last_run": None
-        if seen is None
-        else datetime.fromtimestamp(seen.st_mtime, UTC).isoformat(),
+        "last_run": at.isoformat() if at else None,
         "last_said": last[0] if last else None,
-        "exit_code": last[1] if last else None,
+        "exit_code": code[0] if code else None,
+        "exit_code_from": code[1] if code else None,
     }
     if as_json:
         echo_json(doc)
@@ -385,14 +387,14 @@ def status_(
                 else "runs: no, no cron daemon runs on this host, so the entry does not run: "
                 "start one (sudo service cron start) or install with --scrontab"
             )
-        if seen is not None:
-            at = datetime.fromtimestamp(seen.st_mtime, UTC)
+        if at is not None:
             ago = format_duration(timedelta(seconds=int((datetime.now(UTC) - at).total_seconds())))
             click.echo(f"last run: {at:%Y-%m-%d %H:%M:%S} UTC ({ago} ago), log {log}")
             if last is not None:
                 click.echo(f"last said: {last[0]}")
-                click.echo(f"exit code: {last[1]}")
         elif entry:
             click.echo(f"last run: none yet (no log at {log})")
+        if code is not None:
+            click.echo(f"exit code: {code[0]} ({code[2]})")
     if not entry:
         sys.exit(EXIT_FAILED)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import resource
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,7 @@ import click
 
 from dispatch.cli.render import clean
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, echo_json, refusals
+from dispatch.records import sweep_exit
 from dispatch.supervise import SweepReport
 
 
@@ -84,27 +85,40 @@ def sweep(
 
     Each job is carried through every stage its pass can establish (a new job to its open, an
     ended execution to the next submission's open). Exits 1 when any job's pass failed (the
-    others still had theirs).
+    others still had theirs). The exit code is recorded in the ledger (sweep/last-exit), where
+    `dispatch supervise status` reads it.
 
     \b
     Example:
       $ dispatch sweep
       $ dispatch sweep --json --metrics /var/lib/node_exporter/dispatch.prom
     """
-    with refusals():
-        session = Session(config)
-        raise_open_file_limit()
-        metrics = metrics or session.settings.sweep_metrics
-        if metrics is not None:
-            from dispatch.report.metrics import QueryCounter
+    started = datetime.now(UTC)
+    ledger: Path | None = None
+    code = EXIT_FAILED  # an exception that escapes ends the process with 1
+    try:
+        with refusals():
+            session = Session(config)
+            ledger = session.settings.ledger
+            raise_open_file_limit()
+            metrics = metrics or session.settings.sweep_metrics
+            if metrics is not None:
+                from dispatch.report.metrics import QueryCounter
 
-            queries = QueryCounter()
-            queries.attach(session.backend)
-        report = session.supervisor().sweep(time_limit or session.settings.sweep_time_limit)
-        if metrics is not None:
-            from dispatch.cli.sweep_metrics import write_metrics
+                queries = QueryCounter()
+                queries.attach(session.backend)
+            report = session.supervisor().sweep(time_limit or session.settings.sweep_time_limit)
+            if metrics is not None:
+                from dispatch.cli.sweep_metrics import write_metrics
 
-            write_metrics(metrics, session.store, report, queries)
-    show(report, json_out)
-    if report.failed:
-        sys.exit(EXIT_FAILED)
+                write_metrics(metrics, session.store, report, queries)
+        show(report, json_out)
+        code = EXIT_FAILED if report.failed else 0
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else EXIT_FAILED
+        raise
+    finally:
+        if ledger is not None:
+            sweep_exit.record(ledger, code, started, datetime.now(UTC))
+    if code:
+        sys.exit(code)

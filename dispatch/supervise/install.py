@@ -14,12 +14,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 
+from dispatch.config import embedded, load
 from dispatch.model.base import format_duration
-from dispatch.model.errors import InvalidError, UnavailableError
+from dispatch.model.errors import DispatchError, InvalidError, UnavailableError
+from dispatch.records import sweep_exit
 
 JOB_NAME = "dispatch-sweep"
 _BEGIN = "# >>> dispatch sweep for {config} (written by `dispatch supervise install`; replaced"
@@ -229,6 +231,25 @@ def last_sweep(log: str) -> tuple[str, int] | None:
         last = lines[-1]
         return last, 2 if last.startswith("error: dispatch: invalid: ") else 1
     return lines[summaries[-1]], 1 if after else 0
+
+
+def last_exit(
+    config: Path, log_written: datetime | None, last: tuple[str, int] | None
+) -> tuple[int, str, str] | None:
+    """The last sweep's exit code, where it was read (``ledger`` or ``log``) and how that
+    reads in words. The ledger of ``config`` (the default one when the file does not exist)
+    holds the code the sweep recorded as it ended; when the log was written after that
+    record (a sweep that stopped before it knew its ledger), the code its output shows."""
+    try:
+        found = sweep_exit.read((load(config) if config.exists() else embedded()).ledger)
+    except DispatchError:
+        found = None  # a config the sweep cannot read either: the log says why
+    if found is not None and found.describes(log_written):
+        when = f"{found.finished:%Y-%m-%d %H:%M:%S} UTC"
+        return found.code, "ledger", f"recorded by the sweep that finished {when}"
+    if last is not None:
+        return last[1], "log", "read from the log: the last sweep recorded none"
+    return None
 
 
 def cron_daemon_running(proc: Path = Path("/proc")) -> bool:

@@ -21,6 +21,7 @@ import pytest
 from cli_setup import Site
 
 from dispatch.model.errors import InvalidError
+from dispatch.records import sweep_exit
 from dispatch.supervise.install import (
     CronLine,
     Kind,
@@ -394,15 +395,60 @@ def test_status_shows_the_installed_entry_and_the_last_sweep_from_its_log(tmp_pa
     subprocess.run(["sh", "-c", command], check=False, env={"PATH": "/usr/bin:/bin"})
     code, out = supervise_status(site, "--cron")
     assert code == 0
-    assert "last said: swept 0 unsettled jobs in " in out and "exit code: 0" in out, out
+    assert "last said: swept 0 unsettled jobs in " in out, out
+    recorded = sweep_exit.read(site.ledger)
+    assert recorded is not None and recorded.code == 0
+    when = f"{recorded.finished:%Y-%m-%d %H:%M:%S} UTC"
+    assert f"exit code: 0 (recorded by the sweep that finished {when})\n" in out, out
     doc = json.loads(supervise_status(site, "--cron", "--json")[1])
     assert doc["installed"] == line and doc["log"] == str(log)
-    assert doc["exit_code"] == 0 and doc["last_said"].startswith("swept 0 unsettled jobs")
+    assert (doc["exit_code"], doc["exit_code_from"]) == (0, "ledger")
+    assert doc["last_said"].startswith("swept 0 unsettled jobs")
+    # The whole sweep (not the empty ledger's shortcut) printing JSON: its output has no
+    # summary line to read an exit code from; the sweep's own record says it swept.
+    subprocess.run(
+        ["sh", "-c", command.replace(" sweep ", " sweep --json --time-limit 1m ")],
+        check=False,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert last_sweep(log.read_text()) == ("}", 1)
+    doc = json.loads(supervise_status(site, "--cron", "--json")[1])
+    assert (doc["exit_code"], doc["exit_code_from"], doc["last_said"]) == (0, "ledger", "}")
+    # A later run that never reached its ledger (dispatch not found by cron's shell): the log
+    # was written after the record, so the code is the one its output shows.
+    with log.open("a") as out_file:
+        out_file.write("sh: 1: dispatch: not found\n")
+    later = recorded.finished.timestamp() + 60
+    os.utime(log, (later, later))
+    code, out = supervise_status(site, "--cron")
+    assert "exit code: 1 (read from the log: the last sweep recorded none)\n" in out, out
     # A sweep refused as bad input: the config broken after the install.
     site.config.write_text(site.config.read_text() + "colour = 1\n")
     subprocess.run(["sh", "-c", command], check=False, env={"PATH": "/usr/bin:/bin"})
     doc = json.loads(supervise_status(site, "--cron", "--json")[1])
-    assert doc["exit_code"] == 2 and "unknown key 'backend.colour'" in doc["last_said"]
+    assert (doc["exit_code"], doc["exit_code_from"]) == (2, "log")
+    assert "unknown key 'backend.colour'" in doc["last_said"]
+
+
+def test_a_sweeps_exit_code_is_recorded_whatever_ends_it_and_a_damaged_record_is_none(
+    tmp_path: Path,
+) -> None:
+    site = Site(tmp_path)
+    site.config.write_text(f'ledger = "{site.ledger}"\n[backend]\nname = "memory"\n')
+    done = site.run(["sweep", "--config", str(site.config), "--time-limit", "1m"])
+    assert done.exit_code == 0, done.stderr
+    first = sweep_exit.read(site.ledger)
+    assert first is not None and first.code == 0 and first.started <= first.finished
+    assert sweep_exit.path(site.ledger).stat().st_mode & 0o777 == 0o600
+    # Refused as bad input once the ledger is known: a metrics file in a missing folder.
+    done = site.run(
+        ["sweep", "--config", str(site.config), "--metrics", str(tmp_path / "no" / "m.prom")]
+    )
+    again = sweep_exit.read(site.ledger)
+    assert again is not None and again.code == done.exit_code != 0 and again.started > first.started
+    for damaged in (b"", b"{", b'{"exit_code": true}', b"[1]", b'{"exit_code": 0}'):
+        sweep_exit.path(site.ledger).write_bytes(damaged)
+        assert sweep_exit.read(site.ledger) is None, damaged
 
 
 @pytest.mark.parametrize(
