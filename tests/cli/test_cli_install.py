@@ -166,6 +166,7 @@ def crontab() -> str:
     return subprocess.run(["crontab", "-l"], capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_install_writes_the_crontab_once_and_a_new_every_replaces_it(tmp_path: Path) -> None:
     subprocess.run(
@@ -186,6 +187,7 @@ def test_install_writes_the_crontab_once_and_a_new_every_replaces_it(tmp_path: P
     assert line.startswith("*/5 * * * * ")
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_install_into_an_empty_crontab(tmp_path: Path) -> None:
     subprocess.run(["crontab", "-r"], capture_output=True, check=False)
