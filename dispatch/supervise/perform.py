@@ -49,6 +49,7 @@ class Performer:
         token: str,
         actor: Actor,
         now: datetime,
+        current: int = 0,
     ) -> None:
         self.backend, self.store, self.header = backend, store, header
         self.job: JobID = header.job
@@ -56,6 +57,8 @@ class Performer:
         # Whether a step asked the scheduler to act (or asked it a question): after that, what
         # the pass's look showed may no longer hold.
         self.acted = False
+        # The job's latest submission, as this pass moves it (the fences follow it).
+        self.current = current
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """Commit at the revision this pass is at; ``ConflictError`` ends the pass."""
@@ -83,8 +86,10 @@ class Performer:
             case st.Cease(ref=ref, said=said):
                 return self._cease(ref, said)
             case st.Authorize(submission=n):
+                self.current = n
                 self._fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
-            case st.Outcome():
+            case st.Outcome() | st.Settle():
+                # Again at the settle: a crash right after the outcome's commit left it unsaid.
                 self._fence(lambda f: f.advance(self.job, None))
             case _:
                 pass  # a decision: its entry is all there is
@@ -175,7 +180,15 @@ class Performer:
             self._call("restore", lambda: backend.restore_requeue_bit(ref, meta))
 
     def _open(self, ref: ObjectRef) -> None:
-        """Lift the gate; a refusal is evidence that this execution can never run."""
+        """Lift the gate, fenced first; a refusal is evidence that this execution can never
+        run.
+
+        The fences are written again here, whatever the start wrote: a crash between the
+        start's reply and its fence, or between an authorize and its advance, would otherwise
+        let this execution (or an older one) run unfenced. Both writes are idempotent."""
+        n = self.header.lineage_base + self.current
+        self._fence(lambda f: f.fence(self.job, ref, n))
+        self._fence(lambda f: f.advance(self.job, n))
         try:
             self.backend.open(ref)
         except LaunchRefusedError as err:

@@ -217,7 +217,14 @@ class Supervisor:
             # A sweep holds the lock alone: ownership goes in with the pass's first commit.
             store = OwnerFirst(store, token, self.actor, now)
         performer = Performer(
-            self.backend, store, view.header, view.revision, token, self.actor, now
+            self.backend,
+            store,
+            view.header,
+            view.revision,
+            token,
+            self.actor,
+            now,
+            len(j.submissions),
         )
         if waits_on_upstream(j):
             found = look_upstream(self.store, j, found, now)

@@ -38,10 +38,11 @@ class World:
         rules: list[dispatch.Rule] | None = None,
         deliver: Callable[[str, Escalation], None] | None = None,
         spec: dict[str, Any] | None = None,
+        backend: Callable[..., MemoryBackend] = MemoryBackend,
         **options: Any,
     ) -> None:
         self.clock = ManualClock()
-        self.backend = MemoryBackend(shape=shape, auto_run=True, clock=self.clock.now)
+        self.backend = backend(shape=shape, auto_run=True, clock=self.clock.now)
         self.store = MemoryRecords()
         self.cluster = dispatch.compose(
             self.backend,
