@@ -8,7 +8,8 @@ is unknown raises ``OutcomeUnknownError`` and is never reported as a failure.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from datetime import datetime
 from typing import IO, Protocol, runtime_checkable
 
 from dispatch.model.enums import Capability, ObjectState
@@ -130,6 +131,11 @@ class Fencer(Protocol):
     def advance(self, job: JobID, submission: int | None) -> None:
         """The job's current submission is now ``submission`` (None: the job is over);
         every execution of an older one is stale."""
+        ...
+
+    def forget(self, keep: Collection[JobID], now: datetime) -> list[str]:
+        """Remove what was written for the jobs over long enough that nothing of them can run
+        again, but those in ``keep``; returns what was removed."""
         ...
 
 

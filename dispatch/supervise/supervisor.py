@@ -27,7 +27,7 @@ from dispatch.model.objects import Discovery
 from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
-from dispatch.spi import Backend, find_all
+from dispatch.spi import Backend, Fencer, find_all
 from dispatch.supervise import memo
 from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
@@ -339,6 +339,7 @@ class Supervisor:
                     self._residual_pass(job, token, view, found[job], report)
                 if self._memos is not None:
                     self._memos.save(report.not_reached)
+                self._forget({*seen, *report.skipped, *report.not_reached})
             finally:
                 self._memos = None
                 for job in locked:
@@ -352,6 +353,19 @@ class Supervisor:
                 settled.clear()
                 report.finished = self.clock.now()
         return report
+
+    def _forget(self, keep: set[JobID]) -> None:
+        """What the nodes were told of jobs over for long leaves their spool (best effort):
+        never of a job this sweep found unsettled."""
+        if not isinstance(self.backend, Fencer):
+            return
+        try:
+            gone = self.backend.forget(keep, self.clock.now())
+        except DispatchError as err:
+            log.warning("the fences of jobs over were kept: %s", err)
+            return
+        if gone:
+            log.info("removed %d spool files of jobs over: %s", len(gone), ", ".join(gone))
 
     def _claim_and_peek(
         self,

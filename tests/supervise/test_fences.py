@@ -11,6 +11,8 @@ catches, raised where the process would die.
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from world import World
 
 import dispatch
 from dispatch.adapters.memory import MemoryBackend
+from dispatch.adapters.slurm.backend import SPOOL_KEEP
 from dispatch.adapters.slurm.spool import Spool
 from dispatch.model.enums import ObjectState
 from dispatch.model.objects import ObjectRef
@@ -46,6 +49,10 @@ class FencingMemory(MemoryBackend):
         """As the Slurm adapter: ``current.<job>`` moves forward, or says ``ended``."""
         self._maybe_crash("ended" if submission is None else "advance")
         self.spool.advance(job, submission)
+
+    def forget(self, keep: Collection[str], now: datetime) -> list[str]:
+        """As the Slurm adapter: the files of jobs over for a day leave the spool."""
+        return self.spool.forget(keep, (now - SPOOL_KEEP).timestamp())
 
     def open(self, ref: ObjectRef) -> None:
         """Note what the nodes would read at the moment the gate is lifted."""
@@ -108,3 +115,57 @@ def test_a_crash_after_the_outcome_before_its_fence_is_made_good_by_the_settle(
     world.passes()
     assert world.status().settled and world.status().state is dispatch.State.SUCCEEDED
     assert b.fences()[f"current.{world.job}"] == "current=ended\n"
+
+
+def test_a_sweep_removes_the_fences_of_a_job_over_for_a_day_and_never_before(
+    world: World,
+) -> None:
+    b = fencing(world)
+    world.passes()
+    made = world.canonical(1)
+    world.env.complete(made)
+    world.passes()
+    assert world.status().settled
+    folder = b.spool.path / str(b.spool.uid)
+    names = {f"fence.{made.id}", f"current.{world.job}"}
+    assert set(b.fences()) == names
+    # What the plugin writes for the same Slurm job: a record and a note left by a prolog.
+    for name in (f"{made.id}.0.n1.epilog", f"run.{made.id}.n2"):
+        (folder / name).write_text("format=1\n")
+        (folder / name).chmod(0o400)
+    names |= {f"{made.id}.0.n1.epilog", f"run.{made.id}.n2"}
+    world.store.unlock(world.job, world.token)
+
+    def age(by: timedelta) -> None:
+        at = (world.clock.now() - by).timestamp()
+        for p in folder.iterdir():
+            os.utime(p, (at, at), follow_symlinks=False)
+
+    age(timedelta(hours=23))
+    world.sup.sweep()
+    assert set(b.fences()) == names  # over for less than a day: kept
+    victim = folder.parent.parent / "victim"
+    victim.write_text("theirs")
+    (folder / f"{made.id}.0.n3.epilog").symlink_to(victim)
+    age(timedelta(days=1, minutes=1))
+    world.sup.sweep()
+    assert b.fences() == {f"{made.id}.0.n3.epilog": "theirs"}  # a link is never touched
+    assert victim.read_text() == "theirs"
+
+
+def test_a_sweep_keeps_the_fences_of_every_job_still_going(world: World) -> None:
+    b = fencing(world)
+    world.passes()
+    world.store.unlock(world.job, world.token)
+    folder = b.spool.path / str(b.spool.uid)
+    at = (world.clock.now() - timedelta(days=3)).timestamp()
+    for p in folder.iterdir():
+        os.utime(p, (at, at))
+    # Even a job whose current file says ended (a cancel whose settle is still to come) is
+    # kept while a sweep finds it unsettled.
+    (folder / f"current.{world.job}").unlink()
+    (folder / f"current.{world.job}").write_text("current=ended\n")
+    os.utime(folder / f"current.{world.job}", (at, at))
+    before = b.fences()
+    world.sup.sweep()
+    assert b.fences() == before

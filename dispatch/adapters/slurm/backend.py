@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import IO
 
@@ -60,6 +61,9 @@ _STOP_PAUSE = 0.5
 # the gate: a launch's open follows its look by milliseconds; a look older than this is taken
 # again (a sweep's look can be minutes old by the time a late job's pass opens).
 LOOK_SERVES_OPEN = 2.0
+# How long the spool keeps the files of a job that is over: far past Slurm's MinJobAge, after
+# which a job can no longer be requeued or released (docs/spank.md, "Tidying the spool").
+SPOOL_KEEP = timedelta(days=1)
 # Words meaning the controller may have acted although the reply never came.
 _LOST_REPLY = ("timed out", "socket timed out", "zero bytes were transmitted")
 
@@ -299,6 +303,13 @@ class SlurmBackend:
         """Tell the nodes the job's current submission (None: the job is over)."""
         if self.spool is not None:
             self.spool.advance(job, submission)
+
+    def forget(self, keep: Collection[JobID], now: datetime) -> list[str]:
+        """Remove the spool files of the jobs over for a day (``Spool.forget``): by then Slurm
+        has long forgotten their jobs (``MinJobAge``), so nobody can run them again."""
+        if self.spool is None:
+            return []
+        return self.spool.forget(keep, (now - SPOOL_KEEP).timestamp())
 
     # Requeuer: two steps, so a crash between them leaves the bit to restore.
 

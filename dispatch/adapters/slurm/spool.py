@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,55 @@ class Spool:
             return
         self._write(f"current.{job}", f"current={ENDED if submission is None else submission}\n")
 
+    def forget(self, keep: Collection[str], before: float) -> list[str]:
+        """Remove the files of every dispatch job that is over: its ``current.<job>`` says
+        ``ended`` and was written before ``before`` (epoch seconds), and it is not in
+        ``keep``; with it, the fences, run notes and records of each Slurm job its fences
+        name. Returns the names removed, in order.
+
+        Only regular files of this user (or root's, the plugin's run notes) in the user's own
+        checked folder are touched, each by ``unlink`` relative to that folder, which never
+        follows a link. ``current.<job>`` goes last, so an interrupted pass leaves nothing
+        fenced to a job it does not know is over."""
+        try:
+            fd = self._user_dir()
+        except OSError as err:
+            raise UnavailableError(f"the SPANK spool: {err}") from None
+        try:
+            names = sorted(os.listdir(fd))
+            over = {
+                n.removeprefix("current.")
+                for n in names
+                if n.startswith("current.")
+                and n.removeprefix("current.") not in keep
+                and self._ours(fd, n, before)
+                and _fields(_read_small(fd, n, (self.uid,)) or "").get("current") == ENDED
+            }
+            ids = {
+                n.removeprefix("fence."): job
+                for n in names
+                if n.startswith("fence.")
+                and (job := _fields(_read_small(fd, n, (self.uid,)) or "").get("job")) in over
+            }
+            gone = [n for n in names if _slurm_job(n) in ids and self._ours(fd, n, None)]
+            gone += [f"current.{job}" for job in sorted(over)]
+            for name in gone:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(name, dir_fd=fd)
+            return gone
+        finally:
+            os.close(fd)
+
+    def _ours(self, fd: int, name: str, before: float | None) -> bool:
+        """Whether ``name`` is a regular file (never a link) of this user or root, last
+        written before ``before`` when given."""
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return False
+        old = before is None or st.st_mtime < before
+        return stat.S_ISREG(st.st_mode) and st.st_uid in (self.uid, 0) and old
+
     def _write(self, name: str, text: str) -> None:
         try:
             self._write_file(name, text)
@@ -206,6 +256,16 @@ class Spool:
             raise
         finally:
             os.close(fd)
+
+
+def _slurm_job(name: str) -> str:
+    """The Slurm job a spool file is about: ``fence.<id>``, ``run.<id>.<node>`` or a record
+    ``<id>.<restart>.<node>.<what>``; "" for any other name."""
+    for prefix in ("fence.", "run."):
+        if name.startswith(prefix):
+            return name.removeprefix(prefix).split(".")[0]
+    first = name.split(".")[0]
+    return first if first.isdigit() else ""
 
 
 def probe_spank(spool: Spool | None) -> Support:

@@ -170,3 +170,28 @@ def test_the_probe_reads_the_marker_and_says_why_when_there_is_none(tmp_path: Pa
         assert "built for Slurm 22.05; fences stale executions" in found.detail
     else:  # the marker must be root's: one written by a user is no plugin
         assert found.state is Tristate.NO
+
+
+def test_forget_removes_only_the_files_of_jobs_over_before_the_cutoff(tmp_path: Path) -> None:
+    s = spool_at(tmp_path)
+    folder = s.path / str(UID)
+    s.fence("over", "12", 1)
+    s.fence("going", "13", 2)
+    s.fence("kept", "14", 1)
+    for job, current in (("over", None), ("going", 2), ("kept", None)):
+        s.advance(job, current)
+    record(s, "12", 0, "n1")
+    record(s, "13", 0, "n1")
+    (folder / "12.0.n2.epilog").mkdir()  # not a regular file: never removed
+    cutoff = datetime.now(UTC).timestamp() + 60  # everything above was written before it
+    assert s.forget({"kept"}, cutoff) == ["12.0.n1.epilog", "fence.12", "current.over"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "12.0.n2.epilog",
+        "13.0.n1.epilog",
+        "current.going",
+        "current.kept",
+        "fence.13",
+        "fence.14",
+    ]
+    s.advance("going", None)
+    assert s.forget(set(), datetime.now(UTC).timestamp() - 60) == []  # over, but just now
