@@ -187,3 +187,46 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
         assert late.returncode == 4, (late.stdout, late.stderr)
         assert "is outranked and must not publish" in late.stderr, late.stderr
         assert user.published(last * 1_000_000 + 999_999) == final
+
+
+def test_the_warning_before_the_time_limit_reaches_training_in_the_container(
+    own_home: Path, tmp_path: Path, image: str
+) -> None:
+    """USR1 to the batch shell alone, as ``--signal=B:USR1@120`` sends it: it goes through
+    srun and Podman to the training process, which saves, and the save is published from the
+    container before the job ends."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(TEMPLATES / "tiny_train.py", folder / "train.py")
+    (tmp_path / "store").mkdir()
+    user = User(
+        own_home,
+        folder,
+        {
+            "PUBLISH_STORE": str(tmp_path / "store"),
+            "CONTAINER_IMAGE": image,
+            "CONTAINERS_CONF": str(PODMAN_CONF),
+            "TMPDIR": str(tmp_path),
+        },
+    )
+    job = user.sh(
+        f"cp {TEMPLATES / 'container.sbatch'} train.sbatch\n"
+        "dispatch sbatch --parsable --partition=low train.sbatch "
+        "python3 train.py --steps 2000 --save-every 50 --step-seconds 0.05"
+    ).strip()
+    try:
+        wait_for("the first publication", lambda: user.published(1_999_999), bool)
+        slurm_job = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
+        user.sh(f"scancel --signal=USR1 --batch {slurm_job}")
+        wait_for(
+            "the job to end",
+            lambda: user.sh(f"squeue -h -j {slurm_job} -o %T").strip(),
+            lambda state: state in ("", "COMPLETED", "FAILED"),
+        )
+    finally:
+        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+    out = (folder / f"slurm-{slurm_job}.out").read_text()
+    stopped = re.search(r"stopped by signal 10 at step (\d+)", out)
+    assert stopped is not None, out
+    final = user.published(1_999_999)
+    assert final is not None and final["step"] == int(stopped.group(1)), out
