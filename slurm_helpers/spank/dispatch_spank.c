@@ -398,12 +398,21 @@ static int ds_read_small(int dir, const char *name, uid_t owner, char *buf, size
 	return 0;
 }
 
+/* Whether Slurm job name is dispatch's name for job (dj-<job>, docs/slurm-mapping.md). */
+static int ds_names_job(const char *name, const char *job)
+{
+	return strncmp(name, "dj-", 3) == 0 && strcmp(name + 3, job) == 0;
+}
+
 /*
- * Whether an execution of Slurm job slurm_job may run: 0 yes (with *submission set when
- * a fence names it, else 0), 1 no (reason in why), -1 the spool could not say (err).
+ * Whether an execution of Slurm job slurm_job, named name ("" when unknown), may run: 0 yes
+ * (with *submission set when a fence names it, else 0), 1 no (reason in why), -1 the spool
+ * could not say (err). A fence naming a dispatch job the Slurm job is not named for is an
+ * earlier job's that had the same id (a cluster whose ids started again): not this one's.
  */
-static int ds_fence_check(int user_dir, uid_t uid, uint32_t slurm_job, unsigned long *submission,
-			  char *why, size_t whylen, char *err, size_t errlen)
+static int ds_fence_check(int user_dir, uid_t uid, uint32_t slurm_job, const char *slurm_name,
+			  unsigned long *submission, char *why, size_t whylen, char *err,
+			  size_t errlen)
 {
 	char name[128], text[DS_SMALL];
 	struct ds_fence f;
@@ -418,6 +427,8 @@ static int ds_fence_check(int user_dir, uid_t uid, uint32_t slurm_job, unsigned 
 		snprintf(err, errlen, "%s: not a fence file", name);
 		return -1;
 	}
+	if (slurm_name[0] != '\0' && !ds_names_job(slurm_name, f.job))
+		return 0;
 	*submission = f.submission;
 	snprintf(name, sizeof(name), "current.%s", f.job);
 	rc = ds_read_small(user_dir, name, uid, text, sizeof(text), err, errlen);
@@ -642,7 +653,7 @@ static unsigned long ds_step_restart(spank_t sp, int dir, uid_t uid, uint32_t jo
  */
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
-	char err[DS_ERR], why[DS_ERR], value[32], node[128];
+	char err[DS_ERR], why[DS_ERR], value[32], node[128], slurm_name[160];
 	uint32_t job = 0;
 	uid_t uid = 0;
 	unsigned long submission = 0, restart;
@@ -653,9 +664,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return 0;
 	ds_node_name(sp, node, sizeof(node));
+	/* Only ever narrows a fence to the job it was written for; a job that lost its name
+	 * (none in the task's environment) is judged by the fence as it stands. */
+	if (spank_getenv(sp, "SLURM_JOB_NAME", slurm_name, (int)sizeof(slurm_name)) !=
+	    ESPANK_SUCCESS)
+		slurm_name[0] = '\0';
 	dir = ds_user_dir(uid, 0, 0, err, sizeof(err));
 	if (dir >= 0)
-		rc = ds_fence_check(dir, uid, job, &submission, why, sizeof(why), err, sizeof(err));
+		rc = ds_fence_check(dir, uid, job, slurm_name, &submission, why, sizeof(why), err,
+				    sizeof(err));
 	restart = ds_step_restart(sp, dir, uid, job, node);
 	if (dir >= 0)
 		close(dir);

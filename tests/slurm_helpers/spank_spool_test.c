@@ -174,25 +174,33 @@ static void test_spool(void)
 	CHECK(ds_read_small(dir, "fence.7", 1, text, sizeof(text), err, sizeof(err)) == -1);
 
 	/* Fencing: no fence runs; current at the fence's submission runs; newer or ended not. */
-	CHECK(ds_fence_check(dir, user, 99, &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	CHECK(ds_fence_check(dir, user, 99, "", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
 	      sub == 0);
-	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
 	      sub == 2);
 	CHECK(ds_write_file(dir, "current.abc", "current=2\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 0);
 	CHECK(ds_write_file(dir, "current.abc", "current=3\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
+	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
 	      strstr(why, "at submission 3; submission 2 may not run"));
 	CHECK(ds_write_file(dir, "current.abc", "current=ended\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
+	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
 	      strstr(why, "is over"));
+	/* The same fence read by another Slurm job 7 (the cluster's ids started again): not its
+	 * fence, whatever it says; a job whose name is unknown is judged by the fence. */
+	CHECK(ds_fence_check(dir, user, 7, "train", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	      sub == 0);
+	CHECK(ds_fence_check(dir, user, 7, "dj-abcd", &sub, why, sizeof(why), err, sizeof(err)) ==
+		      0 &&
+	      sub == 0);
+	CHECK(ds_fence_check(dir, user, 7, "", &sub, why, sizeof(why), err, sizeof(err)) == 1);
 	CHECK(ds_write_file(dir, "current.abc", "current=soon\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, &sub, why, sizeof(why), err, sizeof(err)) == -1);
-	CHECK(ds_fence_check(dir, user, 6, &sub, why, sizeof(why), err, sizeof(err)) == -1);
+	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == -1);
+	CHECK(ds_fence_check(dir, user, 6, "", &sub, why, sizeof(why), err, sizeof(err)) == -1);
 	close(dir);
 
 	/* A user folder someone else owns, or that others may write, is refused. */

@@ -195,6 +195,20 @@ def test_a_cancelled_job_is_over_for_every_execution_of_it(
     assert "USER-PROGRAM-RAN" not in out and f"job {job} is over" in out
 
 
+def test_a_fence_left_by_an_earlier_job_with_the_same_id_stops_nothing(
+    backend: SlurmBackend, jobs: list[str], tmp_path: Path
+) -> None:
+    job, ref = start(backend, jobs, tmp_path, "echo USER-PROGRAM-RAN")
+    # The cluster's ids started again: a dispatch job that is over left a fence for this id.
+    earlier = "sp" + secrets.token_hex(4)
+    backend.fence(earlier, ref, 1)
+    backend.advance(earlier, None)
+    backend.open(ref)
+    ended(backend, ref)
+    out = host_path(output_dir(tmp_path) / f"{job}.out").read_text()
+    assert "USER-PROGRAM-RAN" in out and "stale execution" not in out, out
+
+
 def test_a_planted_link_is_never_written_through_and_the_job_runs(
     backend: SlurmBackend, jobs: list[str], tmp_path: Path
 ) -> None:
