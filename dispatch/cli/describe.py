@@ -271,6 +271,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
                 "to": str(ev.to),
                 "cause": _cause(ev.cause),
                 "submission": ev.submission,
+                "rule": ev.rule,
                 "by": str(by) if by else None,
             }
             for ev, by in zip(j.history, actors(s.view, j), strict=True)

@@ -109,6 +109,8 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
         )
     for ev in doc["history"]:
         cause = f", {_cause(ev['cause'])}" if ev["cause"]["kind"] != "none" else ""
+        if ev["rule"] is not None:
+            cause += f", counted against rule {ev['rule']}"
         out.append(
             (
                 "history",

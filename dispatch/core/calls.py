@@ -15,6 +15,7 @@ from dispatch.core.job import HoldRec, Job
 from dispatch.core.steps import Authorize, Call, Cease, Step
 from dispatch.model.enums import Action, CheckpointMode, Enforcer, ObjectState
 from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.values import Cause
 
 # How long a hold-family, requeue or restore call may take to show before it is made again.
 CALL_DEADLINE = timedelta(seconds=30)
@@ -93,9 +94,10 @@ def own_requeues(job: Job, ref: ObjectRef, restarts: int) -> bool:
     return restarts > max((c.restarts + 1 for c in known), default=0)
 
 
-def requeued(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> Step:
-    """Count the job's own requeue of ``ref``'s execution ``restarts`` (against ``rule``)."""
-    return _call("requeued", ref, now, rule=rule, restarts=restarts)
+def requeued(ref: ObjectRef, restarts: int, now: datetime, rule: int | None, cause: Cause) -> Step:
+    """Count the job's own requeue of ``ref``'s execution ``restarts``, for ``cause`` (against
+    ``rule``)."""
+    return _call("requeued", ref, now, rule=rule, restarts=restarts, cause=cause)
 
 
 def requeue(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> Step:
@@ -148,6 +150,7 @@ def _call(
     rule: int | None = None,
     restarts: int = 0,
     recorded: bool = False,
+    cause: Cause | None = None,
 ) -> Call:
     return Call(
         op=op,
@@ -157,4 +160,5 @@ def _call(
         restarts=restarts,
         deadline=now + CALL_DEADLINE,
         recorded=recorded,
+        cause=cause,
     )

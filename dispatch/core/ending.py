@@ -80,7 +80,7 @@ def own_requeue(
     )
     if allowed:
         assert ra is not None
-        return [requeued(sub.canonical, restarts - 1, now, rule=ra.index)]
+        return [requeued(sub.canonical, restarts - 1, now, rule=ra.index, cause=cause)]
     if alive:
         return [Stop(ref=sub.canonical), *ending(job, sub, cause, now, refused=False)]
     why = _reason(job, cause, ra)
@@ -88,7 +88,7 @@ def own_requeue(
         id=f"requeued:{sub.canonical.id}/{restarts}",
         detail=f"object {sub.canonical.id} was requeued ({cause.kind}) and ran again; {why}",
     )
-    return [requeued(sub.canonical, restarts - 1, now, rule=None), escalate]
+    return [requeued(sub.canonical, restarts - 1, now, rule=None, cause=cause), escalate]
 
 
 def _rule_action(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dispatch.core.fold_state import FoldState
 from dispatch.core.job import AttemptRec, CallRec, HoldRec, OutcomeRec, SubmissionRec
 from dispatch.core.transitions import Change
-from dispatch.model.enums import HoldKind, State
+from dispatch.model.enums import CauseKind, HoldKind, State
 from dispatch.model.errors import InvalidError
 from dispatch.model.record import (
     LOGGED_ONLY,
@@ -29,7 +29,7 @@ from dispatch.model.record import (
     VerifiedStoppedEntry,
 )
 from dispatch.model.status import DeliveryFailure, Escalation
-from dispatch.model.values import NO_CAUSE, Hold
+from dispatch.model.values import NO_CAUSE, Cause, Hold
 
 
 class DecisionFolder(FoldState):
@@ -54,6 +54,11 @@ class DecisionFolder(FoldState):
             j.requeue = None
         if e.op == "requeued":
             self._not_terminal("the count of a requeue")
+            if e.rule is not None:  # a recovery in place: the same object runs again
+                rec = j.objects.get(e.ref.id)
+                cause = e.cause or Cause(kind=CauseKind.REQUEUED)
+                n = rec.submission if rec is not None and rec.submission else self._latest_n()
+                self._move(Change.REQUEUED, e.at, cause, n, rule=e.rule)
         j.calls.append(
             CallRec(
                 op=e.op,

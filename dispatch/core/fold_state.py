@@ -27,18 +27,20 @@ class FoldState:
         kind = getattr(entry, "kind", type(entry).__name__)
         raise InvalidError(f"job {self.job.header.job} revision {revision}: {kind} refused: {why}")
 
-    def _move(self, change: Change, at: datetime, cause: Cause, submission: int) -> None:
+    def _move(
+        self, change: Change, at: datetime, cause: Cause, submission: int, rule: int | None = None
+    ) -> None:
         j = self.job
         before = j.state
         after = transition(before, change, self.resume)
         if after is State.HELD and before is not State.HELD:
             self.resume = before
         # A change that keeps the state is a transition too when it is a recovery or a hold (a
-        # second recovery, a hold on a held job): each has its own entry and actor. The first
-        # authorize only starts the job that was pending already.
-        if after != before or change in (Change.AUTHORIZE_NEXT, Change.HOLD):
+        # second recovery, a counted requeue, a hold on a held job): each has its own entry and
+        # actor. The first authorize only starts the job that was pending already.
+        if after != before or change in (Change.AUTHORIZE_NEXT, Change.REQUEUED, Change.HOLD):
             j.history.append(
-                Event(from_=before, to=after, cause=cause, submission=submission, at=at)
+                Event(from_=before, to=after, cause=cause, submission=submission, at=at, rule=rule)
             )
         j.state = after
 

@@ -244,4 +244,8 @@ class Job:
             return o.refused
         if o.last is not None and o.last.cause.kind in CANNOT_RUN:
             return o.last.cause
+        # Requeued by the scheduler (a preemption, a lost node) and stopped before it ended:
+        # the cause it was requeued for ended its execution.
+        if o.last is not None and o.last.restarts > 0 and o.last.cause.kind is not CauseKind.NONE:
+            return o.last.cause
         return None

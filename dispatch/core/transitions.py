@@ -28,6 +28,7 @@ class Change(StrEnum):
     SUCCEED = "succeed"
     FAIL = "fail"
     CANCEL = "cancel"
+    REQUEUED = "requeued"  # the job's own requeue, counted against a rule: a recovery in place
 
 
 RESUME: Final = "resume"
@@ -42,11 +43,13 @@ TRANSITIONS: Final[dict[tuple[State, Change], State | str]] = {
     (_P, Change.SUCCEED): _S,
     (_P, Change.FAIL): _F,
     (_P, Change.CANCEL): _C,
+    (_P, Change.REQUEUED): _R,
     (_R, Change.AUTHORIZE_NEXT): _R,
     (_R, Change.HOLD): _H,
     (_R, Change.SUCCEED): _S,
     (_R, Change.FAIL): _F,
     (_R, Change.CANCEL): _C,
+    (_R, Change.REQUEUED): _R,
     # A person's resubmit answers a recovery hold: the new submission lifts it.
     (_H, Change.AUTHORIZE_NEXT): _R,
     (_H, Change.HOLD): _H,
@@ -55,6 +58,7 @@ TRANSITIONS: Final[dict[tuple[State, Change], State | str]] = {
     (_H, Change.SUCCEED): _S,
     (_H, Change.FAIL): _F,
     (_H, Change.CANCEL): _C,
+    (_H, Change.REQUEUED): _H,
 }
 
 # States a record can be in; running and unknown come only from the scheduler.

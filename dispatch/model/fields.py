@@ -113,8 +113,8 @@ class CallFields(Value):
 
     ``instance`` names the hold instance for ``hold``/``release``; ``rule`` is the rule whose
     budget a ``requeue`` reserves, when a rule asked for it. ``requeued`` is no call: the job
-    requeued itself (run ``restarts`` ended), and the record counts it against ``rule``, the
-    rule that lets it run again.
+    requeued itself (run ``restarts`` ended, for ``cause``), and the record counts it against
+    ``rule``, the rule that lets it run again.
     """
 
     kind: Literal["call"] = "call"
@@ -124,6 +124,8 @@ class CallFields(Value):
     rule: int | None = None
     restarts: int = Field(default=0, ge=0)
     deadline: datetime
+    # Why the job requeued itself (``requeued`` only): requeued, or what Slurm requeued it for.
+    cause: Cause | None = None
 
 
 class SettleFields(Value):

@@ -25,6 +25,8 @@ class Event(Value):
     cause: Cause = NO_CAUSE
     submission: int = 0
     at: datetime
+    # The rule a recovery was counted against, for the job's own requeue.
+    rule: int | None = None
 
 
 class Escalation(Value):

@@ -43,6 +43,7 @@ def counted(rec: Rec, restarts: int, rule: int | None = 0) -> Rec:
             rule=rule,
             restarts=restarts,
             deadline=at,
+            cause=REQUEUED,
         )
     )
 
@@ -144,3 +145,29 @@ def test_a_backend_that_requeues_natively_is_not_taken_for_the_job() -> None:
     pending = obs(1, ObjectState.PENDING, cause=Cause(kind=CauseKind.PREEMPTED), restarts=1)
     steps = next_steps(rec.job(), found(pending), T0)
     assert not any(isinstance(s, st.Call | st.Stop | st.Outcome) for s in steps), steps
+
+
+def test_each_counted_requeue_is_a_history_event_with_its_cause_and_rule() -> None:
+    steps = next_steps(running(OWN).job(), found(requeued(1)), T0)
+    [call] = [s for s in steps if isinstance(s, st.Call)]
+    assert call.cause == REQUEUED  # committed with the count, for the history
+    job = counted(counted(running(OWN), 0), 1).job()
+    assert [(e.from_, e.to, e.cause.kind, e.submission, e.rule) for e in job.history] == [
+        (State.PENDING, State.RECOVERING, CauseKind.REQUEUED, 1, 0),
+        (State.RECOVERING, State.RECOVERING, CauseKind.REQUEUED, 1, 0),
+    ]
+
+
+def test_a_requeue_counted_against_no_rule_is_no_recovery() -> None:
+    job = counted(running(preempt_rule()), 0, rule=None).job()
+    assert job.history == [] and job.state is State.PENDING
+
+
+def test_a_run_slurm_requeued_for_a_preemption_is_recovered_from_with_that_cause() -> None:
+    rec = running(OWN, preempt_rule())
+    preempted = obs(1, ObjectState.PENDING, cause=Cause(kind=CauseKind.PREEMPTED), restarts=1)
+    steps = next_steps(rec.observe(preempted).job(), found(preempted), T0)
+    assert st.Stop(ref=ref(1)) in steps
+    assert [(a.submission, a.rule) for a in steps if isinstance(a, st.Authorize)] == [(2, 1)]
+    job = rec.authorize(2, rule=1).job()
+    assert [(e.to, e.cause.kind) for e in job.history] == [(State.RECOVERING, CauseKind.PREEMPTED)]

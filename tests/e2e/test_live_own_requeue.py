@@ -81,6 +81,12 @@ def test_each_own_requeue_is_counted_against_the_rule_and_the_job_succeeds(user:
     settled = user.settled(job, patience=2 * WAIT)
     assert ended(settled) == ("succeeded", "none"), settled
     assert rule_of(settled)["firings"] == 2, settled
+    history = settled["history"]
+    assert isinstance(history, list)
+    counted = [(e["from"], e["to"], e["cause"]["kind"]) for e in history if e["rule"] == 0]
+    assert counted == [("pending", "recovering", "requeued"), ("recovering",) * 2 + ("requeued",)]
+    shown = user.sh(f"dispatch status {job}")
+    assert shown.count("(submission 1, requeued, counted against rule 0) by supervisor:") == 2
     slurm_job = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID | head -n 1").strip()
     states = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State").split()
     assert states == ["REQUEUED", "REQUEUED", "COMPLETED"], states
