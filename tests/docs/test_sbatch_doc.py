@@ -30,16 +30,16 @@ class Command:
     prints: tuple[str, ...]
 
 
-def _section(title: str) -> str:
+def page_section(title: str) -> str:
     """The page's section under ``## title...``, up to the next one."""
     return DOC.read_text().split(f"\n## {title}", 1)[1].split("\n## ", 1)[0]
 
 
-def _steps(text: str) -> list[tuple[str, str] | Command]:
+def page_steps(text: str) -> list[tuple[str, str] | Command]:
     """The page's files (name, text) and commands, in the order they appear."""
     steps: list[tuple[str, str] | Command] = []
     for lang, info, body in BLOCK.findall(text):
-        if lang == "bash" and "file=" in info:
+        if "file=" in info:
             steps.append((info.split("file=", 1)[1].strip(), body))
         elif lang == "console":
             for chunk in re.split(r"^\$ ", body, flags=re.M)[1:]:
@@ -48,7 +48,7 @@ def _steps(text: str) -> list[tuple[str, str] | Command]:
     return steps
 
 
-def _matches(expected: tuple[str, ...], got: list[str]) -> bool:
+def prints_match(expected: tuple[str, ...], got: list[str]) -> bool:
     """Whether ``got`` is what the page shows, ``...`` standing for what varies."""
     pattern = "".join(
         r"(?:.*\n?)*" if e == "..." else ".*".join(map(re.escape, e.split("..."))) + r"\n"
@@ -58,9 +58,9 @@ def _matches(expected: tuple[str, ...], got: list[str]) -> bool:
 
 
 def test_the_sessions_pattern_matching_tells_a_wrong_line_from_a_varying_one() -> None:
-    assert _matches(("job ... ran", "..."), ["job 7 ran", "more", "lines"])
-    assert not _matches(("job ... ran",), ["job 7 failed"])
-    assert not _matches(("a",), ["a", "b"])
+    assert prints_match(("job ... ran", "..."), ["job 7 ran", "more", "lines"])
+    assert not prints_match(("job ... ran",), ["job 7 failed"])
+    assert not prints_match(("a",), ["a", "b"])
 
 
 def test_the_page_lists_every_dispatch_option_as_the_command_knows_it() -> None:
@@ -80,7 +80,7 @@ def test_the_three_steps_run_as_written_and_the_job_succeeds(
     # The user's training program, which the page takes as given.
     (folder / "train.py").write_text("import sys\nprint('trained', *sys.argv[1:])\n")
     user = User(own_home, folder)
-    steps = _steps(_section(THREE_STEPS))
+    steps = page_steps(page_section(THREE_STEPS))
     assert [s.line for s in steps if isinstance(s, Command)] == [
         "dispatch sbatch --plan finetune.sbatch",
         "dispatch sbatch finetune.sbatch",
@@ -92,7 +92,7 @@ def test_the_three_steps_run_as_written_and_the_job_succeeds(
                 done = user.run(step.line)
                 assert done.returncode == 0, (step.line, done.stderr)
                 got = done.stdout.splitlines()
-                assert _matches(step.prints, got), (step.line, got)
+                assert prints_match(step.prints, got), (step.line, got)
                 if step.line == "dispatch sbatch finetune.sbatch":
                     job = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
             else:
@@ -110,7 +110,7 @@ def test_a_requeue_line_is_refused_beside_a_rule_and_overridden_without_one(
     own_home: Path, tmp_path: Path
 ) -> None:
     """What the page says of a ``#SBATCH --requeue`` left in, with its own two scripts."""
-    files = [s for s in _steps(_section(THREE_STEPS)) if not isinstance(s, Command)]
+    files = [s for s in page_steps(page_section(THREE_STEPS)) if not isinstance(s, Command)]
     before, after = files[0][1], files[1][1]
     assert "#SBATCH --requeue\n" in before and "#DISPATCH --rule=" in after
     user = User(own_home, tmp_path)
@@ -161,7 +161,7 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     folder.mkdir()
     (folder / "train.py").write_text(PIPELINE_TRAINER)
     user = User(own_home, folder)
-    steps = _steps(_section("Pipelines"))
+    steps = page_steps(page_section("Pipelines"))
     for step in steps:
         if not isinstance(step, Command):
             (folder / step[0]).write_text(step[1])
@@ -169,7 +169,7 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     session = [s for s in steps if isinstance(s, Command)]
     done = user.run("\n".join(s.line for s in session) + '\necho "$prep $train" >&2')
     assert done.returncode == 0, done.stderr
-    assert _matches(tuple(p for s in session for p in s.prints), done.stdout.splitlines()), done
+    assert prints_match(tuple(p for s in session for p in s.prints), done.stdout.splitlines()), done
     prep, train = done.stderr.split()[-2:]
     evaluate = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
     assert user.sh(f"squeue -h --name=dj-{train},dj-{evaluate} -o %i") == ""
