@@ -40,6 +40,9 @@ from dispatch.model.values import (
 # dispatch sbatch's own flags (neither sbatch's nor the job's), and whether each takes a value.
 COMMAND_FLAGS = {"--config": True, "--plan": False, "--json": False}
 
+# What dispatch sbatch adds where the script does not choose how its output file is opened.
+APPEND = "--open-mode=append"
+
 # sbatch options that dispatch sbatch answers itself instead of passing on.
 HELP = ("help", "usage")
 ANSWERED = ("parsable", "job-name", "wrap", "version", *HELP)
@@ -183,6 +186,7 @@ class _Directives:
     notes: list[str]
     export: str | None = None
     dependency_line: int = 0
+    open_mode: bool = False
 
 
 def _read_block(text: str, name: str) -> _Directives:
@@ -192,6 +196,7 @@ def _read_block(text: str, name: str) -> _Directives:
     export = None
     requeue_line = 0
     dependency_line = 0
+    open_mode = False
     notes = []
     for line in block:
         if line.text.startswith(MAGIC):
@@ -230,6 +235,8 @@ def _read_block(text: str, name: str) -> _Directives:
                     job_name = g.value
                 elif g.name == "export":
                     export = g.value
+                elif g.name == "open-mode":
+                    open_mode = True
                 elif g.name == "dependency":
                     dependency_line = line.number
                     notes += _script_dependency(g.value or "", where)
@@ -245,7 +252,7 @@ def _read_block(text: str, name: str) -> _Directives:
                     "the #SBATCH lines"
                 )
     options = read_lines(dispatch_lines, name)
-    return _Directives(options, job_name, requeue_line, notes, export, dependency_line)
+    return _Directives(options, job_name, requeue_line, notes, export, dependency_line, open_mode)
 
 
 def _script_dependency(value: str, where: str) -> list[str]:
@@ -308,7 +315,7 @@ def build(
         path=kept,
         text=text,
         args=cmd.args,
-        options=cmd.passed_on,
+        options=(*cmd.passed_on, *_appended(cmd, found, environment)),
         directory=folder,
         environment=kept_environment(environment, _export(cmd, found, environment)),
     )
@@ -323,6 +330,16 @@ def build(
         after=_after(deps, name, ledger) if deps is not None else (),
     )
     return Request(spec=spec, submit=keywords(options, len(rules)), notes=tuple(notes))
+
+
+def _appended(cmd: CommandLine, found: _Directives, environment: Mapping[str, str]) -> list[str]:
+    """``--open-mode=append`` unless the command line, a directive or ``SBATCH_OPEN_MODE``
+    chooses: each run of a job Slurm requeues then adds to its output file, never writes over
+    the runs before it (sbatch's default, truncate, would)."""
+    chosen = found.open_mode or "SBATCH_OPEN_MODE" in environment
+    if chosen or any(g.name == "open-mode" for g in cmd.sbatch):
+        return []
+    return [APPEND]
 
 
 def _after(

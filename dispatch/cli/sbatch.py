@@ -48,6 +48,11 @@ from dispatch.supervise.supervisor import PassResult
 
 # The job id the scheduler's dry run is asked about: nothing is created under it.
 CHECK_JOB = "0000000000000000"
+# The plan's line when dispatch chose how the output file is opened (request.APPEND).
+OUTPUT_LINE = (
+    "output: each run adds to the output file, never writes over it (--open-mode=append: the "
+    "script does not choose)"
+)
 
 _HELP = f"""Submit your own sbatch script under dispatch, with no Python.
 
@@ -271,6 +276,9 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             else:
                 for line in plan_lines(plan, cessation) + after_lines(req.spec, session.store):
                     click.echo(clean(line))
+                script = req.spec.script
+                if script is not None and request.APPEND in script.options:
+                    click.echo(OUTPUT_LINE)
                 if via:
                     click.echo(f"Slurm transport: {via}")
                 if said:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.batch.request import build, split
+from dispatch.batch.request import APPEND, build, split
 from dispatch.model.enums import CheckpointMode
 from dispatch.model.errors import InvalidError
 
@@ -37,7 +37,8 @@ def test_the_spec_keeps_the_script_its_words_the_folder_and_the_environment() ->
     assert script is not None
     assert spec.name == "finetune"
     assert spec.command == ("/home/ada/proj/runs/train.sbatch", "--epochs", "3")
-    assert (script.text, script.args, script.options) == (SCRIPT, ("--epochs", "3"), ("--mem=4G",))
+    options = ("--mem=4G", APPEND)
+    assert (script.text, script.args, script.options) == (SCRIPT, ("--epochs", "3"), options)
     assert script.directory == "/home/ada/proj"
     # dispatch's own variables are set at run time, never taken from the submitter's shell.
     assert script.environment == {"HOME": "/home/ada", "PATH": "/usr/bin:/bin"}
@@ -62,7 +63,7 @@ def test_a_wrapped_command_and_a_script_from_stdin_are_named_as_sbatch_names_the
     req = build(cmd, wrapped(cmd), None, "/w", {})
     assert req.spec.name == "wrap" and req.spec.script is not None
     assert req.spec.script.text.endswith("\npython train.py\n")
-    assert req.spec.script.options == ("-t", "5")
+    assert req.spec.script.options == ("-t", "5", APPEND)
     assert build(split([]), "#!/bin/sh\ntrue\n", None, "/w", {}).spec.name == "sbatch"
 
 
@@ -188,3 +189,16 @@ def test_export_none_or_a_list_keeps_only_what_the_job_gets_in_the_ledger(
     text = SCRIPT.replace("#DISPATCH", directive + "#DISPATCH")
     script = build(split([*words, "t.sbatch"]), text, "t.sbatch", "/home/ada", env).spec.script
     assert script is not None and set(script.environment) == kept
+
+
+def test_each_run_adds_to_the_output_file_unless_the_script_or_the_user_chooses() -> None:
+    def options(words: list[str], text: str = SCRIPT, env: dict[str, str] = ENV) -> object:
+        script = build(split([*words, "t.sbatch"]), text, "t.sbatch", "/w", env).spec.script
+        assert script is not None
+        return script.options
+
+    assert options([]) == (APPEND,)
+    assert options(["--open-mode=truncate"]) == ("--open-mode=truncate",)
+    line = SCRIPT.replace("#DISPATCH", "#SBATCH --open-mode=truncate\n#DISPATCH")
+    assert options([], line) == ()
+    assert options([], env={**ENV, "SBATCH_OPEN_MODE": "truncate"}) == ()

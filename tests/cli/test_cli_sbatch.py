@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from cli_setup import Site
 
+from dispatch.cli.sbatch import OUTPUT_LINE
+
 SCRIPT = """#!/bin/bash
 #SBATCH --nodes=2
 #DISPATCH --rule=preempted,node-lost:resubmit:3
@@ -76,6 +78,13 @@ def test_plan_prints_the_plan_and_creates_nothing(site: Site) -> None:
     assert code == 0
     assert out.splitlines()[-1] == "nothing was created (--plan)"
     assert recorded(site) == [] and not site.backend.objects
+    # The script does not choose how its output file is opened: dispatch does, and says so.
+    assert OUTPUT_LINE in out.splitlines()
+    Path("kept.sbatch").write_text(
+        SCRIPT.replace("#DISPATCH", "#SBATCH --open-mode=truncate\n#DISPATCH")
+    )
+    code, out, _ = sbatch(site, "--plan", "kept.sbatch")
+    assert code == 0 and OUTPUT_LINE not in out.splitlines()
 
 
 def test_the_script_may_come_on_stdin_as_with_sbatch(site: Site) -> None:

@@ -91,7 +91,10 @@ def test_each_own_requeue_is_counted_against_the_rule_and_the_job_succeeds(user:
     states = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State").split()
     assert states == ["REQUEUED", "REQUEUED", "COMPLETED"], states
     out = next(user.folder.glob("slurm-*.out")).read_text()
-    assert "run 2 epoch 1000002" in out and "trained" in out, out
+    # Each run added to the one output file (dispatch's --open-mode=append).
+    runs = [f"run {n} epoch 100000{n}" for n in range(3)]
+    assert [line for line in out.splitlines() if line in runs] == runs, out
+    assert "trained" in out, out
 
 
 def test_an_own_requeue_past_the_budget_stops_the_job_and_fails_it(user: User) -> None:
