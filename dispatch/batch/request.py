@@ -315,7 +315,7 @@ def build(
         path=kept,
         text=text,
         args=cmd.args,
-        options=(*cmd.passed_on, *_appended(cmd, found, environment)),
+        options=(*_appended(cmd, found, environment), *cmd.passed_on),
         directory=folder,
         environment=kept_environment(environment, _export(cmd, found, environment)),
     )

@@ -37,7 +37,7 @@ def test_the_spec_keeps_the_script_its_words_the_folder_and_the_environment() ->
     assert script is not None
     assert spec.name == "finetune"
     assert spec.command == ("/home/ada/proj/runs/train.sbatch", "--epochs", "3")
-    options = ("--mem=4G", APPEND)
+    options = (APPEND, "--mem=4G")
     assert (script.text, script.args, script.options) == (SCRIPT, ("--epochs", "3"), options)
     assert script.directory == "/home/ada/proj"
     # dispatch's own variables are set at run time, never taken from the submitter's shell.
@@ -63,7 +63,7 @@ def test_a_wrapped_command_and_a_script_from_stdin_are_named_as_sbatch_names_the
     req = build(cmd, wrapped(cmd), None, "/w", {})
     assert req.spec.name == "wrap" and req.spec.script is not None
     assert req.spec.script.text.endswith("\npython train.py\n")
-    assert req.spec.script.options == ("-t", "5", APPEND)
+    assert req.spec.script.options == (APPEND, "-t", "5")
     assert build(split([]), "#!/bin/sh\ntrue\n", None, "/w", {}).spec.name == "sbatch"
 
 
