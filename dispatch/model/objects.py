@@ -102,6 +102,13 @@ class Discovery(Value):
                 return o
         return None
 
+    @property
+    def quiet(self) -> bool:
+        """Whether find shows objects and each is live in its first run: nothing here a pass
+        could act on without the record (no ending, no requeue, no object gone). A sweep with
+        no memory of a job passes the quiet ones last."""
+        return bool(self.objects) and all(o.state.live and not o.restarts for o in self.objects)
+
 
 class StartRequest(Value):
     """What ``start`` needs to create the object of one launch attempt, gate closed."""

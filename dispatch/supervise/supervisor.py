@@ -421,9 +421,10 @@ class Supervisor:
         report: SweepReport,
         deadline: datetime | None,
     ) -> list[JobID]:
-        """One pass for each job in ``views``; the jobs whose pass moved them on."""
+        """One pass for each job in ``views``, changed first; the jobs whose pass moved on."""
         moved: list[JobID] = []
-        for job, view in views.items():
+        for job in self._changed_first(views, found):
+            view = views[job]
             if deadline is not None and self.clock.now() >= deadline:
                 if job not in report._passed:
                     report.not_reached.append(job)
@@ -440,6 +441,26 @@ class Supervisor:
                     until = memo.lapse(job, self.clock.now(), result.wake)
                     self._memos.keep(job, Waited(view, stamp, memo.seen(found[job]), until))
         return moved
+
+    def _changed_first(
+        self, views: dict[JobID, Seen], found: dict[JobID, Discovery]
+    ) -> list[JobID]:
+        """The order of a round's passes, so that a time limit cuts only passes nothing asks
+        for: first the jobs the memo knows (remembered ones cost nothing; the others changed:
+        their record moved since, what find shows differs, or their wake has come), and every
+        job find shows something of that a pass may act on (an ending, a requeue, an object
+        gone); last the jobs that are only due a full re-read (no memo entry, every object live
+        in its first run). Each part keeps the order it had."""
+        memos = self._memos
+        known: set[JobID] = set(memos.candidates) if memos is not None else set()
+        if memos is not None:
+            for entries in memos.recalled.values():
+                known.update(entries)
+        first = [j for j in views if j in known or not found[j].quiet]
+        if len(first) == len(views):
+            return first
+        picked = set(first)
+        return first + [j for j in views if j not in picked]
 
     def _remembered(self, job: JobID, found: Discovery, report: SweepReport) -> bool:
         """Count ``job`` as passed without its pass when its memo entry holds: the record is

@@ -277,3 +277,27 @@ def test_a_fifo_in_the_memos_place_is_reported_and_ignored_not_waited_on(world: 
     assert not worker.is_alive(), "the sweep waited on the FIFO"
     (report,) = reports
     assert sorted(report.passed) == jobs and report.remembered == []  # type: ignore[attr-defined]
+
+
+# About a third of the clock reads a cold sweep of 40 jobs takes (each read is a second).
+LIMIT_S = 60
+
+
+def test_a_cold_sweep_cut_by_its_time_limit_recovers_every_preempted_job_first(
+    world: World,
+) -> None:
+    """Changed-first: with the memo lost, the jobs find shows ended get their passes before
+    the idle ones, so the time limit cuts only idle passes (every clock read takes a second)."""
+    jobs = idle(world, 40)
+    for path in memo_files(world):
+        path.unlink()  # cold: as after a lost memo
+    preempted = jobs[-5:]
+    for job in preempted:
+        world.backend.env().preempt(world.canonical(job))
+    clock = TickingClock(timedelta(seconds=1))
+    clock.t = world.clock.t
+    report = world.supervisor(clock=clock).sweep(time_limit=timedelta(seconds=LIMIT_S))
+    assert len(report.not_reached) > len(jobs) // 2  # most idle passes were cut
+    assert set(preempted) <= set(report.progressed), report.progressed
+    for job in preempted:
+        assert world.job(job).latest().n == 2  # type: ignore[union-attr]
