@@ -18,7 +18,11 @@ figure and the ratio to the baseline.
 
 This tree's timed sweeps come after one untimed sweep in a fresh process, as every cron tick
 but the first does: that sweep leaves the memo of the passes that only waited
-(``dispatch/supervise/memo.py``), which the timed ones use. ``no memo s`` is one sweep of this
+(``dispatch/supervise/memo.py``), which the timed ones use. The ledger is written by the
+baseline's dispatch (a ledger of an earlier release, which this tree reads as it is).
+``--changed-first`` adds, per size, a cold tick over a copy of the ledger with 10 jobs
+preempted and ``--time-limit 5s``, run by this script over each tree's dispatch: how many of
+the 10 it recovered. ``no memo s`` is one sweep of this
 tree with the memo removed first (the first tick, or one after the memo was lost), and its
 system calls per job are printed too. The figures measured are in ``docs/supervising.md``
 ("How long a sweep takes") and, per step of a pass, in ``docs/ledger.md`` ("What an idle sweep
@@ -57,6 +61,8 @@ SETUP_SWEEPS = 10
 ROOT = Path(__file__).resolve().parent.parent
 # The commit before issue 17's work on the sweep: the baseline the figures are compared with.
 BASELINE = "4d95cf7"
+# The jobs a changed-first tick finds preempted, and its time limit (issue 28's test).
+PREEMPTED, LIMIT_S = 10, 5.0
 
 
 def peak_rss_mib() -> float:
@@ -144,6 +150,33 @@ def child_setup_file(ledger: Path, objects_path: Path, n: int) -> None:
     print(json.dumps({"setup_s": time.perf_counter() - t0, "setup_sweeps": sweeps}))
 
 
+def child_changed_first(ledger: Path, objects_path: Path, n: int, limit: float) -> None:
+    """A cold tick (the memo removed) with ``PREEMPTED`` jobs preempted, spread over the
+    ledger, under ``--time-limit``: how many of them its passes recovered."""
+    from datetime import timedelta
+
+    backend = running_backend(json.loads(objects_path.read_text()))
+    for memo in (ledger / "sweep").glob("memo-*"):
+        memo.unlink()
+    jobs = sorted({o.job for o in backend.objects.values()})
+    hit = {jobs[i * len(jobs) // PREEMPTED] for i in range(PREEMPTED)}
+    for obj in list(backend.objects.values()):
+        if obj.job in hit:
+            backend.env().preempt(obj.ref)
+    load = os.getloadavg()[0]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    report = Supervisor(backend, FileRecords(ledger)).sweep(time_limit=timedelta(seconds=limit))
+    out = {
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - cpu0,
+        "load": load,
+        "recovered": len(hit & set(report.progressed)),
+        "passed": len(report.passed),
+        "not_reached": len(report.not_reached),
+    }
+    print(json.dumps(out))
+
+
 def child_memory(n: int) -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
@@ -154,10 +187,14 @@ def child_memory(n: int) -> None:
     print(json.dumps({**out, "setup_s": setup_s, "setup_sweeps": sweeps}))
 
 
-def run_child(*args: str, tree: Path | None = None, strace: Path | None = None) -> dict[str, Any]:
-    """Run this script's ``--child`` in a fresh process, from ``tree`` (default: this one)."""
+def run_child(
+    *args: str, tree: Path | None = None, strace: Path | None = None, own: bool = False
+) -> dict[str, Any]:
+    """Run this script's ``--child`` in a fresh process, from ``tree`` (default: this one);
+    with ``own``, this tree's copy of the script over ``tree``'s dispatch."""
     tree = tree or ROOT
-    argv = [sys.executable, str(tree / "benchmarks" / "sweep.py"), "--child", *args]
+    script = (ROOT if own else tree) / "benchmarks" / "sweep.py"
+    argv = [sys.executable, str(script), "--child", *args]
     if strace is not None:
         argv = ["strace", "-f", "-c", "-o", str(strace), *argv]
     env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -191,6 +228,41 @@ def worktree(ref: str, into: Path) -> Path:
     return into
 
 
+def memo_of(ledger: Path, saved: Path) -> None:
+    """Put a tree's own memo (its ``sweep`` folder, kept aside) back into ``ledger``."""
+    shutil.rmtree(ledger / "sweep")
+    shutil.copytree(saved, ledger / "sweep")
+
+
+def changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | None) -> None:
+    """Print the changed-first row: a cold tick over a copy of the ledger, this tree and the
+    baseline's dispatch (run by this script's child)."""
+    for name, tree in (("baseline", old), ("this", ROOT)):
+        if tree is None:
+            continue
+        scratch = base / f"scratch-{n}"
+        shutil.copytree(ledger, scratch, symlinks=True)
+        try:
+            r = run_child(
+                "changed-first",
+                str(scratch),
+                str(objects),
+                str(n),
+                str(LIMIT_S),
+                tree=tree,
+                own=True,
+            )
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        print(
+            f"changed-first, {name}, N={n}, cold, --time-limit {LIMIT_S:g}s: "
+            f"{r['recovered']} of {PREEMPTED} preempted jobs recovered in the first tick; "
+            f"{r['passed']} passed, {r['not_reached']} not reached; {r['wall_s']:.1f} s wall, "
+            f"{r['cpu_s']:.1f} CPU s, load {r['load']:.1f}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
@@ -198,12 +270,19 @@ def main() -> None:
     parser.add_argument("--baseline", default=BASELINE, help="git ref of the baseline (or '')")
     parser.add_argument("--runs", type=int, default=3, help="alternating pairs per size")
     parser.add_argument("--memory", action="store_true", help="also the memory store")
+    parser.add_argument(
+        "--changed-first",
+        action="store_true",
+        help=f"also a cold tick with {PREEMPTED} jobs preempted under --time-limit {LIMIT_S:g}s",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         kind, *rest = args.child
         if kind == "memory":
             child_memory(int(rest[0]))
+        elif kind == "changed-first":
+            child_changed_first(Path(rest[0]), Path(rest[1]), int(rest[2]), float(rest[3]))
         elif kind == "setup-file":
             child_setup_file(Path(rest[0]), Path(rest[1]), int(rest[2]))
         else:
@@ -236,7 +315,9 @@ def main() -> None:
                     flush=True,
                 )
             ledger, objects = base / f"ledger-{n}", base / f"objects-{n}.json"
-            run_child("setup-file", str(ledger), str(objects), str(n))
+            # Written by the baseline where there is one: it reads no field added since, and
+            # this tree must read the ledgers of earlier releases anyway.
+            run_child("setup-file", str(ledger), str(objects), str(n), tree=old)
             child = ("file", str(ledger), str(objects), str(n))
             run_child(*child)  # the tick before: it leaves the memo that every later tick has
             saved = base / f"memo-{n}"
@@ -250,18 +331,32 @@ def main() -> None:
                     memo.unlink()
                 run_child(*child, strace=base / "strace-cold")
                 calls_cold = syscalls(base / "strace-cold") / n
+            if args.changed_first:
+                changed_first(base, ledger, objects, n, old)
             shutil.rmtree(ledger / "sweep")
             shutil.copytree(saved, ledger / "sweep")
+            # Each tree's memo is its own (a memo of other deciding code is ignored): the
+            # baseline's warm-up leaves its memo, kept aside and put back before each of its
+            # runs, as this tree's is before each of this tree's.
+            saved_old = base / f"memo-old-{n}"
+            if old is not None:
+                run_child(*child, tree=old)
+                shutil.copytree(ledger / "sweep", saved_old)
+
             this, was = [], []
             for _ in range(args.runs):
                 if old is not None:
+                    memo_of(ledger, saved_old)
                     was.append(run_child(*child, tree=old))
+                memo_of(ledger, saved)
                 this.append(run_child(*child))
             calls_this = calls_was = float("nan")
             if traced:
+                memo_of(ledger, saved)
                 run_child(*child, strace=base / "strace-this")
                 calls_this = syscalls(base / "strace-this") / n
                 if old is not None:
+                    memo_of(ledger, saved_old)
                     run_child(*child, tree=old, strace=base / "strace-base")
                     calls_was = syscalls(base / "strace-base") / n
             wall = statistics.median(r["wall_s"] for r in this)

@@ -1,0 +1,153 @@
+"""End to end on the local Slurm cluster: 48 eight-second jobs submitted and run to the end,
+by ``dispatch sbatch`` one call after another (supervised by ``dispatch supervise --follow``
+sweeping every ``--every`` seconds), against submitit's executor (one job array) in the same
+run.
+
+submitit comes from PyPI into its own virtualenv (``--submitit-python``, default
+``/tmp/submitit-venv/bin/python``; make it with ``python3 -m venv /tmp/submitit-venv &&
+/tmp/submitit-venv/bin/pip install submitit``), so the project never depends on it. For each
+side: the seconds to submit all 48, and the seconds from the first submission until every job
+has ended (dispatch: every job settled in the ledger; submitit: every result returned). Both
+use the ``low`` partition, one task a job, ``--time=00:10:00``.
+
+    LOCALCLUSTER_PORT_BASE=... .venv/bin/python benchmarks/sbatch_vs_submitit.py [--jobs 48]
+        [--every 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DISPATCH = str(Path(sys.executable).parent / "dispatch")
+SECONDS = 8
+
+SUBMITIT = """
+import sys, time, submitit
+folder, jobs, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+def work(i):
+    time.sleep(seconds)
+    return i
+ex = submitit.AutoExecutor(folder=folder, cluster="slurm")
+ex.update_parameters(slurm_partition="low", timeout_min=10, tasks_per_node=1, nodes=1)
+t0 = time.perf_counter()
+running = ex.map_array(work, range(jobs))
+submitted = time.perf_counter() - t0
+assert sorted(j.result() for j in running) == list(range(jobs))
+print(submitted, time.perf_counter() - t0)
+"""
+
+
+def cluster_env() -> dict[str, str]:
+    """The local cluster's client environment (started if it is not up)."""
+    helper = ROOT / "slurm_helpers" / "localcluster"
+    subprocess.run([str(helper), "up"], check=True, capture_output=True)
+    out = subprocess.run([str(helper), "env"], check=True, capture_output=True, text=True).stdout
+    env = {}
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        env[key.strip()] = value.strip().strip("'\"")
+    return env
+
+
+def run_dispatch(folder: Path, env: dict[str, str], jobs: int, every: float) -> tuple[float, float]:
+    """Submit ``jobs`` with ``dispatch sbatch`` one after another, a supervisor sweeping beside
+    them; seconds to submit them all, and until every one settled."""
+    config = folder / "dispatch.toml"
+    config.write_text(
+        f'ledger = "{folder / "ledger"}"\n[backend]\nname = "slurm"\n[backend.settings]\n'
+        f'transport = "cli"\nslurm_conf = "{env["SLURM_CONF"]}"\n'
+    )
+    env = {**env, "DISPATCH_CONFIG": str(config), "XDG_CACHE_HOME": str(folder / "cache")}
+    (folder / "job.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --time=00:10:00\n"
+        f"#SBATCH --output=/dev/null\n#DISPATCH --rule=preempted:resubmit:2\nsleep {SECONDS}\n"
+    )
+    sweeper = subprocess.Popen(
+        [DISPATCH, "supervise", "--follow", "--every", f"{every:g}s"],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        t0 = time.perf_counter()
+        for _ in range(jobs):
+            subprocess.run(
+                [DISPATCH, "sbatch", "--parsable", "job.sbatch"],
+                cwd=folder,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+        submitted = time.perf_counter() - t0
+        deadline = time.monotonic() + 900
+        while _listed(env, "--json"):  # the unsettled jobs
+            if time.monotonic() > deadline:
+                raise SystemExit("dispatch: jobs still unsettled after 15 minutes")
+            time.sleep(0.5)
+        settled = time.perf_counter() - t0
+        states = [r["state"] for r in _listed(env, "--all", "--json")]
+        if len(states) != jobs or set(states) != {"succeeded"}:
+            raise SystemExit(f"dispatch: not every job succeeded: {states}")
+        return submitted, settled
+    finally:
+        sweeper.send_signal(signal.SIGTERM)
+        sweeper.wait(60)
+
+
+def _listed(env: dict[str, str], *flags: str) -> list[dict[str, object]]:
+    done = subprocess.run([DISPATCH, "list", *flags], env=env, capture_output=True, text=True)
+    rows: list[dict[str, object]] = json.loads(done.stdout or "[]")
+    return rows
+
+
+def run_submitit(python: str, folder: Path, env: dict[str, str], jobs: int) -> tuple[float, float]:
+    done = subprocess.run(
+        [python, "-c", SUBMITIT, str(folder / "submitit"), str(jobs), str(SECONDS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"submitit failed:\n{done.stderr[-2000:]}")
+    submitted, settled = (float(x) for x in done.stdout.split()[-2:])
+    return submitted, settled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=48)
+    parser.add_argument("--every", type=float, default=1.0, help="seconds between sweeps")
+    parser.add_argument("--submitit-python", default="/tmp/submitit-venv/bin/python")
+    args = parser.parse_args()
+    env = {**os.environ, **cluster_env()}
+    with tempfile.TemporaryDirectory(prefix="dispatch-e2e-bench-") as tmp:
+        folder = Path(tmp)
+        load = os.getloadavg()[0]
+        s_sub, s_all = run_submitit(args.submitit_python, folder, env, args.jobs)
+        d_sub, d_all = run_dispatch(folder, env, args.jobs, args.every)
+        load = max(load, os.getloadavg()[0])
+    print(
+        f"{args.jobs} jobs of {SECONDS} s on the local cluster, load up to {load:.1f} "
+        "(shared machine: noisy)"
+    )
+    print(f"{'':<42}{'submit all s':>13}{'all ended s':>13}{'per call s':>11}")
+    print(
+        f"{'dispatch sbatch x' + str(args.jobs) + ', sweeps every ' + f'{args.every:g} s':<42}"
+        f"{d_sub:>13.1f}{d_all:>13.1f}{d_sub / args.jobs:>11.2f}"
+    )
+    print(f"{'submitit (one array)':<42}{s_sub:>13.2f}{s_all:>13.1f}{'-':>11}")
+
+
+if __name__ == "__main__":
+    main()
