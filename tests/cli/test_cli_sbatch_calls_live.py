@@ -81,14 +81,15 @@ def test_a_submission_forks_four_slurm_commands_and_leaves_the_job_released(
         assert {c.split()[0] for c in first} >= {"scontrol", "sinfo"}
         job, calls = submit()
         jobs.append(job)
-        programs = [" ".join(c.split()[:2]) for c in calls]
+        programs = [c.split()[0] for c in calls]
         assert programs == [
-            "sbatch --parsable",  # the dry run (--test-only): Slurm checks the options
-            "sbatch --parsable",  # the held create
-            "squeue --json",  # the one look: the object is the attempt's, gated
-            "scontrol release",  # the gate lifted
+            "sbatch",  # the dry run (--test-only): Slurm checks the options
+            "sbatch",  # the held create
+            "squeue",  # the one look: the object is the attempt's, gated
+            "scontrol",  # the gate lifted
         ], calls
-        assert "--test-only" in calls[0] and "--hold" in calls[1]
+        assert "--test-only" in calls[0].split() and "--hold" in calls[1].split()
+        assert calls[3].split()[1] == "release"
         assert f"--name=dj-{job}" in calls[2]
         slurm_job = calls[3].split()[-1]
         shown = subprocess.run(
