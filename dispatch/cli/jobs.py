@@ -124,13 +124,13 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
             ("cessation", f"{_time(c['at'])} {object_word} {c['object']}: {said}: {c['detail']}")
         )
     for x in doc["stale"]:
-        now = f"submission {x['current']}" if x["current"] else "the job was over"
+        now = f"when submission {x['current']} was current" if x["current"] else "after the outcome"
         cause = f", {_cause(x['cause'])}" if x["cause"]["kind"] != "none" else ""
         out.append(
             (
                 "stale",
                 f"{_time(x['at'])} {object_word} {x['object']} (submission {x['submission']}, "
-                f"execution {x['restarts']}) ran again when {now} was current: {x['state']}"
+                f"execution {x['restarts']}) ran again {now}: {x['state']}"
                 f"{cause}; not the job's, no rule fired",
             )
         )

@@ -10,7 +10,9 @@ says which executions were stale, from the observations the record holds.
 An execution (an object's restart count) is stale when it was seen after a later submission
 was authorized or the job had its outcome, and it is not one the record saw while its
 submission was current: a restart count past every one seen then (a requeue), or a run the
-record never saw while current (a release).
+record never saw while current (a release). Once the job is over, only a run that ran is
+stale: a requeue that never ran again is the end the outcome was about (a job stopped past its
+requeue budget shows one more restart, pending, then cancelled).
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ class _Reading:
             s.ran |= _ran(o)
             return
         new = {r for r in _ran(o) if r not in s.ran}
-        if o.restarts > s.restarts:
+        if o.restarts > s.restarts and not self.over:
+            # Requeued by hand while a newer submission is current: stale before it runs.
             new.add(o.restarts)
         for r in new:
             first = self.out.get((o.ref.id, r))

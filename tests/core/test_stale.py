@@ -92,9 +92,30 @@ def test_a_run_after_the_outcome_is_stale_with_no_current_submission() -> None:
     rec.add(
         r.OutcomeEntry(at=rec.tick(), by=SUP, token=TOKEN, state=State.SUCCEEDED, cause=Cause())
     )
+    # Requeued after the outcome: not stale while it only waits...
     rec.observe(obs(2, ObjectState.PENDING, sub=2, restarts=1))
+    assert stale_executions(rec.view()) == []
+    # ... stale once it runs.
+    rec.observe(obs(2, ObjectState.RUNNING, sub=2, restarts=1, nodes=("n1",)))
     [x] = stale_executions(rec.view())
-    assert (x.submission, x.restarts, x.current) == (2, 1, 0)
+    assert (x.submission, x.restarts, x.current, x.state) == (2, 1, 0, ObjectState.RUNNING)
+
+
+def test_the_requeue_a_job_was_stopped_for_past_its_budget_is_not_stale() -> None:
+    rec = second_running()
+    rec.add(
+        r.OutcomeEntry(
+            at=rec.tick(),
+            by=SUP,
+            token=TOKEN,
+            state=State.FAILED,
+            cause=Cause(kind=CauseKind.REQUEUED),
+        )
+    )
+    # The requeue the outcome was about, seen only afterwards: pending, then stopped.
+    rec.observe(obs(2, ObjectState.PENDING, sub=2, restarts=1))
+    rec.observe(obs(2, ObjectState.ENDED, sub=2, restarts=1, cause=Cause(kind=CauseKind.UNKNOWN)))
+    assert stale_executions(rec.view()) == []
 
 
 def test_the_current_submissions_own_requeue_is_not_stale() -> None:
