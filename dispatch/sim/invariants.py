@@ -34,6 +34,7 @@ from dispatch.model.record import (
     View,
 )
 from dispatch.model.values import JobID
+from dispatch.sim import dependencies
 from dispatch.sim.evidence import Evidence
 
 
@@ -77,6 +78,8 @@ class Checker:
         self.max_epoch: dict[JobID, int] = {}
         # The objects of each settled job that had left their gate when it settled.
         self.ran_at_settle: dict[JobID, set[str]] = {}
+        # The jobs with dependencies checked already (``dependencies.check``).
+        self.dependents_checked: set[JobID] = set()
 
     # --- the record -----------------------------------------------------------------------
 
@@ -226,6 +229,7 @@ class Checker:
     def truth(self, views: dict[JobID, View]) -> None:
         """Check what the scheduler really did against the records."""
         self._one_at_once()
+        dependencies.check(views, self.dependents_checked, self.report)
         for obj in self.backend.objects.values():
             if obj.submission is None:
                 continue

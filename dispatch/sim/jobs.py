@@ -9,6 +9,7 @@ from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
 from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule, SharedCheckpoint
 from dispatch.operator import Operator
 from dispatch.records.contract import Records
+from dispatch.sim import dependencies
 
 if TYPE_CHECKING:
     from dispatch.sim.world import World
@@ -75,8 +76,11 @@ def job_options(w: World) -> dict[str, Any]:
 def submit_jobs(w: World, store: Records) -> list[JobID]:
     """Submit the seed's jobs through the real operator; their ids, sorted."""
     op = Operator(w.backend, store, w.clock, w.rand_bytes)
-    jobs = []
+    jobs: list[JobID] = []
     for i in range(w.mix.jobs):
         spec = draw_spec(w, i)
+        after = dependencies.draw(w.seed, jobs[0]) if jobs else ()
+        if after:
+            spec = JobSpec.load({**spec.model_dump(), "after": [a.model_dump() for a in after]})
         jobs.append(op.submit(spec, w.person, **job_options(w)).job)
     return sorted(jobs)

@@ -73,6 +73,10 @@ MUTANTS: dict[str, str] = {
     "of its nodes recorded its end, not every one",
     "abandon-unchecked": "abandon accepts any target the fold takes: a launch that is "
     "accounted for (the next sweep runs a second execution beside it), an attempt with an object",
+    "dependency-ignored": "a job with dependencies is authorized before the jobs it depends on "
+    "settled",
+    "dependency-never-broken": "a dependency that can never be met is not seen as such: the "
+    "job starts after an upstream that ended as it must not",
     "commit-unfolded": "the stores commit entries the fold would refuse, leaving a record "
     "nobody can read",
 }
@@ -267,6 +271,8 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "cessation-partial-evidence": _partial_evidence,
     "abandon-unchecked": _abandon_unchecked,
     "commit-unfolded": _commit_unfolded,
+    "dependency-ignored": lambda: _without_rows(Fact.AWAITING_UPSTREAM),
+    "dependency-never-broken": lambda: _without_rows(Fact.DEPENDENCY_BROKEN),
 }
 
 

@@ -1,0 +1,57 @@
+"""Dependencies in the simulator: some seeds' second job depends on their first, and the
+invariant that a dependent job starts only after its upstream settled as it asks, and fails
+for its dependency only when that can no longer happen.
+
+The kind is drawn from a random source of its own, so every other draw of a seed stays what
+it was without dependencies.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from dispatch.core.fold import fold
+from dispatch.model.enums import CauseKind, DependencyKind
+from dispatch.model.record import AuthorizeEntry, OutcomeEntry, View
+from dispatch.model.values import Dependency, JobID
+
+# Of the seeds with two jobs, the share whose second job depends on the first.
+SHARE = 2 / 3
+
+
+def draw(seed: int, upstream: JobID) -> tuple[Dependency, ...]:
+    """What the second job of ``seed`` waits for: nothing, or ``upstream`` under a drawn kind."""
+    rng = random.Random(f"dependency-{seed}")
+    if rng.random() >= SHARE:
+        return ()
+    return (Dependency(kind=rng.choice(tuple(DependencyKind)), job=upstream),)
+
+
+def check(views: dict[JobID, View], done: set[JobID], report: Callable[[str, str], None]) -> None:
+    """``12-dependency``: a job with dependencies is authorized only once each upstream record
+    settled with an outcome that meets its dependency, and fails with cause ``dependency``
+    only when one of them never can. Each job is checked once, at the first of the two."""
+    for job, view in views.items():
+        after = view.header.spec.after
+        if not after or job in done:
+            continue
+        entries = [e for c in view.commits for e in c.entries]
+        started = any(isinstance(e, AuthorizeEntry) for e in entries)
+        failed = any(
+            isinstance(e, OutcomeEntry) and e.cause.kind is CauseKind.DEPENDENCY for e in entries
+        )
+        if not started and not failed:
+            continue
+        done.add(job)
+        met: list[bool] = []
+        for dep in after:
+            up = fold(views[dep.job], view.header.created_at) if dep.job in views else None
+            out = up.outcome if up is not None else None
+            if started and (up is None or not up.settled or out is None):
+                report("12-dependency", f"job {job}: authorized before {dep.job} settled ({dep})")
+            met.append(out is not None and dep.met_by(out.state))
+        if started and not all(met):
+            report("12-dependency", f"job {job}: authorized though {after} is not met")
+        if failed and all(met):
+            report("12-dependency", f"job {job}: failed for its dependency, yet {after} is met")
