@@ -1,0 +1,92 @@
+"""Benchmark: an idle sweep over jobs waiting on a dependency, against one over idle running jobs.
+
+A job waiting for another (``--dependency=afterok:JOB``) gets a whole pass every sweep: it is
+never remembered by the sweep's memo (``dispatch/supervise/memo.py``), because what it waits
+for is another job's record, which find does not show, and each pass reads and folds the
+record of the job it waits on. This prints what that costs: N jobs waiting on one running
+upstream job, against N running jobs (the baseline), each on its own file ledger in the same
+run, timed over the same number of idle sweeps after one untimed sweep (which leaves the memo,
+as every cron tick but the first has). Run from the repository root:
+
+    .venv/bin/python benchmarks/dependencies.py [--sizes 1000,10000] [--runs 3] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from dispatch.adapters.memory import MemoryBackend
+from dispatch.cluster import Config, compose
+from dispatch.model.enums import ActorKind, DependencyKind
+from dispatch.model.values import Actor, Dependency, JobSpec
+from dispatch.records.file import FileRecords
+from dispatch.supervise import Supervisor
+
+ADA = Actor(kind=ActorKind.HUMAN, id="ada")
+SPEC = JobSpec(name="bench", command=("torchrun", "train.py"))
+# Authorize, start, canonical, open and one observe before a running job's passes only wait.
+SETUP_SWEEPS = 8
+
+
+def _world(root: Path, n: int, waiting: bool) -> Supervisor:
+    """A file ledger with ``n`` idle jobs: running ones, or ones waiting on a running job."""
+    backend = MemoryBackend(auto_run=True)
+    store = FileRecords(root)
+    op = compose(backend, Config(store=store)).operator
+    sup = Supervisor(backend, store)
+    if waiting:
+        upstream = op.submit(SPEC, ADA, supervised=True).job
+        after = (Dependency(kind=DependencyKind.AFTEROK, job=upstream),)
+        spec = JobSpec(name="bench", command=SPEC.command, after=after)
+    else:
+        spec = SPEC
+    for _ in range(n):
+        op.submit(spec, ADA, supervised=True)
+    for _ in range(SETUP_SWEEPS):
+        if not sup.sweep().progressed:
+            break
+    return sup
+
+
+def _timed(sup: Supervisor, runs: int) -> float:
+    sup.sweep()  # leaves the memo, as the tick before does
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        report = sup.sweep()
+        times.append(time.perf_counter() - t)
+        assert not report.progressed and not report.failed, report
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000,10000", help="jobs per ledger, comma-separated")
+    ap.add_argument("--runs", type=int, default=3, help="timed idle sweeps per ledger")
+    ap.add_argument("--dir", default=None, help="where the ledgers go (default: /tmp)")
+    args = ap.parse_args()
+    # The records are written without fsync, so that 10,000 jobs take minutes, not hours; the
+    # timed sweeps commit nothing, so they are the same either way.
+    os.fsync = lambda fd: None
+    print(
+        f"{'jobs':>7} {'running s (baseline)':>21} {'waiting s':>10} {'ratio':>6} "
+        f"{'running ms/job':>15} {'waiting ms/job':>15}"
+    )
+    for n in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            running = _timed(_world(Path(tmp) / "running", n, waiting=False), args.runs)
+            waiting = _timed(_world(Path(tmp) / "waiting", n, waiting=True), args.runs)
+        print(
+            f"{n:>7} {running:>21.2f} {waiting:>10.2f} {waiting / running:>6.1f} "
+            f"{1000 * running / n:>15.3f} {1000 * waiting / n:>15.3f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
