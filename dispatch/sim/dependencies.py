@@ -16,14 +16,16 @@ from dispatch.model.enums import CauseKind, DependencyKind
 from dispatch.model.record import AuthorizeEntry, OutcomeEntry, View
 from dispatch.model.values import Dependency, JobID
 
-# Of the seeds with two jobs, the share whose second job depends on the first.
+# Of the seeds with two jobs where people never act, the share whose second job depends on
+# the first. Seeds where people act keep two independent jobs: the mutants of people's requests
+# are found by those seeds as they were before dependencies.
 SHARE = 2 / 3
 
 
-def draw(seed: int, upstream: JobID) -> tuple[Dependency, ...]:
+def draw(seed: int, upstream: JobID, people: float) -> tuple[Dependency, ...]:
     """What the second job of ``seed`` waits for: nothing, or ``upstream`` under a drawn kind."""
     rng = random.Random(f"dependency-{seed}")
-    if rng.random() >= SHARE:
+    if people > 0 or rng.random() >= SHARE:
         return ()
     return (Dependency(kind=rng.choice(tuple(DependencyKind)), job=upstream),)
 

@@ -79,7 +79,7 @@ def submit_jobs(w: World, store: Records) -> list[JobID]:
     jobs: list[JobID] = []
     for i in range(w.mix.jobs):
         spec = draw_spec(w, i)
-        after = dependencies.draw(w.seed, jobs[0]) if jobs else ()
+        after = dependencies.draw(w.seed, jobs[0], w.mix.people) if jobs else ()
         if after:
             spec = JobSpec.load({**spec.model_dump(), "after": [a.model_dump() for a in after]})
         jobs.append(op.submit(spec, w.person, **job_options(w)).job)
