@@ -42,10 +42,12 @@ class Dependencies:
         ]
 
 
-def read(value: str, where: str = "--dependency") -> Dependencies:
-    """Sort ``value``; ``InvalidError`` names the word at fault and what to write instead."""
+def read(value: str, where: str = "") -> Dependencies:
+    """Sort ``value`` (given ``where``: a script's line; the command line when empty);
+    ``InvalidError`` names the word at fault and what to write instead."""
+    at = f"{where}: " if where else ""
     if not value.strip():
-        raise InvalidError(f"{where} needs a value, e.g. --dependency=afterok:JOB")
+        raise InvalidError(f"{at}--dependency needs a value, e.g. afterok:JOB")
     any_of = "?" in value
     terms = value.split("?" if any_of else ",")
     on_jobs: list[tuple[DependencyKind, str]] = []
@@ -59,7 +61,7 @@ def read(value: str, where: str = "--dependency") -> Dependencies:
         kind, _, ids = term.partition(":")
         if kind not in SLURM_KINDS or not ids:
             raise InvalidError(
-                f"{where}={value}: {term!r} is not a dependency sbatch knows; write "
+                f"{at}--dependency={value}: {term!r} is not a dependency sbatch knows; write "
                 "TYPE:JOB[:JOB...] with TYPE one of afterok, afterany, afternotok "
                 "(or singleton)"
             )
@@ -70,20 +72,20 @@ def read(value: str, where: str = "--dependency") -> Dependencies:
                 slurm_ids.append(word)
             elif kind not in {k.value for k in DependencyKind}:
                 raise InvalidError(
-                    f"{where}={value}: {kind}:{word}: dispatch follows afterok, afterany and "
-                    f"afternotok on its jobs, not {kind}"
+                    f"{at}--dependency={value}: {kind}:{word}: dispatch follows afterok, "
+                    f"afterany and afternotok on its jobs, not {kind}"
                 )
             elif any_of:
                 raise InvalidError(
-                    f"{where}={value}: '?' (any one of) cannot name dispatch jobs; dispatch "
-                    "waits for all of them: separate them with ','"
+                    f"{at}--dependency={value}: '?' (any one of) cannot name dispatch jobs; "
+                    "dispatch waits for all of them: separate them with ','"
                 )
             else:
                 on_jobs.append((DependencyKind(kind), word))
         if kept:
             slurm_terms.append(f"{kind}:{':'.join(kept)}")
     if singleton and any_of:
-        raise InvalidError(f"{where}={value}: singleton cannot be one of several ('?')")
+        raise InvalidError(f"{at}--dependency={value}: singleton cannot be one of several ('?')")
     return Dependencies(
         on_jobs=tuple(on_jobs),
         singleton=singleton,

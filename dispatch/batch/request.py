@@ -92,7 +92,7 @@ class CommandLine:
         given = [g for g in self.sbatch if g.name == "dependency"]
         if not given:
             return None
-        return dependency.read(given[-1].value or "", given[-1].spelled)
+        return dependency.read(given[-1].value or "")
 
 
 class Ledger(Protocol):

@@ -126,6 +126,7 @@ def test_a_bad_dependency_is_refused_and_nothing_is_recorded(
     (train,) = site.submit()
     code, out, err = sbatch(site, f"--dependency={value.format(train=train)}", "evaluate.sbatch")
     assert code == 2 and said in err and out == ""
+    assert err.count("--dependency") == 1, "the option is named once"
     assert len(err.strip().splitlines()) == 1
     assert site.store.jobs(include_settled=True) == [train]
 
