@@ -143,7 +143,8 @@ def _running_on(user: User, job: str, submission: int) -> str:
     def probe() -> str:
         st = user.status(job)
         subs = cast(list[dict[str, object]], st["submissions"])
-        if len(subs) < submission:
+        # Authorized before it is started: no object yet, so nothing runs.
+        if len(subs) < submission or subs[submission - 1]["object"] is None:
             return ""
         return user.sh(f"squeue -h -j {subs[submission - 1]['object']} -t RUNNING -o %N").strip()
 
