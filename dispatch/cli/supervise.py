@@ -173,11 +173,14 @@ def _follow(config: str | None, every: timedelta | None) -> None:
             while not stop.is_set():
                 # The ledger is looked at every second (no record is read, Slurm is not asked):
                 # a new job or a person's action is swept at once; otherwise every interval.
+                # The stamp is taken before the sweep, so an action committed while it ran is
+                # never taken as seen (a sweep that committed is followed by one more look).
                 now = time.monotonic()
-                if now >= due or (stamp is not None and stamp() != seen):
+                current = stamp() if stamp is not None else None
+                if now >= due or current != seen:
                     report = supervisor.sweep(session.settings.sweep_time_limit)
                     show(report, json_out=False)
-                    seen = stamp() if stamp is not None else None
+                    seen = current
                     due = now + interval.total_seconds()
                 stop.wait(max(0.0, min(FOLLOW_LOOK, due - time.monotonic())))
         finally:
