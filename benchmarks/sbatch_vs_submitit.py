@@ -26,7 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sbatch import cluster_env  # noqa: E402
+
 DISPATCH = str(Path(sys.executable).parent / "dispatch")
 SECONDS = 8
 
@@ -44,18 +46,6 @@ submitted = time.perf_counter() - t0
 assert sorted(j.result() for j in running) == list(range(jobs))
 print(submitted, time.perf_counter() - t0)
 """
-
-
-def cluster_env() -> dict[str, str]:
-    """The local cluster's client environment (started if it is not up)."""
-    helper = ROOT / "slurm_helpers" / "localcluster"
-    subprocess.run([str(helper), "up"], check=True, capture_output=True)
-    out = subprocess.run([str(helper), "env"], check=True, capture_output=True, text=True).stdout
-    env = {}
-    for line in out.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        env[key.strip()] = value.strip().strip("'\"")
-    return env
 
 
 def run_dispatch(folder: Path, env: dict[str, str], jobs: int, every: float) -> tuple[float, float]:
