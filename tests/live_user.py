@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -61,6 +62,22 @@ class User:
         done = self.run(script)
         assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
         return done.stdout
+
+    @contextmanager
+    def following(self, cwd: Path) -> Iterator[None]:
+        """``dispatch supervise --follow --every 1s`` from ``cwd`` while the block runs."""
+        follow = subprocess.Popen(
+            [str(BIN / "dispatch"), "supervise", "--follow", "--every", "1s"],
+            cwd=cwd,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            yield
+        finally:
+            follow.send_signal(signal.SIGTERM)
+            follow.wait(60)
 
     def status(self, job: str) -> dict[str, object]:
         """``dispatch status --json JOB``."""

@@ -24,7 +24,6 @@ this machine, where a real cluster's do.
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 from live_cluster import WAIT, wait_for
-from live_user import BIN, User
+from live_user import User
 from test_sbatch_doc import Command, page_section, page_steps, prints_match
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -69,26 +68,18 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
             (folder / file).write_text(text)
         users.append(User(home, folder, {"MASTER_ADDR": "127.0.0.1"}))
     preempted_user, time_limited_user = users
-    follow = subprocess.Popen(
-        [str(BIN / "dispatch"), "supervise", "--follow", "--every", "1s"],
-        cwd=home,
-        env=preempted_user.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     submitted: list[str] = []
     try:
-        submitted.append(time_limited_user.sh(TIME_LIMITED).strip())
-        done = preempted_user.run(command.line)
-        assert done.returncode == 0, done.stderr
-        assert prints_match(command.prints, done.stdout.splitlines()), done.stdout
-        said = re.search(r"dispatch job (\w+) ", done.stdout)
-        assert said is not None, done.stdout
-        submitted.append(said.group(1))
-        yield Jobs(submitted[1], preempted_user, submitted[0], time_limited_user)
+        with preempted_user.following(home):
+            submitted.append(time_limited_user.sh(TIME_LIMITED).strip())
+            done = preempted_user.run(command.line)
+            assert done.returncode == 0, done.stderr
+            assert prints_match(command.prints, done.stdout.splitlines()), done.stdout
+            said = re.search(r"dispatch job (\w+) ", done.stdout)
+            assert said is not None, done.stdout
+            submitted.append(said.group(1))
+            yield Jobs(submitted[1], preempted_user, submitted[0], time_limited_user)
     finally:
-        follow.send_signal(signal.SIGTERM)
-        follow.wait(60)
         for job in submitted:
             subprocess.run(
                 ["scancel", f"--name=dj-{job}"], env=preempted_user.env, capture_output=True

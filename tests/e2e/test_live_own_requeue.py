@@ -11,14 +11,13 @@ run as users run it without cron (``dispatch supervise --follow --every 1s``).
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from live_cluster import WAIT
-from live_user import BIN, User
+from live_user import User
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -43,18 +42,10 @@ def user(own_home: Path, tmp_path: Path) -> Iterator[User]:
     folder = tmp_path / "project"
     folder.mkdir()
     person = User(own_home, folder)
-    follow = subprocess.Popen(
-        [str(BIN / "dispatch"), "supervise", "--follow", "--every", "1s"],
-        cwd=folder,
-        env=person.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     try:
-        yield person
+        with person.following(folder):
+            yield person
     finally:
-        follow.send_signal(signal.SIGTERM)
-        follow.wait(60)
         subprocess.run(["scancel", "--name=self-requeue"], env=person.env, capture_output=True)
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from live_cluster import wait_for
-from live_user import BIN, User
+from live_user import User
 
 from dispatch.model.enums import ObjectState
 from dispatch.model.record import ObserveEntry
@@ -48,14 +47,7 @@ def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_
     folder.mkdir()
     (folder / "train.sbatch").write_text(SCRIPT)
     user = User(own_home, folder)
-    follow = subprocess.Popen(
-        [str(BIN / "dispatch"), "supervise", "--follow", "--every", "1s"],
-        cwd=folder,
-        env=user.env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
+    with user.following(folder):
         # A loaded machine may sweep too slowly to fall inside the 5 s window; then a new job
         # tries again.
         for _ in range(3):
@@ -66,9 +58,6 @@ def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_
         job, slurm_job, in_window = tried
         assert in_window and all(s["state"] != "running" for s in in_window), in_window
         settled = user.settled(job)
-    finally:
-        follow.send_signal(signal.SIGTERM)
-        follow.wait(60)
     assert settled["state"] == "succeeded", settled
 
     # Slurm's accounting: one row per run of the same Slurm job, the first ended REQUEUED.
