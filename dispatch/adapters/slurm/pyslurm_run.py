@@ -61,9 +61,9 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
         "priority": 0,
         "nodes": spec.nodes,
         "ntasks_per_node": spec.procs_per_node,
-        # sbatch derives the task count from these two before it submits; the controller
-        # checks it (without it, more nodes than exist is "Task count specification invalid"
-        # where sbatch's job pends with PartitionNodeLimit).
+        # sbatch derives the task count from these two before it submits; pyslurm leaves it
+        # at one, and the controller refuses more nodes than tasks ("Task count specification
+        # invalid"): every job of two nodes or more.
         "ntasks": spec.nodes * spec.procs_per_node,
         # Recovery is dispatch's, as with --no-requeue, unless a rule lets the job requeue itself.
         "is_requeueable": spec.own_requeue,

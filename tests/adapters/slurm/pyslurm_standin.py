@@ -56,6 +56,7 @@ FINISHED = "Job has already finished"
 NOT_PENDING = "Job is no longer pending execution"
 DISABLED = "Requested operation is presently disabled"
 NODE_CONFIG = "Requested node configuration is not available"
+TASK_COUNT = "Task count specification invalid"
 NODES = 4
 
 
@@ -174,6 +175,10 @@ class JobSubmitDescription:
         f = self.fields
         if not str(f.get("script", "")).startswith("#!"):
             raise ValueError("Not a valid Batch script.")
+        # pyslurm does not derive the task count from the nodes as sbatch does: a job of
+        # more nodes than tasks (one, unless ``ntasks`` says) is refused by the controller.
+        if int(f.get("nodes", 1)) > int(f.get("ntasks", 1)):
+            raise RPCError(2025, TASK_COUNT)
         c.next_id += 1
         job = StandinJob(
             id=c.next_id,

@@ -9,6 +9,7 @@ Runs where pyslurm imports, with ``SLURM_LIVE_TRANSPORT=pyslurm``: in the sid ch
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,11 @@ import live_ssh
 import pytest
 
 from dispatch.adapters.slurm import parse, render
-from dispatch.adapters.slurm.pyslurm_run import pyslurm_built_for, pyslurm_version
+from dispatch.adapters.slurm.pyslurm_run import (
+    DEFAULT_SLURM_CONF,
+    pyslurm_built_for,
+    pyslurm_version,
+)
 from dispatch.adapters.slurm.run import CommandRunner
 
 pytestmark = [
@@ -94,7 +99,8 @@ def test_a_time_limit_of_digits_as_a_string_is_a_type_error_a_number_is_taken(
         _held(pyslurm, signal={"signal": "USR1", "time": 60})
     job = _held(pyslurm, time_limit=10, signal={"signal": 10, "time": 60, "batch_only": True})
     try:
-        assert pyslurm.Jobs.load()[job].state_reason == "JobHeldUser"
+        loaded = pyslurm.Jobs.load()[job]
+        assert (loaded.state_reason, loaded.time_limit) == ("JobHeldUser", 10)
     finally:
         pyslurm.Job(job).cancel()
 
@@ -111,3 +117,96 @@ def test_cancelling_an_ended_or_unknown_job_is_no_error_releasing_an_ended_one_i
     pyslurm.Job(2**31).cancel()
     with pytest.raises(pyslurm.RPCError, match="Job has already finished"):
         pyslurm.Job(job).release()
+
+
+def test_the_real_library_does_what_the_standin_plays(pyslurm: Any, tmp_path: Path) -> None:
+    """What the stand-in was corrected to (``test_slurm_pyslurm_run.py``'s
+    ``test_what_the_real_pyslurm_refused_live_the_standin_refuses`` plays the same on it):
+    more nodes than tasks is refused (2025), the task count sbatch derives is taken; releasing
+    a running job is no error; a start time for a running one is refused (2073), a requeue with
+    the bit clear too (2037); an ended job takes no modify (2084), yet a finished batch job is
+    requeued; accounting's ``cancelled_by`` is None for a job nobody cancelled."""
+    with pytest.raises(pyslurm.RPCError, match="Task count specification invalid") as tasks:
+        _held(pyslurm, nodes=2, ntasks_per_node=1)
+    assert tasks.value.errno == 2025
+    pyslurm.Job(_held(pyslurm, nodes=2, ntasks_per_node=1, ntasks=2)).cancel()
+    go = tmp_path / "go"
+    script = f'#!/bin/sh\nuntil [ -e "{go}" ]; do sleep 0.2; done\n'
+    job = int(
+        pyslurm.JobSubmitDescription(
+            name="dj-pyslurmlive",
+            partitions="low",
+            standard_output="/dev/null",
+            script=script,
+            environment={"PATH": "/usr/bin:/bin"},
+            is_requeueable=True,
+        ).submit()
+    )
+    try:
+        live_cluster.wait_for(
+            "the job to run", lambda: pyslurm.Jobs.load()[job].state, lambda s: s == "RUNNING"
+        )
+        pyslurm.Job(job).release()
+        with pytest.raises(pyslurm.RPCError, match="no longer pending") as running:
+            pyslurm.Job(job).modify(pyslurm.JobSubmitDescription(begin_time="now+60"))
+        assert running.value.errno == 2073
+        pyslurm.Job(job).modify(pyslurm.JobSubmitDescription(is_requeueable=False))
+        with pytest.raises(pyslurm.RPCError, match="presently disabled") as disabled:
+            pyslurm.Job(job).requeue()
+        assert disabled.value.errno == 2037
+        pyslurm.Job(job).modify(pyslurm.JobSubmitDescription(is_requeueable=True))
+        go.touch()
+        live_cluster.wait_for(
+            "the job to complete",
+            lambda: pyslurm.Jobs.load()[job].state,
+            lambda s: s == "COMPLETED",
+        )
+        record = live_cluster.wait_for(
+            "its accounting record",
+            lambda: pyslurm.db.Jobs.load(pyslurm.db.JobFilter(ids=[job])).get(job),
+            lambda r: r is not None and r.state == "COMPLETED",
+        )
+        assert record.cancelled_by is None
+        with pytest.raises(pyslurm.RPCError, match="already finished") as ended:
+            pyslurm.Job(job).modify(pyslurm.JobSubmitDescription(is_requeueable=True))
+        assert ended.value.errno == 2084
+        pyslurm.Job(job).requeue()
+        assert pyslurm.Jobs.load()[job].requeue_count == 1
+    finally:
+        pyslurm.Job(job).cancel()
+
+
+def test_importing_pyslurm_without_a_slurm_conf_ends_the_process_so_auto_never_does(
+    pyslurm: Any,
+) -> None:
+    """libslurm, finding no slurm.conf when pyslurm is imported, ends the process rather than
+    raising; ``transport = "auto"`` therefore looks for the file first and takes the CLI."""
+    assert not Path(DEFAULT_SLURM_CONF).exists()
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    imported = subprocess.run(
+        [sys.executable, "-c", "import pyslurm; print('imported')"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert imported.returncode != 0 and "imported" not in imported.stdout
+    assert "fatal: Could not establish a configuration source" in imported.stderr
+    chosen = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from dispatch.adapters.slurm.settings import SlurmSettings\n"
+            "from dispatch.adapters.slurm.transport import choose_transport\n"
+            "print(choose_transport(SlurmSettings())[2])",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert chosen.returncode == 0, chosen.stderr
+    assert chosen.stdout == (
+        f"cli (transport = 'auto': libslurm would find no slurm.conf at {DEFAULT_SLURM_CONF} "
+        "(SLURM_CONF or the slurm_conf setting))\n"
+    )

@@ -230,26 +230,47 @@ def test_slurms_refusals_read_the_same_through_pyslurm(
 
 
 def test_what_the_real_pyslurm_refused_live_the_standin_refuses() -> None:
-    """Found against Slurm 26.05: a ``time_limit`` of digits as a string, and a signal name in
-    the ``signal`` dict, are TypeErrors of pyslurm's C fields; cancelling an ended or unknown
-    job is no error; releasing a running job is no error; holding a running one is refused."""
+    """Found against Slurm 26.05, and pinned on the real library by
+    ``test_slurm_pyslurm_live.py`` (``test_the_real_library_does_what_the_standin_plays``):
+    a ``time_limit`` of digits as a string, and a signal name in the ``signal`` dict, are
+    TypeErrors of pyslurm's C fields; more nodes than tasks is refused (2025); releasing a
+    running job is no error; a start time for a running one is refused (2073), a requeue with
+    the bit clear too (2037); an ended job takes no modify (2084) but is requeued; cancelling an
+    ended or unknown job is no error; accounting's ``cancelled_by`` is None."""
     c = standin.use(standin.Controller())
     held = {"name": "dj-x", "priority": 0, "script": "#!/bin/sh\ntrue\n"}
     with pytest.raises(TypeError):
         standin.JobSubmitDescription(**held, time_limit="90").submit()
     with pytest.raises(TypeError):
         standin.JobSubmitDescription(**held, signal={"signal": "USR1", "time": 60}).submit()
-    job = standin.JobSubmitDescription(**held, time_limit=90).submit()
+    with pytest.raises(standin.RPCError, match="Task count specification invalid") as tasks:
+        standin.JobSubmitDescription(**held, nodes=2, ntasks_per_node=1).submit()
+    assert tasks.value.errno == 2025
+    standin.Job(standin.JobSubmitDescription(**held, nodes=2, ntasks=2).submit()).cancel()
+    job = standin.JobSubmitDescription(**held, time_limit=90, is_requeueable=True).submit()
     standin.Job(job).release()
     c.run(job)
     standin.Job(job).release()
-    with pytest.raises(standin.RPCError, match="no longer pending"):
+    with pytest.raises(standin.RPCError, match="no longer pending") as running:
         standin.Job(job).modify(standin.JobSubmitDescription(begin_time="now+60"))
+    assert running.value.errno == 2073
+    standin.Job(job).modify(standin.JobSubmitDescription(is_requeueable=False))
+    with pytest.raises(standin.RPCError, match="presently disabled") as disabled:
+        standin.Job(job).requeue()
+    assert disabled.value.errno == 2037
+    standin.Job(job).modify(standin.JobSubmitDescription(is_requeueable=True))
     c.complete(job)
+    assert standin.db.Jobs.load(standin.db.JobFilter(ids=[job]))[job].cancelled_by is None
+    with pytest.raises(standin.RPCError, match="already finished") as ended:
+        standin.Job(job).modify(standin.JobSubmitDescription(is_requeueable=True))
+    assert ended.value.errno == 2084
     standin.Job(job).cancel()
     standin.Job(999999).cancel()
     with pytest.raises(standin.RPCError, match="already finished"):
         standin.Job(job).release()
+    standin.Job(job).requeue()
+    again = standin.Jobs.load()[job]
+    assert (again.state, again.requeue_count) == ("PENDING", 1)
 
 
 def test_a_submission_pyslurm_refuses_with_a_no_capacity_text_is_a_refused_launch(
