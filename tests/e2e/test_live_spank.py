@@ -4,12 +4,21 @@ Nothing is stood in: ``localcluster up --spank`` loads the plugin into the real 
 slurmstepd; every command is a real ``dispatch`` process (``sbatch``, ``status``, ``cancel``)
 beside ``dispatch supervise --follow``; a real ``high`` job preempts, a real slurmd is stopped.
 Waits poll with a bound; nothing asserts on elapsed time.
+
+With ``SLURM_LIVE_PREFIX`` and ``LOCALCLUSTER_CHROOT`` (a release chroot started with
+``localcluster --release R up --spank``, as ``.ci/test``'s release stage runs them) the same
+scenarios run against that release: dispatch reaches its Slurm through the prefix, reads the
+plugin's spool through the chroot's folder, and the user's folder is one path on both sides
+(a folder under the chroot, which the chroot sees under the same name through a link).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +33,10 @@ pytestmark = pytest.mark.live
 
 DISPATCH = str(Path(sys.executable).parent / "dispatch")
 WAIT = 240.0  # seconds: a hold asks the cessation signal again every minute
+# Another release reached through a command prefix: SLURM_LIVE_PREFIX="chroot DIR env ...".
+PREFIX = tuple(shlex.split(os.environ.get("SLURM_LIVE_PREFIX", "")))
+CHROOT = os.environ.get("LOCALCLUSTER_CHROOT", "")
+INNER_STATE = "var/lib/localcluster"  # the state folder inside a release's chroot
 
 
 class Shell:
@@ -32,12 +45,21 @@ class Shell:
     def __init__(self, folder: Path, cluster: dict[str, str], spool: str) -> None:
         self.folder = folder
         self.config = folder / "dispatch.toml"
+        reach = (
+            f"prefix = {json.dumps(list(PREFIX))}\n"
+            if PREFIX
+            else f'slurm_conf = "{cluster["SLURM_CONF"]}"\n'
+        )
         self.config.write_text(
             f'ledger = "{folder / "ledger"}"\n[backend]\nname = "slurm"\n'
-            f'[backend.settings]\ntransport = "cli"\nslurm_conf = "{cluster["SLURM_CONF"]}"\n'
+            f'[backend.settings]\ntransport = "cli"\n{reach}'
             + (f'spank_spool = "{spool}"\n' if spool else "")
         )
         self.env = {**os.environ, **cluster, "USER": "ada", "DISPATCH_CONFIG": str(self.config)}
+
+    def slurm(self, *argv: str) -> None:
+        """Run a Slurm command of the cluster's release, as an administrator would."""
+        subprocess.run([*PREFIX, *argv], env=self.env, check=True, capture_output=True)
 
     def attempt(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -74,7 +96,26 @@ class Shell:
         return f"{name}.sbatch"
 
 
+def localcluster() -> list[str]:
+    """The command that manages the cluster these tests run on."""
+    release = Path(CHROOT).parent.name.removeprefix("localcluster-")
+    return [str(live_cluster.LOCALCLUSTER), *(["--release", release] if PREFIX else [])]
+
+
+def cluster() -> dict[str, str]:
+    """The cluster's client environment; behind a prefix, only its state folder."""
+    if PREFIX:
+        assert CHROOT, "SLURM_LIVE_PREFIX needs LOCALCLUSTER_CHROOT"
+        return {"LOCALCLUSTER_STATE": str(Path(CHROOT) / INNER_STATE)}
+    return live_cluster.cluster_env()
+
+
 def spool() -> str:
+    """The plugin's spool as this host sees it, the plugin loaded."""
+    if PREFIX:
+        state = Path(cluster()["LOCALCLUSTER_STATE"])
+        assert (state / "etc" / "spank.on").exists(), "start the release with `up --spank`"
+        return str(state / "dispatch-spool")
     up = subprocess.run(
         [str(live_cluster.LOCALCLUSTER), "up", "--spank"], capture_output=True, text=True
     )
@@ -82,8 +123,29 @@ def spool() -> str:
     return live_cluster.cluster_env()["LOCALCLUSTER_SPANK_SPOOL"]
 
 
+def user_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder the user works in, the same path on the host and where the jobs run.
+
+    Behind a chroot prefix: a folder in the chroot's ``/tmp``, and inside the chroot a link
+    at the host's name of it, so a job's ``cd``, output paths and flags name one path."""
+    if not PREFIX:
+        yield tmp_path
+        return
+    inner = Path("/tmp") / f"dispatch-e2e-{secrets.token_hex(4)}"
+    folder = Path(CHROOT) / inner.relative_to("/")
+    folder.mkdir()
+    link = Path(CHROOT) / folder.relative_to("/")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(inner)
+    try:
+        yield folder
+    finally:
+        link.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def shell_in(folder: Path, spank_spool: str) -> Iterator[Shell]:
-    sh = Shell(folder, live_cluster.cluster_env(), spank_spool)
+    sh = Shell(folder, cluster(), spank_spool)
     sweeper = subprocess.Popen(
         [DISPATCH, "supervise", "--follow", "--every", "1s"],
         cwd=folder,
@@ -101,14 +163,19 @@ def shell_in(folder: Path, spank_spool: str) -> Iterator[Shell]:
 
 
 @pytest.fixture
-def shell(tmp_path: Path) -> Iterator[Shell]:
-    yield from shell_in(tmp_path, spool())
+def folder(tmp_path: Path) -> Iterator[Path]:
+    yield from user_folder(tmp_path)
 
 
 @pytest.fixture
-def plain_shell(tmp_path: Path) -> Iterator[Shell]:
+def shell(folder: Path) -> Iterator[Shell]:
+    yield from shell_in(folder, spool())
+
+
+@pytest.fixture
+def plain_shell(folder: Path) -> Iterator[Shell]:
     spool()
-    yield from shell_in(tmp_path, "")
+    yield from shell_in(folder, "")
 
 
 def wait_flag(folder: Path) -> str:
@@ -116,18 +183,13 @@ def wait_flag(folder: Path) -> str:
 
 
 def preempt(sh: Shell, node: str) -> None:
-    subprocess.run(
-        [
-            "sbatch",
-            "--partition=high",
-            f"--nodelist={node}",
-            "--exclusive",
-            "--output=/dev/null",
-            "--wrap=sleep 15",
-        ],
-        env=sh.env,
-        check=True,
-        capture_output=True,
+    sh.slurm(
+        "sbatch",
+        "--partition=high",
+        f"--nodelist={node}",
+        "--exclusive",
+        "--output=/dev/null",
+        "--wrap=sleep 15",
     )
 
 
@@ -167,11 +229,7 @@ def test_a_node_whose_slurmd_stopped_leaves_the_hold_waiting_and_cancel_names_it
     state = Path(shell.env["LOCALCLUSTER_STATE"])
     os.kill(int((state / "run" / f"slurmd-{lost}.pid").read_text().split()[0]), signal.SIGTERM)
     try:
-        subprocess.run(
-            ["scontrol", "update", f"nodename={lost}", "state=down", "reason=spank-e2e"],
-            env=shell.env,
-            check=True,
-        )
+        shell.slurm("scontrol", "update", f"nodename={lost}", "state=down", "reason=spank-e2e")
         unproven = f"cessation unproven on {lost}: no epilog record of Slurm job {slurm_job}"
         held = shell.wait(
             job,
@@ -183,7 +241,7 @@ def test_a_node_whose_slurmd_stopped_leaves_the_hold_waiting_and_cancel_names_it
         said = shell.run("cancel", job, "--reason", "node gone")
         assert f"{slurm_job}: {unproven}" in said, said
     finally:
-        subprocess.run([str(live_cluster.LOCALCLUSTER), "up"], capture_output=True, timeout=900)
+        subprocess.run([*localcluster(), "up"], capture_output=True, timeout=900)
 
 
 def test_without_the_plugin_a_shared_checkpoint_waits_for_a_person(plain_shell: Shell) -> None:
@@ -213,7 +271,7 @@ def test_an_older_submission_requeued_by_hand_is_refused_and_read_as_stale(shell
     first = second["submissions"][0]["object"]
     # An administrator requeues the Slurm job of submission 1 (a requeue rule made it
     # requeueable); Slurm runs it again once its credential expired.
-    subprocess.run(["scontrol", "requeue", first], env=shell.env, check=True)
+    shell.slurm("scontrol", "requeue", first)
     stale = shell.wait(
         job,
         "the stale execution to end",
