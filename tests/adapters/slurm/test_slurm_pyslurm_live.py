@@ -210,3 +210,32 @@ def test_importing_pyslurm_without_a_slurm_conf_ends_the_process_so_auto_never_d
         f"cli (transport = 'auto': libslurm would find no slurm.conf at {DEFAULT_SLURM_CONF} "
         "(SLURM_CONF or the slurm_conf setting))\n"
     )
+
+
+def test_the_benchmark_runs_as_docs_print_it_and_pyslurm_forks_nothing(pyslurm: Any) -> None:
+    """docs/slurm-mapping.md's command for the side-by-side figures, run as printed (this
+    process is already in the chroot ``in-chroot`` enters): every row is there, pyslurm starts
+    no process where the CLI starts some, and sends no more submits or updates. Its wall times
+    are figures for a person, never checked here."""
+    command = "python benchmarks/pyslurm_transport.py --jobs 10"
+    doc = (live_cluster.REPO / "docs" / "slurm-mapping.md").read_text()
+    assert f"slurm_helpers/pyslurm/in-chroot {command}\n" in doc
+    done = subprocess.run(
+        command.split(), capture_output=True, text=True, cwd=live_cluster.REPO, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    rows = {}
+    for line in done.stdout.splitlines()[1:]:
+        via, rest = line.split(None, 1)
+        what, figures = rest.split("  ", 1)
+        rpcs, forks, _calls, _ms, *kinds = figures.split()
+        by_type = dict(k.rstrip(",").split("=") for k in kinds)
+        rows[(via, what.strip())] = (float(rpcs), float(forks), by_type)
+    parts = ("launch (per job)", "idle sweep of 10")
+    assert set(rows) == {(via, part) for via in ("cli", "pyslurm") for part in parts}, rows
+    for part in parts:
+        cli, py = rows[("cli", part)], rows[("pyslurm", part)]
+        assert py[1] == 0 < cli[1], (part, cli, py)
+        for kind in ("REQUEST_SUBMIT_BATCH_JOB", "REQUEST_UPDATE_JOB"):
+            assert float(py[2].get(kind, 0)) <= float(cli[2].get(kind, 0)), (part, kind)
+    assert float(rows[("pyslurm", parts[0])][2]["REQUEST_SUBMIT_BATCH_JOB"]) == 1
