@@ -5,6 +5,7 @@ Importable from any test folder (``tests/conftest.py`` puts this folder on ``sys
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 from collections.abc import Callable
@@ -48,3 +49,27 @@ def wait_for(
         time.sleep(0.5)
         value = probe()
     return value
+
+
+def forget_job(env: dict[str, str], slurm_job: str) -> None:
+    """Make the controller forget ``slurm_job``, a job that ended, as ``MinJobAge`` (300 s
+    here) does minutes later: ``MinJobAge=2`` in the cluster's slurm.conf and ``scontrol
+    reconfigure`` until ``scontrol show job`` no longer knows it (the controller purges ended
+    jobs about once a minute), then the config as it was, reconfigured again."""
+    conf = Path(env["SLURM_CONF"])
+    before = conf.read_text()
+
+    def reconfigure() -> None:
+        subprocess.run(["scontrol", "reconfigure"], env=env, check=True, timeout=WAIT)
+
+    def known() -> bool:
+        show = ["scontrol", "show", "job", slurm_job]
+        return subprocess.run(show, env=env, capture_output=True, timeout=WAIT).returncode == 0
+
+    try:
+        conf.write_text(re.sub(r"(?m)^MinJobAge=\d+$", "MinJobAge=2", before))
+        reconfigure()
+        wait_for(f"the controller to forget job {slurm_job}", known, lambda k: not k)
+    finally:
+        conf.write_text(before)
+        reconfigure()

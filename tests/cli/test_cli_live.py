@@ -36,7 +36,13 @@ class Shell:
             f'ledger = "{folder / "ledger"}"\n[backend]\nname = "slurm"\n'
             f'[backend.settings]\ntransport = "cli"\nslurm_conf = "{cluster["SLURM_CONF"]}"\n'
         )
-        self.env = {**os.environ, **cluster, "USER": "ada", "DISPATCH_CONFIG": str(self.config)}
+        self.env = {
+            **os.environ,
+            **cluster,
+            "USER": "ada",
+            "DISPATCH_CONFIG": str(self.config),
+            "XDG_STATE_HOME": str(folder / "state"),
+        }
 
     def attempt(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -130,7 +136,23 @@ def test_a_job_is_held_released_and_cancelled_from_the_shell(shell: Shell) -> No
     assert "hold by human:ada: dataset rebuild" in text
     assert "cancel by human:ada: wrong config" in text
     assert f"Slurm job {slurm_job} (first, authorized " in text
+    forgotten(shell, job, slurm_job, hello)
     controller_down(shell, job)
+
+
+def forgotten(shell: Shell, job: str, slurm_job: str, hello: str) -> None:
+    """Once the controller has forgotten the Slurm job (``MinJobAge``), ``logs`` still prints
+    its output from the path kept when a look first saw it run; with nothing kept, one line
+    says what is missing."""
+    live_cluster.forget_job(shell.env, slurm_job)
+    assert shell.run("logs", job).startswith(hello)
+    kept = shell.folder / "state" / "dispatch" / "slurm-output" / f"dj-{job}.{slurm_job}.0"
+    kept.unlink()
+    missing = shell.attempt("logs", job)
+    assert missing.returncode == 1 and missing.stdout == "", missing
+    assert len(missing.stderr.splitlines()) == 1, missing.stderr
+    assert f"Slurm no longer knows job {slurm_job} (MinJobAge)" in missing.stderr
+    assert "kept no output path" in missing.stderr, missing.stderr
 
 
 def controller_down(shell: Shell, job: str) -> None:

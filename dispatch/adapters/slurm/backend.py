@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from functools import cached_property
 from typing import IO
 
-from dispatch.adapters.slurm import output, parse, render, script
+from dispatch.adapters.slurm import output, output_paths, parse, render, script
 from dispatch.adapters.slurm.capabilities import probe_capabilities, rule_support
 from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import history_adds_nothing, observe
@@ -306,10 +306,12 @@ class SlurmBackend:
 
     def forget(self, keep: Collection[JobID], now: datetime) -> list[str]:
         """Remove the spool files of the jobs over for a day (``Spool.forget``): by then Slurm
-        has long forgotten their jobs (``MinJobAge``), so nobody can run them again."""
+        has long forgotten their jobs (``MinJobAge``), so nobody can run them again; and the
+        output paths kept longer than ``output_paths.KEEP``."""
+        gone = output_paths.tidy(now.timestamp())
         if self.spool is None:
-            return []
-        return self.spool.forget(keep, (now - SPOOL_KEEP).timestamp())
+            return gone
+        return gone + self.spool.forget(keep, (now - SPOOL_KEEP).timestamp())
 
     # Requeuer: two steps, so a crash between them leaves the bit to restore.
 
@@ -373,6 +375,9 @@ class SlurmBackend:
         for obs in observe(r for r in rows if r.name in wanted):
             by_name.setdefault(obs.ref.name, []).append(obs)
             self._looked[obs.ref.id] = (at, obs)
+        output_paths.note_runs(
+            (o for seen in by_name.values() for o in seen), self._output_paths_of
+        )
         found = {}
         for job in jobs:
             objects = by_name.get(object_name(job), [])
@@ -380,6 +385,10 @@ class SlurmBackend:
                 objects = [o for o in objects if o.state in states]
             found[job] = Discovery(objects=tuple(objects), complete=complete and not states)
         return found
+
+    def _output_paths_of(self, slurm_job: str) -> str | None:
+        reply = output.ask(self, slurm_job)
+        return reply.stdout if reply.ok else None
 
     def _just_seen(self, ref: ObjectRef) -> ObjectObs | None:
         """What the last find showed of ``ref``, if that was under ``LOOK_SERVES_OPEN`` ago;
