@@ -21,7 +21,7 @@ from typing import Any
 import live_cluster
 import pytest
 
-from dispatch.adapters.slurm.output import paths_from_scontrol
+from dispatch.adapters.slurm.output_paths import paths_from_scontrol
 
 DISPATCH = str(Path(sys.executable).parent / "dispatch")
 

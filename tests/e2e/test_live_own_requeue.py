@@ -11,6 +11,7 @@ run as users run it without cron (``dispatch supervise --follow --every 1s``).
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,6 +97,18 @@ def test_an_own_requeue_past_the_budget_stops_the_job_and_fails_it(user: User) -
     said = user.sh(f"dispatch escalations {job}")
     assert "failed:requeued" in said and "budget of 1 is spent" in said, said
     assert user.sh(f"squeue -h --name=dj-{job}").strip() == ""
+    # The report counts each run as Slurm's accounting does, every second once: the run
+    # stopped past the budget is lost to the requeue it was stopped for, not to a cancel.
+    slurm_job = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID | head -n 1").strip()
+    rows = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State,ElapsedRaw").splitlines()
+    # The last row is the requeued job cancelled while it waited: it never ran.
+    ran = [int(r.split("|")[1]) for r in rows if r.startswith("REQUEUED|")]
+    elapsed = sum(ran)
+    report = json.loads(user.sh(f"dispatch report {job} --json"))
+    assert report["executions"] == len(ran) == 2, (report, rows)
+    assert abs(report["running_seconds"] - elapsed) <= 2 * len(ran), (report, rows)
+    assert report["lost_seconds"] <= report["running_seconds"], report
+    assert [x["cause"] for x in report["lost"]] == ["requeued"], report
 
 
 def test_a_requeue_the_user_enabled_by_hand_without_a_rule_fails_the_job_loudly(
