@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,20 @@ def test_pyslurm_is_built_for_the_clusters_release(pyslurm: Any) -> None:
     release = parse.parse_version(CommandRunner().run(render.version_argv()).stdout)
     assert pyslurm_built_for() == release
     assert pyslurm_built_for(pyslurm) == tuple(pyslurm.slurm_api_version())[:2]
+    # slurm_helpers/pyslurm/README.md's look at it, as printed (this process is in the chroot
+    # that in-chroot enters).
+    readme = (live_cluster.REPO / "slurm_helpers" / "pyslurm" / "README.md").read_text()
+    prefix = "slurm_helpers/pyslurm/in-chroot python3 -c "
+    (line,) = [x for x in readme.splitlines() if x.startswith(prefix)]
+    shown = subprocess.run(
+        line.removeprefix("slurm_helpers/pyslurm/in-chroot ").split("#")[0],
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == f"{pyslurm.slurm_api_version()}\n"
 
 
 def test_dispatch_sbatch_plan_says_it_goes_through_pyslurm(pyslurm: Any, tmp_path: Path) -> None:
@@ -76,6 +91,46 @@ def test_dispatch_sbatch_plan_says_it_goes_through_pyslurm(pyslurm: Any, tmp_pat
     )
     assert as_json.returncode == 0, as_json.stderr
     assert json.loads(as_json.stdout)["transport"].startswith(f"pyslurm {pyslurm_version()} ")
+    # The config still chooses.
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "slurm"\n'
+        '[backend.settings]\ntransport = "cli"\n'
+    )
+    chosen = subprocess.run(
+        [sys.executable, "-m", "dispatch.cli.main", "sbatch", "--plan", "--config", str(config)]
+        + [str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert chosen.returncode == 0, chosen.stderr
+    assert "Slurm transport: cli (transport = 'cli' in the config)" in chosen.stdout.splitlines()
+    # And for real, through pyslurm (transport "auto"): submitted, supervised, succeeded.
+    config.write_text(
+        f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "slurm"\n[supervise]\npoll = "1s"\n'
+    )
+    script.write_text("#!/bin/bash\n#SBATCH --partition=low\necho trained\n")
+    cli = [sys.executable, "-m", "dispatch.cli.main"]
+    submitted = subprocess.run(
+        [*cli, "sbatch", "--parsable", "--config", str(config), str(script)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    supervised = subprocess.run(
+        [*cli, "supervise", "--config", str(config), job],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert supervised.returncode == 0, (supervised.stdout, supervised.stderr)
+    assert "trained" in "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
 
 
 def _held(pyslurm: Any, **more: Any) -> int:
@@ -239,3 +294,55 @@ def test_the_benchmark_runs_as_docs_print_it_and_pyslurm_forks_nothing(pyslurm: 
         for kind in ("REQUEST_SUBMIT_BATCH_JOB", "REQUEST_UPDATE_JOB"):
             assert float(py[2].get(kind, 0)) <= float(cli[2].get(kind, 0)), (part, kind)
     assert float(rows[("pyslurm", parts[0])][2]["REQUEST_SUBMIT_BATCH_JOB"]) == 1
+
+
+@pytest.mark.slow
+def test_the_readme_builds_pyslurm_for_slurm_26_05_as_printed(pyslurm: Any, tmp_path: Path) -> None:
+    """slurm_helpers/pyslurm/README.md's lines for a site on Slurm 26.05, run as printed in a
+    new venv beside a checkout's ``slurm_helpers``: they build pyslurm against this chroot's
+    libslurm-dev, and it imports, built for the cluster's release. pip's index is
+    ``in-chroot``'s folder of PyPI's files (``PIP_FIND_LINKS``, as a site's pip config names
+    its index); the compile is a test build (``CFLAGS=-O0``). About five minutes here."""
+    readme = (live_cluster.REPO / "slurm_helpers" / "pyslurm" / "README.md").read_text()
+    section = readme.split("**Slurm 26.05**")[1]
+    block = section.split("```sh\n")[1].split("```")[0]
+    lines = textwrap.dedent(block)
+    assert "pip install --no-build-isolation ./pyslurm-25.11.2" in lines
+    (tmp_path / "slurm_helpers").symlink_to(live_cluster.REPO / "slurm_helpers")
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(tmp_path / "venv")], check=True)
+    wheels = Path("/var/tmp/pyslurm-site-wheels")
+    assert (wheels / "pyslurm-25.11.2.tar.gz").is_file(), (
+        "run through slurm_helpers/pyslurm/in-chroot"
+    )
+    env = {
+        "PATH": f"{tmp_path / 'venv' / 'bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "LC_ALL": "C.UTF-8",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "CFLAGS": "-O0 -g0",
+        "PYSLURM_BUILD_JOBS": "2",
+    }
+    built = subprocess.run(
+        ["nice", "-n", "10", "bash", "-euo", "pipefail", "-c", lines],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=2400,
+    )
+    assert built.returncode == 0, (built.stdout[-2000:], built.stderr[-3000:])
+    imported = subprocess.run(
+        [
+            str(tmp_path / "venv" / "bin" / "python"),
+            "-c",
+            "import pyslurm; print(pyslurm.__version__, tuple(pyslurm.slurm_api_version())[:2])",
+        ],
+        env={**env, "SLURM_CONF": os.environ["SLURM_CONF"]},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert imported.returncode == 0, imported.stderr
+    assert imported.stdout == f"{pyslurm.__version__} {pyslurm_built_for()}\n"
