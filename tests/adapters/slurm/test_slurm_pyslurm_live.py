@@ -156,6 +156,9 @@ def test_a_time_limit_of_digits_as_a_string_is_a_type_error_a_number_is_taken(
     try:
         loaded = pyslurm.Jobs.load()[job]
         assert (loaded.state_reason, loaded.time_limit) == ("JobHeldUser", 10)
+        # One job by id: slurm_load_job with the patch's job-wide step id.
+        alone = pyslurm.Job.load(job)
+        assert (alone.id, alone.state, alone.time_limit) == (job, "PENDING", 10)
     finally:
         pyslurm.Job(job).cancel()
 
