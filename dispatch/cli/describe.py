@@ -85,8 +85,12 @@ class Story:
     def of(cls, view: View, seen: Look, now: datetime) -> Story:
         """The story of ``view`` given what the scheduler showed (nothing when unreachable)."""
         j = fold(view, now)
-        d = seen.found.get(view.header.job) or Discovery(complete=seen.reachable)
-        return cls(view, j, project(j, d, now), seen)
+        return cls(view, j, project(j, discovery(seen, view.header.job), now), seen)
+
+
+def discovery(seen: Look, job: JobID) -> Discovery:
+    """What the scheduler showed of ``job``: nothing, and incomplete, when it was unreachable."""
+    return seen.found.get(job) or Discovery(complete=seen.reachable)
 
 
 def _cause(c: Cause) -> dict[str, Any]:

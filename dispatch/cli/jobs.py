@@ -14,7 +14,8 @@ from typing import Any
 
 import click
 
-from dispatch.cli.describe import Look, Story, damaged, document, look, summary
+from dispatch.cli.describe import Look, Story, damaged, discovery, document, look, summary
+from dispatch.cli.listing import Rows
 from dispatch.cli.refs import complete_job, resolve
 from dispatch.cli.render import age, clean, table, when
 from dispatch.cli.session import (
@@ -28,6 +29,8 @@ from dispatch.cli.session import (
 )
 from dispatch.model.enums import State
 from dispatch.model.errors import DispatchError, InvalidError
+from dispatch.model.values import JobID
+from dispatch.records.file import FileRecords
 
 
 def _time(text: str | None) -> str:
@@ -199,7 +202,7 @@ def status(
     with refusals():
         session = Session(config)
         store = session.ledger
-        job_id = resolve(store, job)
+        job_id = resolve(store, job, Rows(store).names())
         if timeline or svg_file is not None:
             from dispatch.cli.report import draw_timeline
 
@@ -219,6 +222,38 @@ def status(
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         click.echo(f"{k.ljust(width)}  {clean(v)}".rstrip())
+
+
+def rows_of(
+    store: FileRecords, jobs: list[JobID], seen: Look, now: datetime
+) -> tuple[list[dict[str, Any]], list[str], list[str], list[str]]:
+    """The list's row of each of ``jobs``, given what the scheduler showed: a row kept by the
+    last list where it still holds (``listing.Rows``), else the record read and folded. Also
+    the damaged records, the unreadable ones, and the kept rows ignored, one line each."""
+    rows = Rows(store)
+    docs: list[dict[str, Any]] = []
+    problems: list[str] = []
+    unreadable: list[str] = []
+    nothing = discovery(seen, "")  # one for every job the scheduler shows nothing of
+    for j in jobs:
+        found = seen.found.get(j) or nothing
+        row = rows.row(j, found, now)
+        if row is None:
+            try:
+                view = store.read(j)
+                row = summary(Story.of(view, seen, now), now)
+            except DispatchError as err:
+                problems.append(damaged(str(store.root), j, err))
+                continue
+            except OSError as err:  # a record this user may not open: name it, list the rest
+                unreadable.append(f"{store.root}/jobs/{j}: {err.strerror or err}")
+                continue
+            rows.keep(j, view.revision, found, now, dict(row))
+        created = datetime.fromisoformat(row["created_at"])
+        row["age_seconds"] = int((now - created).total_seconds())
+        docs.append(row)
+    rows.save()
+    return docs, problems, unreadable, rows.ignored
 
 
 STATES = click.Choice([s.value for s in State])
@@ -251,26 +286,12 @@ def list_jobs(
       $ dispatch list --escalated --json
     """
     now = datetime.now(UTC)
-    problems: list[str] = []
     with refusals():
         session = Session(config)
         store = session.ledger
-        views = {}
-        unreadable: list[str] = []
-        for j in store.jobs(include_settled=everything):
-            try:
-                views[j] = store.read(j)
-            except DispatchError as err:
-                problems.append(damaged(str(store.root), j, err))
-            except OSError as err:  # a record this user may not open: name it, list the rest
-                unreadable.append(f"{store.root}/jobs/{j}: {err.strerror or err}")
-        seen: Look = look(session.backend, list(views))
-        docs = []
-        for j, view in views.items():
-            try:
-                docs.append(summary(Story.of(view, seen, now), now))
-            except DispatchError as err:
-                problems.append(damaged(str(store.root), j, err))
+        jobs = store.jobs(include_settled=everything)
+        seen: Look = look(session.backend, jobs)
+        docs, problems, unreadable, notes = rows_of(store, jobs, seen, now)
     docs = [
         d
         for d in docs
@@ -301,6 +322,8 @@ def list_jobs(
             f"note: the scheduler is unreachable ({clean(seen.error)}); states are the record's",
             err=True,
         )
+    for p in notes:
+        click.echo(f"warning: {clean(p)}", err=True)
     for p in problems:
         click.echo(f"error: damaged record: {clean(p)}", err=True)
     for p in unreadable:

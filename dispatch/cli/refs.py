@@ -10,6 +10,7 @@ since the verb may cancel or settle the job it picks. An ambiguous reference is 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -23,17 +24,20 @@ from dispatch.records.contract import Records, Sharded
 SHOWN_CANDIDATES = 5
 
 
-def resolve(store: Records, ref: str) -> JobID:
+def resolve(store: Records, ref: str, names: Mapping[JobID, str] | None = None) -> JobID:
     """The one job ``ref`` names in ``store``: by exact id, exact name or id prefix, and only
-    one job in all three ways together."""
+    one job in all three ways together. ``names`` are job names known without reading the
+    headers (``listing.Rows.names``); the other jobs' headers are read."""
     if not ref:
         raise InvalidError("give a job: its id, the start of its id, or its name")
     ids = store.jobs(include_settled=True)
+    known = names or {}
     matches: dict[JobID, str] = {}
     if ref in ids:
         matches[ref] = "its id"
     for job in ids:
-        if _name(store, job) == ref:
+        name = known[job] if job in known else _name(store, job)
+        if name == ref:
             matches.setdefault(job, "its name")
     for job in ids:
         if job.startswith(ref):

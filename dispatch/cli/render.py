@@ -29,8 +29,11 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    for row in [list(headers), *rows]:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [list(headers), *rows]
+    ]
+    click.echo("\n".join(lines))  # one write: a list of ten thousand jobs is one echo
 
 
 def fields(pairs: Sequence[tuple[str, str]]) -> None:

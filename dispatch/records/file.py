@@ -339,15 +339,15 @@ class FileRecords:
         equal stamp is the same record."""
         if not fmt.is_job_id(job) or revision < 1:
             return None
-        base = os.path.join(self._jobs_s, job)
+        base = f"{self._jobs_s}/{job}/"  # plain strings: a list checks ten thousand of these
         try:
-            st = os.lstat(os.path.join(base, fmt.revision_name(revision)))
+            st = os.lstat(base + fmt.revision_name(revision))
         except OSError:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
         try:
-            os.lstat(os.path.join(base, fmt.revision_name(revision + 1)))
+            os.lstat(base + fmt.revision_name(revision + 1))
         except FileNotFoundError:
             return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
         except OSError:
@@ -372,6 +372,19 @@ class FileRecords:
             index.remember(self.root, shard, data)
         except (OSError, DispatchError) as err:
             self._problem(index.memo_path(self.root, shard), f"sweep memo not written: {err}")
+
+    def kept_rows(self, shard: int) -> bytes | None:
+        """The rows ``dispatch list`` kept of ``shard``'s jobs, or None; ``RejectedError`` when
+        the file is not this user's private regular file (a cache nobody else may write)."""
+        return fmt.read_bytes(index.rows_path(self.root, shard))
+
+    def keep_rows(self, shard: int, data: bytes) -> None:
+        """Replace the rows kept of ``shard`` (a temp file renamed over, not flushed: a partial
+        one fails its digest and is ignored)."""
+        if not self._sweep_folder:
+            fmt.ensure_folder(self.root / index.SWEEP)
+            self._sweep_folder = True
+        fmt.replace(index.rows_path(self.root, shard), data, sync=False)
 
     def residual_jobs(self) -> list[JobID]:
         """Settled jobs that settled with residual attempts, until a sweep finds none left;

@@ -75,6 +75,11 @@ def remember(root: Path, shard: int, data: bytes) -> None:
     fmt.replace(memo_path(root, shard), data, sync=False)
 
 
+def rows_path(root: Path, shard: int) -> Path:
+    """The rows ``dispatch list`` keeps of the jobs of ``shard`` (``dispatch/cli/listing.py``)."""
+    return root / SWEEP / f"list-{shard:02d}"
+
+
 def has_residuals(view: View) -> bool:
     """Whether the settled record ``view`` has residual attempts; a record that does not fold
     is counted in (a sweep then reads it and reports why)."""

@@ -1,0 +1,186 @@
+"""The rows of ``dispatch list``, kept between runs so that a list folds only what changed.
+
+A row (``describe.summary`` without the age) is a pure function of the record at its last
+revision and of what find shows of the job now: ``fold`` and ``project`` take no clock, and the
+age is computed from the creation time at display. So a list keeps, per shard of the ledger,
+``sweep/list-NN``: for each job it folded, the revision, the revision's stamp
+(``FileRecords.stamp_at``), a digest of what find showed (``memo.seen``), until when the entry
+holds, and the row. The next list uses a kept row only when the stamp is the same (the record
+has no later revision), find shows the same digest, and the entry has not lapsed; any other
+job is read and folded, and its row kept again. The fold stays the authority: a row is never
+more than what the fold said of the same revision under the same look.
+
+The file is a cache, as the sweep memo is (``docs/ledger.md``): read like every ledger file
+(this user's, private, no link); one that is missing, partial, of another format, made by
+other code, or not this user's is ignored and every job of its shard is folded. An entry lapses
+like a memo entry (``memo.lapse``, one to two hours spread by job), so a revision file damaged
+in place under a kept row is reported by a list within two hours. Headers never change, so a
+kept row's name also answers which job a name means (``names``), for ``dispatch status``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dispatch.model.errors import DispatchError
+from dispatch.model.objects import Discovery
+from dispatch.model.values import JobID
+from dispatch.records.file import FileRecords
+from dispatch.supervise import memo
+
+FORMAT = "dispatch-list-rows 1"
+
+# What makes a row besides the core and the model (which ``memo.code`` covers).
+_ROW_SOURCES = ("describe.py", "answers.py", "listing.py")
+
+_code: str | None = None
+
+
+def code() -> str:
+    """The digest of the code that makes a row: the deciding code and the row's own."""
+    global _code
+    if _code is None:
+        digest = hashlib.blake2b(memo.code().encode(), digest_size=12)
+        here = Path(__file__).resolve().parent
+        for name in _ROW_SOURCES:
+            digest.update(name.encode() + b"\0" + (here / name).read_bytes() + b"\0")
+        _code = digest.hexdigest()
+    return _code
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One job's row as a list made it: at ``revision`` (whose stamp was ``stamp``), under a
+    look whose digest was ``seen``, trusted until ``until``."""
+
+    revision: int
+    stamp: str
+    seen: str
+    until: datetime
+    row: dict[str, Any]
+
+
+def dump(entries: dict[JobID, Kept]) -> bytes:
+    """A shard's rows: the format line with the code that made them, a digest of the body,
+    the body."""
+    body = json.dumps(
+        {
+            job: [k.revision, k.stamp, k.seen, k.until.isoformat(), k.row]
+            for job, k in sorted(entries.items())
+        },
+        separators=(",", ":"),
+    ).encode()
+    digest = hashlib.blake2b(body, digest_size=16).hexdigest().encode()
+    return f"{FORMAT} {code()}".encode() + b"\n" + digest + b"\n" + body
+
+
+def load(data: bytes | None) -> dict[JobID, Kept]:
+    """The entries of a shard's rows; none when missing, damaged, of another format or made
+    by other code (they only save time)."""
+    if not data:
+        return {}
+    head, _, rest = data.partition(b"\n")
+    digest, _, body = rest.partition(b"\n")
+    if head != f"{FORMAT} {code()}".encode():
+        return {}
+    if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
+        return {}
+    try:
+        raw = json.loads(body)
+        out = {}
+        for job, (r, t, s, u, row) in raw.items():
+            until = datetime.fromisoformat(u)
+            if until.tzinfo is not None and isinstance(row, dict) and row.get("job") == job:
+                out[str(job)] = Kept(int(r), str(t), str(s), until, row)
+        return out
+    except (ValueError, TypeError, AttributeError):
+        return {}
+
+
+class Rows:
+    """The rows kept in one file ledger: each shard's read when first needed, and written back
+    by ``save`` for the shards that gained or lost a row."""
+
+    def __init__(self, store: FileRecords) -> None:
+        self.store = store
+        self._shards: dict[int, dict[JobID, Kept]] = {}
+        self._changed: set[int] = set()
+        self.ignored: list[str] = []  # files refused (another user's, a link): one line each
+        self._nothing: dict[bool, str] = {}
+
+    def _of(self, job: JobID) -> dict[JobID, Kept]:
+        shard = self.store.shard_of(job)
+        entries = self._shards.get(shard)
+        if entries is None:
+            try:
+                entries = load(self.store.kept_rows(shard))
+            except (OSError, DispatchError) as err:
+                message = err.message if isinstance(err, DispatchError) else str(err)
+                self.ignored.append(f"kept rows ignored: {message}")
+                entries = {}
+            self._shards[shard] = entries
+        return entries
+
+    def _seen(self, found: Discovery) -> str:
+        # Many jobs of a list are shown as nothing (settled ones, which the scheduler forgot):
+        # one digest for each such look, not one per job.
+        if found.objects:
+            return memo.seen(found)
+        digest = self._nothing.get(found.complete)
+        if digest is None:
+            digest = self._nothing[found.complete] = memo.seen(found)
+        return digest
+
+    def row(self, job: JobID, found: Discovery, now: datetime) -> dict[str, Any] | None:
+        """The kept row of ``job`` when it still holds: the record has not moved since, find
+        shows the same, and the entry has not lapsed; else None (fold the record)."""
+        kept = self._of(job).get(job)
+        if kept is None or not now < kept.until <= now + memo.LONGEST:
+            return None
+        if kept.seen != self._seen(found):
+            return None
+        if self.store.stamp_at(job, kept.revision) != kept.stamp:
+            return None
+        return dict(kept.row)
+
+    def keep(
+        self, job: JobID, revision: int, found: Discovery, now: datetime, row: dict[str, Any]
+    ) -> None:
+        """Keep ``row``, made from the record at ``revision`` under ``found``, for the next
+        list; nothing is kept when the record has moved past ``revision`` meanwhile."""
+        entries = self._of(job)
+        stamp = self.store.stamp_at(job, revision)
+        if stamp is None:
+            if entries.pop(job, None) is not None:
+                self._changed.add(self.store.shard_of(job))
+            return
+        until = memo.lapse(job, now, None)
+        entries[job] = Kept(revision, stamp, self._seen(found), until, row)
+        self._changed.add(self.store.shard_of(job))
+
+    def names(self) -> dict[JobID, str]:
+        """The name of every job a row is kept of, whatever its revision: a header never
+        changes, so a row's name is the record's."""
+        out: dict[JobID, str] = {}
+        for shard in range(self.store.shards):
+            try:
+                entries = load(self.store.kept_rows(shard))
+            except (OSError, DispatchError):
+                continue  # that shard's names are read from the headers
+            out.update((job, str(k.row.get("name") or "")) for job, k in entries.items())
+        return out
+
+    def save(self) -> None:
+        """Write back the shards that changed; a failure only costs the next list time."""
+        for shard in sorted(self._changed):
+            try:
+                self.store.keep_rows(shard, dump(self._shards[shard]))
+            except (OSError, DispatchError) as err:
+                message = err.message if isinstance(err, DispatchError) else str(err)
+                self.ignored.append(f"kept rows not written: {message}")
+        self._changed.clear()
