@@ -256,6 +256,11 @@ def test_escalations_lists_each_with_its_delivery_and_answer(tmp_path: Path) -> 
     status = read(site, "status", job)[1]
     assert f"foreign:{foreign.id}" in status and "logged only (no delivery configured)" in status
     assert "delivered" not in status
+    # The answer runs as printed (the config from the environment), and then nothing waits.
+    printed = rows[1][rows[1].index("dispatch abandon ") :]
+    done = site.run(printed.split()[1:], env={**ME, "DISPATCH_CONFIG": str(site.config)})
+    assert done.exit_code == 0, done.output
+    assert read(site, "escalations", job)[1].splitlines()[1].endswith(" -")
 
 
 @pytest.mark.parametrize("answer", [200, 503])
