@@ -53,6 +53,11 @@ WRAP = "#!/bin/sh\n# This script was created by dispatch sbatch --wrap.\n\n{}\n"
 
 # sbatch options dispatch sets itself on every launch. In a script's directives they are
 # overridden, and the user told so; on the command line they are refused (sbatch_options).
+# What a script that chooses to truncate its output file is told.
+TRUNCATE_NOTE = (
+    "each run writes over the output file, so a run Slurm requeues loses the lines of the runs "
+    "before it (leave the line out and each run adds to the file)"
+)
 OVERRIDDEN = {
     "hold": "the gate is dispatch's: the job starts once launched (hold it with dispatch hold JOB)",
     "comment": "dispatch's comment (the submission and attempt numbers) replaces it",
@@ -237,6 +242,8 @@ def _read_block(text: str, name: str) -> _Directives:
                     export = g.value
                 elif g.name == "open-mode":
                     open_mode = True
+                    if (g.value or "").strip().lower() == "truncate":
+                        notes.append(f"{name} line {line.number}: {g.spelled}: {TRUNCATE_NOTE}")
                 elif g.name == "dependency":
                     dependency_line = line.number
                     notes += _script_dependency(g.value or "", where)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.batch.request import APPEND, build, split
+from dispatch.batch.request import APPEND, TRUNCATE_NOTE, build, split
 from dispatch.model.enums import CheckpointMode
 from dispatch.model.errors import InvalidError
 
@@ -201,4 +201,14 @@ def test_each_run_adds_to_the_output_file_unless_the_script_or_the_user_chooses(
     assert options(["--open-mode=truncate"]) == ("--open-mode=truncate",)
     line = SCRIPT.replace("#DISPATCH", "#SBATCH --open-mode=truncate\n#DISPATCH")
     assert options([], line) == ()
+    # A script that chooses to write over its output file is told what a requeue then loses.
+    said = build(split(["t.sbatch"]), line, "t.sbatch", "/w", ENV).notes
+    assert [n for n in said if "--open-mode=truncate" in n] == [
+        f"t.sbatch line {line.splitlines().index('#SBATCH --open-mode=truncate') + 1}: "
+        f"--open-mode=truncate: {TRUNCATE_NOTE}"
+    ]
+    kept = SCRIPT.replace("#DISPATCH", "#SBATCH --open-mode=append\n#DISPATCH")
+    assert not [
+        n for n in build(split(["t.sbatch"]), kept, "t.sbatch", "/w", ENV).notes if "open-mode" in n
+    ]
     assert options([], env={**ENV, "SBATCH_OPEN_MODE": "truncate"}) == ()

@@ -83,8 +83,10 @@ def test_plan_prints_the_plan_and_creates_nothing(site: Site) -> None:
     Path("kept.sbatch").write_text(
         SCRIPT.replace("#DISPATCH", "#SBATCH --open-mode=truncate\n#DISPATCH")
     )
-    code, out, _ = sbatch(site, "--plan", "kept.sbatch")
+    code, out, err = sbatch(site, "--plan", "kept.sbatch")
     assert code == 0 and OUTPUT_LINE not in out.splitlines()
+    # ... and is told what a requeued run then loses.
+    assert "--open-mode=truncate: each run writes over the output file" in err, err
 
 
 def test_the_script_may_come_on_stdin_as_with_sbatch(site: Site) -> None:
