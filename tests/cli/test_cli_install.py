@@ -233,6 +233,7 @@ def test_a_missing_scrontab_exits_1_saying_what_to_do(
 # --- what install refuses ------------------------------------------------------------------------
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_install_refuses_a_table_whose_end_marker_was_removed_and_changes_nothing(
     tmp_path: Path,
@@ -257,6 +258,7 @@ def test_merging_refuses_a_begin_marker_without_its_end(tmp_path: Path) -> None:
         merge(f"{begin}\n0 * * * * /bin/true\n", entry)
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 @pytest.mark.parametrize("which", ["config", "log"])
 def test_a_path_with_a_newline_is_refused_and_injects_no_cron_line(
@@ -283,6 +285,7 @@ def cron_runs() -> bool:
     return subprocess.run(["pgrep", "-x", "cron|crond"], capture_output=True).returncode == 0
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_install_warns_when_no_cron_daemon_runs_to_run_the_entry(tmp_path: Path) -> None:
     code, _, err = install(Site(tmp_path), "--cron")
@@ -310,6 +313,7 @@ def test_cron_and_scrontab_together_are_refused(tmp_path: Path) -> None:
         assert result.exit_code == 2 and "not both" in result.stderr
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_uninstall_removes_the_entry_and_keeps_every_other_line(tmp_path: Path) -> None:
     subprocess.run(["crontab", "-"], input="17 4 * * * /bin/true\n", text=True, check=True)
@@ -378,6 +382,7 @@ def supervise_status(site: Site, *args: str) -> tuple[int, str]:
     return done.exit_code, done.stdout
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_status_shows_the_installed_entry_and_the_last_sweep_from_its_log(tmp_path: Path) -> None:
     site = Site(tmp_path)
@@ -474,6 +479,7 @@ def test_the_last_sweep_and_its_exit_code_are_read_from_the_log(
     assert last_sweep(log) == (None if said is None else (said, code))
 
 
+@pytest.mark.host
 @pytest.mark.usefixtures("root_crontab")
 def test_a_latin1_byte_in_the_crontab_is_kept_through_install_and_uninstall(tmp_path: Path) -> None:
     """A Latin-1 comment in the user's crontab raised ``UnicodeDecodeError`` in install and
