@@ -219,19 +219,24 @@ def test_the_output_paths_are_read_from_scontrols_one_line_reply() -> None:
 
 @pytest.mark.live
 def test_logs_of_a_job_writing_to_dev_zero_is_one_line_not_a_memory_error(shell: Shell) -> None:
-    """``logs`` read ``/dev/zero`` until ``MemoryError`` (and a FIFO forever): the output is
-    opened without blocking and refused unless it is a regular file, with and without
-    ``--follow``."""
-    (shell.folder / "zero.sbatch").write_text(
-        "#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --output=/dev/zero\nsleep 300\n"
-    )
-    job = shell.run("sbatch", "--parsable", "zero.sbatch").strip()
-    shell.wait(job, "the job to run", lambda d: d["state"] == "running")
-    for args in (["logs", job], ["logs", job, "--follow"]):
-        done = shell.attempt(*args)
-        assert (done.returncode, done.stdout) == (1, ""), done.stderr
-        assert "/dev/zero, which is not a regular file" in done.stderr
-        assert done.stderr.count("\n") == 1
+    """``logs`` read ``/dev/zero`` until ``MemoryError``, and a FIFO as the output forever
+    (opening it waits for a writer): the output is opened without blocking and refused unless
+    it is a regular file, with and without ``--follow``."""
+    fifo = shell.folder / "out.fifo"
+    os.mkfifo(fifo)
+    jobs = {}
+    for name, output in (("zero", Path("/dev/zero")), ("fifo", fifo)):
+        (shell.folder / f"{name}.sbatch").write_text(
+            f"#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --output={output}\nsleep 300\n"
+        )
+        jobs[output] = shell.run("sbatch", "--parsable", f"{name}.sbatch").strip()
+    for output, job in jobs.items():
+        shell.wait(job, "the job to run", lambda d: d["state"] == "running")
+        for args in (["logs", job], ["logs", job, "--follow"]):
+            done = shell.attempt(*args)
+            assert (done.returncode, done.stdout) == (1, ""), done.stderr
+            assert f"{output}, which is not a regular file" in done.stderr
+            assert done.stderr.count("\n") == 1
 
 
 @pytest.mark.live
