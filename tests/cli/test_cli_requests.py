@@ -9,12 +9,17 @@ ledger; every command runs through click's runner.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cli_setup import Site
+import pytest
+from cli_setup import ADA, Site
 from test_cli_act import act, canonical, running, sweeps
 
 import dispatch
+from dispatch.adapters.memory import MemoryBackend
+from dispatch.clock import ManualClock, SystemClock
+from dispatch.model.record import CessationEntry
 
 
 def revision(site: Site, job: str) -> int:
@@ -134,3 +139,46 @@ def test_6_an_admin_hold_released_no_longer_waits_on_you(tmp_path: Path) -> None
     sweeps(site)
     assert "running" in status(site, job)
     assert waiting_line(site, job).split()[-1] == "nothing"
+
+
+class NoSignal(MemoryBackend):
+    """A stand-in for a backend with no cessation signal (the Slurm adapter without the SPANK
+    plugin): the memory adapter without its ``ceased``."""
+
+    ceased = None  # type: ignore[assignment]
+
+
+def test_7_no_cessation_signal_is_recorded_once_over_many_sweeps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared-checkpoint recovery hold on a backend with no cessation signal: ``dispatch
+    sweep`` a minute apart records "no cessation signal" once, not once a sweep, and the hold
+    still comes overdue and waits on a person in ``status``. Time is a manual clock standing
+    in for the system's, so the sweeps are minutes apart."""
+    clock = ManualClock(datetime.now(UTC))
+    monkeypatch.setattr(SystemClock, "now", lambda self: clock.now())
+    site = Site(tmp_path)
+    site.backend = NoSignal(auto_run=True, clock=clock.now)
+    site.cluster = dispatch.compose(site.backend, dispatch.Config(store=site.store, clock=clock))
+    rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=1)
+    spec = dispatch.JobSpec(
+        name="finetune",
+        command=["torchrun", "train.py"],
+        extensions=[dispatch.SharedCheckpoint()],
+        recovery=dispatch.RecoveryPolicy(rules=[rule]),
+    )
+    job = site.cluster.operator.submit(spec, ADA, supervised=True).job
+    sweeps(site)
+    site.backend.env().preempt(canonical(site, job))
+    for _ in range(30):
+        assert site.sweep().exit_code == 0
+        clock.advance(timedelta(minutes=1))
+    answers = [
+        e for c in site.store.read(job).commits for e in c.entries if isinstance(e, CessationEntry)
+    ]
+    assert [a.detail for a in answers] == ["this backend has no cessation signal"]
+    assert "hold 1" in waiting_line(site, job)
+    clock.advance(timedelta(days=1))
+    sweeps(site, 2)
+    assert "overdue:1" in waiting_line(site, job)
+    assert "held" in status(site, job)
