@@ -16,6 +16,7 @@ from dispatch.clock import Clock
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.requests import Judgement, Ruling, Verb, judge, verb_of
+from dispatch.model.array import task_id
 from dispatch.model.base import Value
 from dispatch.model.enums import ActorKind, Capability, State, Tristate
 from dispatch.model.errors import (
@@ -73,8 +74,11 @@ class Operator:
         self._backend, self._store, self._clock, self._rand = backend, store, clock, rand
 
     def submit(self, spec: JobSpec, by: Actor, **options: Any) -> Plan:
-        """Record a new job and return its plan; nothing is created on the scheduler."""
-        return self._create(spec, by, "", 0, options)
+        """Record a new job and return its plan; nothing is created on the scheduler. An array
+        task's id is its group's and index (``model/array.py``)."""
+        task = spec.task if isinstance(spec, JobSpec) else None
+        job = task_id(task.group, task.index) if task is not None else ""
+        return self._create(spec, by, "", 0, options, job_id=job)
 
     def _create(
         self,

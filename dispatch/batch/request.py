@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from dispatch.adapters.slurm import directives as sb
 from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
-from dispatch.batch import dependency
+from dispatch.batch import array, dependency
 from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
 from dispatch.batch.directives import submit_keywords as keywords
 from dispatch.model.enums import CheckpointMode, DependencyKind
@@ -87,7 +87,8 @@ class CommandLine:
     def passed_on(self) -> tuple[str, ...]:
         """The sbatch options as written, but for those dispatch sbatch answers itself and
         the dependencies on dispatch jobs (dispatch keeps those: ``dependency``)."""
-        words = [w for g in self.sbatch if g.name not in (*ANSWERED, "dependency") for w in g.words]
+        kept = (*ANSWERED, "dependency", "array")
+        words = [w for g in self.sbatch if g.name not in kept for w in g.words]
         slurm = self.dependencies.slurm if self.dependencies else ""
         return (*words, f"--dependency={slurm}") if slurm else tuple(words)
 
@@ -119,6 +120,8 @@ class Request:
     spec: JobSpec
     submit: dict[str, Any]
     notes: tuple[str, ...] = ()
+    # ``--array``: the job is a group of tasks, one per index (``batch/array.py``).
+    array: array.Array | None = None
 
 
 def _flag(word: str, following: Sequence[str], takes_value: bool) -> tuple[str | bool, int]:
@@ -192,6 +195,7 @@ class _Directives:
     export: str | None = None
     dependency_line: int = 0
     open_mode: bool = False
+    array: array.Array | None = None
 
 
 def _read_block(text: str, name: str) -> _Directives:
@@ -202,6 +206,7 @@ def _read_block(text: str, name: str) -> _Directives:
     requeue_line = 0
     dependency_line = 0
     open_mode = False
+    tasks = None
     notes = []
     for line in block:
         if line.text.startswith(MAGIC):
@@ -247,6 +252,8 @@ def _read_block(text: str, name: str) -> _Directives:
                 elif g.name == "dependency":
                     dependency_line = line.number
                     notes += _script_dependency(g.value or "", where)
+                elif g.name == "array":
+                    tasks = array.read(g.value or "", f"{name} line {line.number}")
             i += used
     if first_command:
         for number, line_text in enumerate(
@@ -259,7 +266,9 @@ def _read_block(text: str, name: str) -> _Directives:
                     "the #SBATCH lines"
                 )
     options = read_lines(dispatch_lines, name)
-    return _Directives(options, job_name, requeue_line, notes, export, dependency_line, open_mode)
+    return _Directives(
+        options, job_name, requeue_line, notes, export, dependency_line, open_mode, tasks
+    )
 
 
 def _script_dependency(value: str, where: str) -> list[str]:
@@ -336,7 +345,15 @@ def build(
         extensions=tuple(extensions),
         after=_after(deps, name, ledger) if deps is not None else (),
     )
-    return Request(spec=spec, submit=keywords(options, len(rules)), notes=tuple(notes))
+    given = [g.value or "" for g in cmd.sbatch if g.name == "array"]
+    # As sbatch reads it: the command line's last --array wins over the script's line.
+    tasks = array.read(given[-1]) if given else found.array
+    submit = keywords(options, len(rules))
+    if tasks is not None and submit.get("idempotency_key"):
+        raise InvalidError(
+            "--key names one job, and --array makes one per index: leave --key out of an array"
+        )
+    return Request(spec=spec, submit=submit, notes=tuple(notes), array=tasks)
 
 
 def _appended(cmd: CommandLine, found: _Directives, environment: Mapping[str, str]) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from dispatch.cli.refs import complete_job, resolve
+from dispatch.cli.refs import complete_job, resolve, resolve_all
 from dispatch.cli.render import clean, when
 from dispatch.cli.session import (
     DURATION,
@@ -30,6 +30,7 @@ from dispatch.cluster import Cluster, Config, compose
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.requests import Verb
+from dispatch.model.array import task_of
 from dispatch.model.errors import RejectedError, RepeatedError
 from dispatch.model.values import Actor, JobID
 from dispatch.operator import asked
@@ -56,13 +57,25 @@ def reason_option(f: F) -> F:
 
 
 class Acting:
-    """One verb's session: the cluster over the existing ledger, the job, and the actor."""
+    """One verb's session: the cluster over the existing ledger, the job, and the actor.
+    With ``whole``, a reference may name a whole array: ``jobs`` are then its tasks."""
 
-    def __init__(self, config: str | None, ref: str, actor: Actor | None) -> None:
+    def __init__(
+        self, config: str | None, ref: str, actor: Actor | None, *, whole: bool = False
+    ) -> None:
         self.session = Session(config)
         self.cluster: Cluster = compose(self.session.backend, Config(store=self.session.ledger))
-        self.job: JobID = resolve(self.session.ledger, ref)
+        ledger = self.session.ledger
+        self.jobs: list[JobID] = resolve_all(ledger, ref) if whole else [resolve(ledger, ref)]
+        group = task_of(self.jobs[0]) if len(self.jobs) > 1 else None
+        # The job acted on, or the array's group id.
+        self.job: JobID = group[0] if group is not None else self.jobs[0]
         self.by = actor or me()
+
+    @property
+    def array(self) -> bool:
+        """Whether the reference named a whole array."""
+        return len(self.jobs) > 1
 
     def folded(self) -> Job:
         """The job's record, folded now."""
@@ -91,11 +104,15 @@ def hold(
     """Hold JOB: nothing of it starts or opens until the hold is released.
 
     With --for, the hold has a deadline; past it, it stays in force and escalates
-    overdue:<instance> for a person.
+    overdue:<instance> for a person. JOB may name an array (its group id): every task not
+    over yet is held, each with its own hold (release one with GROUP:INDEX).
     """
     with refusals():
-        act = Acting(config, job, actor)
+        act = Acting(config, job, actor, whole=True)
         until = datetime.now(UTC) + hold_for if hold_for else None
+        if act.array:
+            _hold_array(as_json, act, reason, until)
+            return
         instance = act.cluster.operator.hold(act.job, act.by, reason, until)
     deadline = f" until {when(until)} UTC" if until else ""
     done(
@@ -106,6 +123,31 @@ def hold(
         f"until `dispatch release {act.job}` (what runs keeps running; the next sweep holds "
         "what is queued)",
         instance=instance,
+        until=until.isoformat() if until else None,
+    )
+
+
+def _hold_array(as_json: bool, act: Acting, reason: str, until: datetime | None) -> None:
+    """Hold every task of the array that is not over; refused when none is left to hold."""
+    held: dict[JobID, int] = {}
+    # Last task first: a waiting task is held before a task ahead of it can free its place.
+    for job in reversed(act.jobs):
+        try:
+            held[job] = act.cluster.operator.hold(job, act.by, reason, until)
+        except RejectedError:
+            continue  # a task that ended or settled has nothing left to hold
+    if not held:
+        raise RejectedError(f"array {act.job}: every task is over; nothing to hold")
+    over = len(act.jobs) - len(held)
+    done(
+        as_json,
+        act,
+        "hold",
+        f"held {len(held)} tasks of array {act.job}"
+        + (f" ({over} over already)" if over else "")
+        + "; nothing of them starts or opens until each is released with "
+        f"`dispatch release {act.job}:INDEX`",
+        holds={j: i for j, i in held.items()},
         until=until.isoformat() if until else None,
     )
 
@@ -151,9 +193,13 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
     """Cancel JOB: the cancel is committed first, then what runs is stopped.
 
     The cancel is final once committed; stopping may lag, and the next sweeps check it.
+    JOB may name an array (its group id): every task not over yet is cancelled.
     """
     with refusals():
-        act = Acting(config, job, actor)
+        act = Acting(config, job, actor, whole=True)
+        if act.array:
+            _cancel_array(as_json, act, reason)
+            return
         receipt = act.cluster.operator.cancel(act.job, act.by, reason)
         if not receipt.committed:
             raise RepeatedError(receipt.line, holds=receipt.holds)
@@ -176,6 +222,40 @@ def cancel(config: str | None, actor: Actor | None, as_json: bool, job: str, rea
         live=live,
         cleanup_complete=receipt.cleanup_complete,
         cessation_unproven=list(receipt.unproven),
+    )
+
+
+def _cancel_array(as_json: bool, act: Acting, reason: str) -> None:
+    """Cancel every task of the array; repeated when every task was over already."""
+    cancelled: list[JobID] = []
+    live: list[str] = []
+    # Last task first: a waiting task is cancelled before a task ahead of it frees its place,
+    # so no sweep launches a task this cancel is about to stop.
+    for job in reversed(act.jobs):
+        receipt = act.cluster.operator.cancel(job, act.by, reason)
+        if receipt.committed:
+            cancelled.append(job)
+            live += [r.id for r in receipt.live]
+    if not cancelled:
+        raise RepeatedError(
+            f"array {act.job}: every task was over or cancelled already; nothing recorded",
+            holds=True,
+        )
+    over = len(act.jobs) - len(cancelled)
+    still = (
+        f"{len(live)} Slurm jobs still alive ({', '.join(live)}), checked again next sweep"
+        if live
+        else "nothing of the array runs"
+    )
+    done(
+        as_json,
+        act,
+        "cancel",
+        f"cancel committed on {len(cancelled)} tasks of array {act.job}"
+        + (f" ({over} over already)" if over else "")
+        + f"; clean-up: {still}",
+        cancelled=sorted(cancelled, key=act.jobs.index),
+        live=live,
     )
 
 

@@ -15,8 +15,9 @@ from typing import Any
 import click
 
 from dispatch.cli.describe import Look, Story, damaged, discovery, document, look, summary
+from dispatch.cli.groups import array_row, gathered, task_lines
 from dispatch.cli.listing import Rows
-from dispatch.cli.refs import complete_job, resolve
+from dispatch.cli.refs import complete_job, resolve_all
 from dispatch.cli.render import age, clean, table, when
 from dispatch.cli.session import (
     EXIT_FAILED,
@@ -185,7 +186,8 @@ def status(
     history with actors, and what the scheduler says now.
 
     JOB is an id, the start of one, or a job's name. The record answers even when the
-    scheduler cannot be reached; "scheduler now" then says so.
+    scheduler cannot be reached; "scheduler now" then says so. An array's group id shows its
+    tasks counted by state and one line per task; GROUP:INDEX shows one task's story.
 
     --timeline draws the job on one time axis (docs/goodput.md); --svg FILE writes the
     same picture as SVG.
@@ -202,7 +204,11 @@ def status(
     with refusals():
         session = Session(config)
         store = session.ledger
-        job_id = resolve(store, job, Rows(store).names())
+        jobs = resolve_all(store, job, Rows(store).names())
+        if len(jobs) > 1:
+            _array_status(session, jobs, now, as_json)
+            return
+        job_id = jobs[0]
         if timeline or svg_file is not None:
             from dispatch.cli.report import draw_timeline
 
@@ -256,6 +262,21 @@ def rows_of(
     return docs, problems, unreadable, rows.ignored
 
 
+def _array_status(session: Session, jobs: list[str], now: datetime, as_json: bool) -> None:
+    """``dispatch status GROUP``: the array's counts and one line per task."""
+    store = session.ledger
+    seen = look(session.backend, jobs)
+    tasks = [summary(Story.of(store.read(j), seen, now), now) for j in jobs]
+    group = jobs[0].rpartition("_")[0]  # a task's id is GROUP_INDEX
+    if as_json:
+        echo_json({**array_row(group, tasks), "task_rows": tasks})
+        return
+    rows = task_lines(group, tasks)
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        click.echo(f"{k.ljust(width)}  {clean(v)}".rstrip())
+
+
 STATES = click.Choice([s.value for s in State])
 
 
@@ -266,6 +287,7 @@ STATES = click.Choice([s.value for s in State])
 @click.option("--state", "states", multiple=True, type=STATES, help="Only jobs in this state.")
 @click.option("--escalated", is_flag=True, help="Only jobs with something waiting on a person.")
 @click.option("--user", default="", help="Only jobs created by this user (human:USER).")
+@click.option("--tasks", "tasks", is_flag=True, help="A line per task of each array.")
 def list_jobs(
     config: str | None,
     as_json: bool,
@@ -273,9 +295,11 @@ def list_jobs(
     states: tuple[str, ...],
     escalated: bool,
     user: str,
+    tasks: bool,
 ) -> None:
     """List unsettled jobs (every job with --all): id, name, state, cause, submissions, age,
-    and what waits on a person. The scheduler is asked once for all of them.
+    and what waits on a person. The scheduler is asked once for all of them. An array is one
+    line: its group id and its tasks counted by state; --tasks lists each task instead.
 
     A damaged or unreadable record does not hide the others: each is named on stderr with its
     path, and the command exits 1 after listing the rest.
@@ -299,6 +323,8 @@ def list_jobs(
         and (not escalated or d["waiting"])
         and (not user or d["created_by"] == f"human:{user}")
     ]
+    if not tasks:
+        docs = gathered(docs)
     if as_json:
         echo_json(docs)
     else:

@@ -6,6 +6,11 @@ the start of an id. It must mean one job: a reference that means two jobs in any
 since the verb may cancel or settle the job it picks. An ambiguous reference is bad input
 (exit 2) naming the candidates and how each matched; a reference nothing matches is not found
 (exit 1). Shell completion offers the ledger's job ids from here too.
+
+A job array (``model/array.py``) is named as a whole by its group id (or the start of it, or
+the tasks' name), and one task by ``GROUP:INDEX`` (or the task's own id, ``GROUP_INDEX``).
+Verbs that act on a whole array (``status``, ``cancel``, ``hold``, ``report``) take
+``resolve_all``; the others take one job, and a reference to a whole array asks for a task.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
+from dispatch.model.array import task_id, task_of
 from dispatch.model.errors import DispatchError, InvalidError, NotFoundError
 from dispatch.model.values import JobID
 from dispatch.records.contract import Records, Sharded
@@ -26,12 +32,45 @@ SHOWN_CANDIDATES = 5
 
 def resolve(store: Records, ref: str, names: Mapping[JobID, str] | None = None) -> JobID:
     """The one job ``ref`` names in ``store``: by exact id, exact name or id prefix, and only
-    one job in all three ways together. ``names`` are job names known without reading the
-    headers (``listing.Rows.names``); the other jobs' headers are read."""
+    one job in all three ways together; ``GROUP:INDEX`` names one task of an array. ``names``
+    are job names known without reading the headers (``listing.Rows.names``); the other jobs'
+    headers are read."""
+    jobs = resolve_all(store, ref, names)
+    if len(jobs) == 1:
+        return jobs[0]
+    group = task_of(jobs[0])
+    assert group is not None
+    raise InvalidError(
+        f"{ref!r} names array {group[0]} of {len(jobs)} tasks: name one task as "
+        f"{group[0]}:INDEX (e.g. {group[0]}:{group[1]})"
+    )
+
+
+def resolve_all(store: Records, ref: str, names: Mapping[JobID, str] | None = None) -> list[JobID]:
+    """The jobs ``ref`` names: one job, or every task of one array in index order."""
     if not ref:
         raise InvalidError("give a job: its id, the start of its id, or its name")
     ids = store.jobs(include_settled=True)
-    known = names or {}
+    group, colon, index = ref.rpartition(":")
+    if colon and group and index.isdigit():
+        return [_task(store, ids, group, int(index), names)]
+    if ref in ids and task_of(ref) is not None:
+        return [ref]  # a task's own id, though the ids of tasks 10..19 start with task 1's
+    matches = _matches(store, ids, ref, names or {})
+    groups = {t[0] for t in map(task_of, matches) if t is not None}
+    if len(matches) > 1 and len(groups) == 1 and all(map(task_of, matches)):
+        (g,) = groups
+        return sorted((j for j in ids if j.startswith(f"{g}_")), key=_index)
+    if len(matches) == 1:
+        return list(matches)
+    if matches:
+        raise InvalidError(_ambiguous(ref, matches))
+    raise NotFoundError(f"no job {ref!r}: no id starts with it and no job is named so")
+
+
+def _matches(
+    store: Records, ids: list[JobID], ref: str, known: Mapping[JobID, str]
+) -> dict[JobID, str]:
     matches: dict[JobID, str] = {}
     if ref in ids:
         matches[ref] = "its id"
@@ -42,11 +81,31 @@ def resolve(store: Records, ref: str, names: Mapping[JobID, str] | None = None) 
     for job in ids:
         if job.startswith(ref):
             matches.setdefault(job, "the start of its id")
-    if len(matches) == 1:
-        return next(iter(matches))
-    if matches:
-        raise InvalidError(_ambiguous(ref, matches))
-    raise NotFoundError(f"no job {ref!r}: no id starts with it and no job is named so")
+    return matches
+
+
+def _index(job: JobID) -> int:
+    t = task_of(job)
+    return t[1] if t is not None else -1
+
+
+def _task(
+    store: Records, ids: list[JobID], ref: str, index: int, names: Mapping[JobID, str] | None
+) -> JobID:
+    """Task ``index`` of the array ``ref`` names."""
+    tasks = resolve_all(store, ref, names)
+    group = task_of(tasks[0])
+    if group is None:
+        raise InvalidError(f"{ref}:{index}: job {tasks[0]} is not an array; name it as {ref}")
+    job = task_id(group[0], index)
+    if job not in ids:
+        have = [str(_index(j)) for j in tasks]
+        more = ", ..." if len(have) > SHOWN_CANDIDATES else ""
+        shown = ", ".join(have[:SHOWN_CANDIDATES]) + more
+        raise NotFoundError(
+            f"array {group[0]} has no task {index} (its {len(have)} tasks: {shown})"
+        )
+    return job
 
 
 def _ambiguous(ref: str, matches: dict[JobID, str]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from dispatch.cli.refs import complete_job, resolve
+from dispatch.cli.refs import complete_job, resolve_all
 from dispatch.cli.render import clean, fields, table, when
 from dispatch.cli.session import DURATION, Session, config_option, echo_json, fail, refusals
 from dispatch.core.fold import fold
@@ -300,23 +300,25 @@ def report(
     docs: list[dict[str, Any]] = []
     with refusals():
         ledger = Session(config).ledger
-        ids: list[JobID] = [resolve(ledger, job)] if job else ledger.jobs(include_settled=True)
+        # An array's tasks are reported as every job is, one row each.
+        ids: list[JobID] = resolve_all(ledger, job) if job else ledger.jobs(include_settled=True)
+        one = job is not None and len(ids) == 1
         for j in ids:
             try:
                 view = ledger.read(j)
                 doc = document(view, checkpoints(view, given), now)
             except DispatchError as err:
-                if job is not None:
+                if one:
                     raise
                 click.echo(f"error: damaged record {j}: {clean(err.message)}", err=True)
                 continue
             if since is None or datetime.fromisoformat(doc["until"]) >= now - since:
                 docs.append(doc)
     if as_json:
-        echo_json(docs[0] if job else docs)
+        echo_json(docs[0] if one else docs)
     elif as_csv:
         click.echo(_csv(docs), nl=False)
-    elif job:
+    elif one:
         _text(docs[0])
     else:
         table(

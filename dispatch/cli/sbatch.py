@@ -20,10 +20,11 @@ from typing import Any
 
 import click
 
-from dispatch.batch import request
+from dispatch.batch import array, request
 from dispatch.batch.directives import OPTIONS
 from dispatch.cli.refs import _name, resolve
 from dispatch.cli.render import clean
+from dispatch.cli.sbatch_array import submit_group
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
 from dispatch.core.fold import fold
@@ -258,7 +259,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             click.echo(f"note: {clean(note)}", err=True)
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
-        said = _check(backend, req.spec)
+        said = _check(backend, _checked(req))
         cessation = backend.capabilities(req.spec).get(Capability.CESSATION_SIGNAL)
         if cmd.plan:
             # The slurm adapter says which transport it goes through, and why.
@@ -274,7 +275,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
                     }
                 )
             else:
-                for line in plan_lines(plan, cessation) + after_lines(req.spec, session.store):
+                for line in _lines(req, plan, cessation, session.store):
                     click.echo(clean(line))
                 script = req.spec.script
                 if script is not None and request.APPEND in script.options:
@@ -284,6 +285,10 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
                 if said:
                     click.echo(f"Slurm would take it: {said}")
                 click.echo("nothing was created (--plan)")
+            return
+        if req.array is not None:
+            lines = _lines(req, plan, cessation, session.store)
+            submit_group(session, req, lines, cmd.parsable, cmd.json)
             return
         cluster = compose(backend, Config(store=session.store))
         plan = cluster.operator.submit(req.spec, me(), **req.submit)
@@ -301,6 +306,26 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         click.echo(clean(_summary(st, backend.declarations().name)))
     if st.state is State.FAILED:
         fail(f"job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
+
+
+def _lines(
+    req: request.Request, plan: Plan, cessation: Support | None, store: Records
+) -> list[str]:
+    """What ``dispatch sbatch`` says of the plan: rules, dependencies, the array."""
+    lines = plan_lines(plan, cessation) + after_lines(req.spec, store)
+    if req.array is not None:
+        lines.append(
+            f"{req.array.describe()}: one dispatch job per index (GROUP:INDEX), each recovered "
+            "on its own; a task holds its place until it settles"
+        )
+    return lines
+
+
+def _checked(req: request.Request) -> JobSpec:
+    """The spec Slurm checks: the highest task of an array (Slurm bounds the index)."""
+    if req.array is None:
+        return req.spec
+    return array.tasks(req.spec, array.Array(req.array.indices[-1:]), CHECK_JOB)[0]
 
 
 def _launched(session: Session, job: str, launched: PassResult | None) -> Status:

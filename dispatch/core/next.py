@@ -62,6 +62,8 @@ TABLE: tuple[Case, ...] = (
     # upstream outcome that can never meet its dependency ends it, whatever else holds.
     Case((F.NO_SUBMISSION, F.DEPENDENCY_BROKEN), A.DEPENDENCY_ENDING),
     Case((F.NO_SUBMISSION, F.AWAITING_UPSTREAM), A.NOTHING),
+    # An array task starts once fewer tasks ahead of it hold a place than its throttle.
+    Case((F.NO_SUBMISSION, F.AWAITING_SLOT), A.NOTHING),
     # A resubmit waits for the latest submission to finish; it answers a recovery hold (the
     # new submission lifts it) but never a person's hold, which only that person releases.
     Case((F.RESUBMIT_ASKED, F.LATEST_FINISHED), A.RESUBMIT, unless=_HELD),
@@ -154,7 +156,7 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
     soon = None
     if job.outcome is None:
         s = situation(job, d, now)
-        if F.AWAITING_UPSTREAM in s:
+        if F.AWAITING_UPSTREAM in s or F.AWAITING_SLOT in s:
             soon = now + UPSTREAM_LOOK
         cur = s.cur
         steps += _foreign(job, cur)

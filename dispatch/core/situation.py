@@ -15,6 +15,7 @@ from dispatch.core.calls import CALL_DEADLINE, own_requeues, requeue_in_flight
 from dispatch.core.current import Current
 from dispatch.core.job import CANNOT_RUN, HoldRec, Job, ObjectRec, SubmissionRec
 from dispatch.core.steps import Step
+from dispatch.core.throttle import throttled
 from dispatch.core.upstream import Upstream, upstream
 from dispatch.model.enums import CauseKind, ObjectState
 from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
@@ -33,6 +34,7 @@ class Fact(Enum):
     # Before the first submission: the jobs this one depends on (``upstream``).
     AWAITING_UPSTREAM = "waiting on another job"  # a dependency not met yet
     DEPENDENCY_BROKEN = "dependency never met"  # an upstream ended as it must not, or is gone
+    AWAITING_SLOT = "waiting for a task ahead"  # an array task past its group's throttle
     # The latest submission: exactly one of the next four holds.
     NO_SUBMISSION = "no submission"
     ABANDONED = "latest abandoned"
@@ -99,16 +101,9 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
         facts.add(Fact.LATEST_FINISHED)
     found: tuple[ObjectRef, ...] = ()
     up = Upstream()
-    if latest is None and job.header.spec.after:
-        up = upstream(job, d)
-        facts |= {
-            f
-            for f, holds in {
-                Fact.AWAITING_UPSTREAM: bool(up.waiting),
-                Fact.DEPENDENCY_BROKEN: bool(up.broken),
-            }.items()
-            if holds
-        }
+    if latest is None:
+        up = upstream(job, d) if job.header.spec.after else up
+        facts |= _before_first(job, d, up)
     if latest is not None and latest.abandoned:
         facts.add(Fact.ABANDONED)
     elif latest is not None and latest.canonical is None:
@@ -119,6 +114,20 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
     return Situation(
         job, cur, now, frozenset(facts), hold=hold, latest=latest, found=found, upstream=up
     )
+
+
+def _before_first(job: Job, d: Discovery, up: Upstream) -> set[Fact]:
+    """What keeps a job from its first submission: the jobs it depends on, its array's
+    throttle."""
+    return {
+        f
+        for f, holds in {
+            Fact.AWAITING_UPSTREAM: bool(up.waiting),
+            Fact.DEPENDENCY_BROKEN: bool(up.broken),
+            Fact.AWAITING_SLOT: throttled(job, d),
+        }.items()
+        if holds
+    }
 
 
 def _people(job: Job, hold: HoldRec | None) -> set[Fact]:

@@ -88,12 +88,16 @@ class UpstreamObs(Value):
 
 class Discovery(Value):
     """Every object ``find`` showed for a job, and when it looked; for a job with dependencies,
-    what the ledger shows of each job it depends on (``upstream``)."""
+    what the ledger shows of each job it depends on (``upstream``); for an array task, the
+    unsettled tasks ahead of it in its group (``ahead``)."""
 
     objects: tuple[ObjectObs, ...] = ()
     at: datetime | None = None
     complete: bool = True
     upstream: tuple[UpstreamObs, ...] = ()
+    # For an array task: how many tasks of its group with a lower index have not settled
+    # (the supervisor counts them; None: not counted, so the task waits).
+    ahead: int | None = None
 
     def get(self, ref: ObjectRef) -> ObjectObs | None:
         """The observation of ``ref``, or None when find did not show it."""

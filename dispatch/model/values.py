@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from dispatch.model.array import ArrayTask
 from dispatch.model.base import Value, format_duration
 from dispatch.model.enums import (
     COVERABLE,
@@ -268,6 +269,8 @@ class JobSpec(Value):
     recovery: RecoveryPolicy = RecoveryPolicy()
     extensions: tuple[Extension, ...] = ()
     after: tuple[Dependency, ...] = ()
+    # The array this job is a task of (``model/array.py``), None for a job of its own.
+    task: ArrayTask | None = None
 
     @field_validator("command")
     @classmethod

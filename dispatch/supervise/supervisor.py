@@ -33,6 +33,7 @@ from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
+from dispatch.supervise.throttle import Slots, waits_for_slot
 from dispatch.supervise.upstream import look_upstream, waits_on_upstream
 
 log = logging.getLogger("dispatch.supervise")
@@ -136,6 +137,9 @@ class Supervisor:
         self._sharded_store: Sharded | None = None
         self.check_remembered: Remembered | None = None
         self._memos: SweepMemos | None = None
+        # A sweep's one listing of the array tasks that hold a place (``throttle.py``).
+        self._slots: Slots | None = None
+        self._sweeping = False
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -229,6 +233,11 @@ class Supervisor:
         if waits_on_upstream(j):
             found = look_upstream(self.store, j, found, now)
             result.asked = True
+        if waits_for_slot(j):
+            slots = self._slots or Slots(self.store.jobs())
+            self._slots = slots if self._sweeping else None
+            found = slots.ahead(j, found)
+            result.asked = True
         owner, steps = j.owner, next_steps(j, found, now)
         if isinstance(self.store, Folded) and any(not isinstance(s, st.Wait) for s in steps):
             # The store checks each commit with a fold: it goes on from this one. ``j`` is not
@@ -312,6 +321,7 @@ class Supervisor:
         settled: dict[JobID, View] = {}
         found: dict[JobID, Discovery] = {}
         self._memos = None if sharded is None else SweepMemos(sharded, self.deliveries.via)
+        self._sweeping = True
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
@@ -342,6 +352,7 @@ class Supervisor:
                 self._forget({*seen, *report.skipped, *report.not_reached})
             finally:
                 self._memos = None
+                self._sweeping, self._slots = False, None
                 for job in locked:
                     self.store.unlock(job, token)
                 if sharded is not None:

@@ -82,8 +82,6 @@ def test_dispatchs_own_options_in_directives_are_overridden_and_the_user_told() 
 @pytest.mark.parametrize(
     ("words", "why"),
     [
-        (["--array=1-4", "t"], "--array=1-4: dispatch runs one execution per submission"),
-        (["-a", "1-4", "t"], "-a 1-4: dispatch runs one execution per submission"),
         (["--requeue", "t"], "--requeue: recovery is dispatch's"),
         (["-H", "t"], "-H: the gate is dispatch's"),
         (["--wait", "t"], "--wait: dispatch sbatch returns once the job is launched"),
@@ -108,10 +106,6 @@ def test_a_command_line_dispatch_cannot_honour_is_refused_saying_why(
 @pytest.mark.parametrize(
     ("text", "why"),
     [
-        (
-            "#!/bin/bash\n#SBATCH --array=1-3\ntrue\n",
-            r"t line 2: #SBATCH --array=1-3: dispatch runs",
-        ),
         ("#!/bin/bash\n#SBATCH --wait\ntrue\n", r"t line 2: #SBATCH --wait: dispatch sbatch"),
         ("#!/bin/bash\n#SBATCH hetjob\ntrue\n", r"t line 2: #SBATCH hetjob: heterogeneous"),
         ("#!/bin/bash\n#SBATCH 10\ntrue\n", r"t line 2: #SBATCH 10: '10' is not an sbatch option"),

@@ -116,8 +116,9 @@ BAD = [
     ("#DISPATCH --rule=preempted:resubmit:0", (), "line 4: --rule: the budget 0 in "),
     ("", ("--plan", "--rule=node-lost:hold:0:1h", "train.sbatch"), "would never fire: write 1"),
     ("", ("missing.sbatch",), "script missing.sbatch: no such file in"),
-    ("", ("--array=0-9", "train.sbatch"), "--array=0-9: dispatch runs one execution per"),
-    ("#SBATCH --array=0-9", (), "train.sbatch line 4: #SBATCH --array=0-9: dispatch runs one"),
+    ("", ("--array=0-9%0", "train.sbatch"), "--array=0-9%0: %0 would let no task run"),
+    ("", ("-a", "9-0", "train.sbatch"), "--array=9-0: 9-0 ends before it starts"),
+    ("#SBATCH --array=0-9%0", (), "train.sbatch line 4: --array=0-9%0: %0 would let no task"),
     ("", ("--requeue", "train.sbatch"), "--requeue: recovery is dispatch's"),
     ("", ("--rule", "preempted", "train.sbatch"), "the command line: --rule: 'preempted' is not"),
 ]

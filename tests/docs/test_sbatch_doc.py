@@ -7,6 +7,7 @@ cron's line, as the page installs it, carries the job to ``succeeded``.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -137,6 +138,21 @@ if int(os.environ["DISPATCH_SUBMISSION"]) < 3:
 """
 
 
+def typed(user: User, section: str, after: str = "") -> subprocess.CompletedProcess[str]:
+    """The page's section typed in the user's folder: its files written, its console block
+    run as one shell session (its variables carry from line to line, and on into ``after``),
+    printing what the page shows."""
+    steps = page_steps(page_section(section))
+    for step in steps:
+        if not isinstance(step, Command):
+            (user.folder / step[0]).write_text(step[1])
+    session = [s for s in steps if isinstance(s, Command)]
+    done = user.run("\n".join(s.line for s in session) + after)
+    assert done.returncode == 0, done.stderr
+    assert prints_match(tuple(p for s in session for p in s.prints), done.stdout.splitlines()), done
+    return done
+
+
 def _running_on(user: User, job: str, submission: int) -> str:
     """The node the given submission of ``job`` runs on, once it runs."""
 
@@ -162,15 +178,7 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     folder.mkdir()
     (folder / "train.py").write_text(PIPELINE_TRAINER)
     user = User(own_home, folder)
-    steps = page_steps(page_section("Pipelines"))
-    for step in steps:
-        if not isinstance(step, Command):
-            (folder / step[0]).write_text(step[1])
-    # The console block is one shell session: its variables carry from line to line.
-    session = [s for s in steps if isinstance(s, Command)]
-    done = user.run("\n".join(s.line for s in session) + '\necho "$prep $train" >&2')
-    assert done.returncode == 0, done.stderr
-    assert prints_match(tuple(p for s in session for p in s.prints), done.stdout.splitlines()), done
+    done = typed(user, "Pipelines", '\necho "$prep $train" >&2')
     prep, train = done.stderr.split()[-2:]
     evaluate = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
     assert user.sh(f"squeue -h --name=dj-{train},dj-{evaluate} -o %i") == ""
@@ -217,3 +225,69 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     escalations = cast(list[dict[str, object]], failed["escalations"])
     assert [e["id"] for e in escalations] == [f"dependency:{bad}"]
     assert not failed["submissions"]
+
+
+# The user's program for the array: task 5's first submission runs until it is preempted, every
+# other run takes a second, so the test decides when task 5 is preempted.
+ARRAY_POINT = """import os, sys, time
+first = os.environ["DISPATCH_SUBMISSION"] == "1"
+time.sleep(300 if sys.argv[1] == "5" and first else 1)
+"""
+
+
+def _most_at_once(runs: list[tuple[int, int]]) -> int:
+    """The most runs (start, end) that overlapped at one moment."""
+    edges = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
+    now = most = 0
+    for _, step in edges:  # an end sorts before a start at the same second
+        now += step
+        most = max(most, now)
+    return most
+
+
+@pytest.mark.live
+def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_throttle(
+    own_home: Path, tmp_path: Path
+) -> None:
+    """The page's array, typed as written: 16 tasks, at most 4 at once; task 5 is preempted
+    and resubmitted alone as a one-index array (SLURM_ARRAY_TASK_ID unchanged) while the other
+    15 run once each; sacct shows 17 Slurm jobs, never more than 4 running at once."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "point.py").write_text(ARRAY_POINT)
+    user = User(own_home, folder)
+    done = typed(user, "Job arrays")
+    group = re.search(r"dispatch array (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
+    names = ",".join(f"dj-{group}_{i}" for i in range(16))
+    preemptor = ""
+    try:
+        with user.following(folder):
+            node = _running_on(user, f"{group}:5", 1)
+            preemptor = user.sh(
+                f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+                "--output=/dev/null --job-name=preemptor --wrap='sleep 2'"
+            ).strip()
+            whole = user.settled(group)
+    finally:
+        if preemptor:
+            user.run(f"scancel {preemptor}")
+        user.run(f"scancel --name={names}")
+    assert whole["states"] == {"succeeded": 16}, whole
+    log = (folder / "sweep.log").read_text().splitlines()
+    expected = [f"task {i} submission 1" for i in range(16)] + ["task 5 submission 2"]
+    assert sorted(log) == sorted(expected)
+    rows = [
+        line.split("|")
+        for line in user.sh(
+            f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} -o JobID,JobName,State,Start,End"
+        ).splitlines()
+    ]
+    assert len(rows) == 17, rows
+    by_task: dict[str, list[str]] = {}
+    for job_id, name, state, _, _ in rows:
+        index = name.rpartition("_")[2]
+        assert job_id.endswith(f"_{index}"), (job_id, name)  # one-index arrays: <id>_<index>
+        by_task.setdefault(index, []).append(state.split()[0])
+    assert by_task.pop("5") == ["PREEMPTED", "COMPLETED"]
+    assert all(states == ["COMPLETED"] for states in by_task.values()), by_task
+    assert _most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4

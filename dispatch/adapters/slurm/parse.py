@@ -38,6 +38,9 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "NodeList",
     "Comment",
 )
+# The task part of sacct's JobID for an array task: ``_7``, or ``_[7]`` while pending.
+_ARRAY_TASK = re.compile(r"_(\d+|\[[^\]]*\])$")
+
 SACCT_FIELDS: tuple[str, ...] = (
     "JobID",
     "JobName",
@@ -101,7 +104,7 @@ def parse_sacct_text(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Ro
         code, sig = _exit_text(f["ExitCode"])
         rows.append(
             Row(
-                job_id=f["JobID"].strip(),
+                job_id=_array_job(f["JobID"].strip()),
                 name=f["JobName"].strip(),
                 state=state,
                 reason=f["Reason"].strip(),
@@ -205,6 +208,13 @@ def _reason(job: Mapping[str, Any]) -> str:
     if description and reason in ("JobHeldUser", "JobHeldAdmin"):
         return description
     return reason
+
+
+def _array_job(job_id: str) -> str:
+    """The job id of a one-index array's task, as sbatch and squeue name it: sacct writes
+    ``184_7`` (or ``184_[7]`` while pending) for the task whose job id is 184, the array's own.
+    dispatch makes only one-index arrays (an array task's submissions), so the two are one."""
+    return _ARRAY_TASK.sub("", job_id)
 
 
 def parse_job_id(text: str) -> str:

@@ -159,8 +159,6 @@ _RULE_HINT = "e.g. #DISPATCH --rule=preempted,node-lost:resubmit:3"
 
 # Options that cannot work under dispatch's protocol: why, and what to do instead.
 REFUSED: dict[str, str] = {
-    "array": "dispatch runs one execution per submission, and an array is many; submit one job "
-    "per index instead (a shell loop over dispatch sbatch, the index as an argument)",
     "requeue": "recovery is dispatch's, so Slurm must not rerun the job by itself; say what to "
     f"recover from with a rule ({_RULE_HINT})",
     "hold": "the gate is dispatch's: the job is created held and released once recorded; to "

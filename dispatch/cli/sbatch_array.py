@@ -1,0 +1,110 @@
+"""``dispatch sbatch --array``: record every task of the group, then launch the first ones.
+
+Every task is recorded before any is launched, in index order, so a task is never in Slurm's
+queue before its group is in the ledger; then the tasks the throttle lets start now (at most
+``LAUNCH_NOW``) are launched as one job is (created held, recorded, released), and the sweep
+launches each of the others once fewer tasks ahead of it hold a place (``core/throttle.py``).
+A crash while recording leaves the tasks recorded so far, each an ordinary job the sweep runs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from dispatch.batch import array
+from dispatch.batch.request import Request
+from dispatch.cli.render import clean
+from dispatch.cli.session import Session, echo_json, fail, me
+from dispatch.cluster import Config, compose
+from dispatch.core.fold import fold
+from dispatch.core.project import project
+from dispatch.model.array import task_id
+from dispatch.model.enums import State
+from dispatch.model.status import Status
+from dispatch.model.values import Plan
+from dispatch.submission import new_job_id
+
+# How many tasks dispatch sbatch launches itself (each is three Slurm commands); the sweep
+# launches the rest, as it launches any job not in Slurm's queue yet.
+LAUNCH_NOW = 16
+
+
+def submit_group(
+    session: Session, req: Request, lines: list[str], parsable: bool, as_json: bool
+) -> None:
+    """Record the group of ``req``, launch its first tasks and print what was made."""
+    assert req.array is not None
+    group = new_job_id(os.urandom)
+    specs = array.tasks(req.spec, req.array, group)
+    cluster = compose(session.backend, Config(store=session.store))
+    plan: Plan | None = None
+    for spec in specs:
+        plan = cluster.operator.submit(spec, me(), **req.submit)
+    assert plan is not None
+    now_n = min(req.array.throttle or LAUNCH_NOW, LAUNCH_NOW, len(specs))
+    supervisor = session.supervisor()
+    launched: list[Status] = []
+    for i in req.array.indices[:now_n]:
+        job = task_id(group, i)
+        result = supervisor.launch(job)
+        if result is None or result.found is None:
+            launched.append(session.observer.get(job))
+            continue
+        view = session.store.read(job)
+        at = result.found.at or view.header.created_at
+        launched.append(project(fold(view, at), result.found, at))
+    failed = [st for st in launched if st.state is State.FAILED]
+    if parsable:
+        click.echo(group)
+    elif as_json:
+        echo_json(
+            {
+                "group": group,
+                "name": req.spec.name,
+                "tasks": [task_id(group, i) for i in req.array.indices],
+                "throttle": req.array.throttle,
+                "launched": [_launched(st) for st in launched],
+                "plan": plan.model_dump(mode="json"),
+                "notes": list(req.notes),
+            }
+        )
+    else:
+        for line in lines:
+            click.echo(clean(line))
+        what = "Slurm jobs" if session.settings.backend == "slurm" else "scheduler objects"
+        click.echo(clean(_summary(group, req, launched, what)))
+    if failed:
+        st = failed[0]
+        fail(f"task {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
+
+
+def _launched(st: Status) -> dict[str, Any]:
+    last = st.submissions[-1] if st.submissions else None
+    return {
+        "job": st.job,
+        "state": str(st.state),
+        "slurm_job": last.canonical.id if last and last.canonical else None,
+    }
+
+
+def _summary(group: str, req: Request, launched: list[Status], what: str) -> str:
+    assert req.array is not None
+    n = len(req.array.indices)
+    first, last = req.array.indices[0], req.array.indices[-1]
+    queued = [d["slurm_job"] for d in map(_launched, launched) if d["slurm_job"]]
+    where = f"{what} {', '.join(queued)}" if queued else "nothing in Slurm's queue yet"
+    rest = n - len(queued)
+    later = (
+        f"; the sweep launches the other {rest} as tasks ahead of them settle"
+        if rest and req.array.throttle
+        else f"; the sweep launches the other {rest}"
+        if rest
+        else ""
+    )
+    return (
+        f"Submitted dispatch array {group} ({req.spec.name}): {n} task"
+        f"{'s' if n != 1 else ''} {group}:{first}..{group}:{last}; {where}{later}"
+    )

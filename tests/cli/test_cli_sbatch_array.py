@@ -1,0 +1,176 @@
+"""dispatch sbatch --array and the verbs on a whole array: one task per index recorded before
+any launch, the first ones launched, one line in list, GROUP and GROUP:INDEX names; wrong,
+repeated and racing input refused or answered once, with nothing recorded twice."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from cli_setup import Site
+
+from dispatch.model.array import task_id
+
+SCRIPT = """#!/bin/bash
+#SBATCH --array=0-5%2
+#DISPATCH --rule=preempted:resubmit:3
+python3 train.py --seed "$SLURM_ARRAY_TASK_ID"
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Site:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sweep.sbatch").write_text(SCRIPT)
+    return Site(tmp_path)
+
+
+def dispatch(site: Site, verb: str, *words: str) -> tuple[int, str, str]:
+    r = site.run([verb, "--config", str(site.config), *words])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def _group(site: Site) -> str:
+    code, out, err = dispatch(site, "sbatch", "--parsable", "sweep.sbatch")
+    assert code == 0, err
+    return out.strip()
+
+
+def test_an_array_records_every_task_then_launches_as_many_as_its_throttle(site: Site) -> None:
+    code, out, err = dispatch(site, "sbatch", "sweep.sbatch")
+    assert code == 0, err
+    jobs = site.store.jobs(include_settled=True)
+    group = jobs[0].rpartition("_")[0]
+    assert sorted(jobs) == sorted(task_id(group, i) for i in range(6))
+    lines = out.splitlines()
+    assert (
+        "array --array=0-5%2: 6 tasks, at most 2 at once: one dispatch job per index "
+        "(GROUP:INDEX), each recovered on its own; a task holds its place until it settles"
+    ) in lines
+    assert lines[-1].startswith(
+        f"Submitted dispatch array {group} (sweep.sbatch): 6 tasks {group}:0..{group}:5; "
+        "scheduler objects "
+    )
+    assert lines[-1].endswith("; the sweep launches the other 4 as tasks ahead of them settle")
+    launched = [j for j in jobs if site.backend.env().objects(j)]
+    assert launched == [task_id(group, 0), task_id(group, 1)]
+    spec = site.store.read(task_id(group, 4)).header.spec
+    assert spec.task is not None and (spec.task.index, spec.task.throttle) == (4, 2)
+
+
+def test_plan_says_what_the_array_is_and_creates_nothing(site: Site) -> None:
+    code, out, _ = dispatch(site, "sbatch", "--plan", "--array=1,3%1", "sweep.sbatch")
+    assert code == 0 and out.splitlines()[-1] == "nothing was created (--plan)"
+    assert any(
+        line.startswith("array --array=1,3%1: 2 tasks, at most 1 at once")
+        for line in out.splitlines()
+    )
+    assert site.store.jobs(include_settled=True) == [] and not site.backend.objects
+
+
+def test_json_names_the_group_every_task_and_those_launched(site: Site) -> None:
+    code, out, _ = dispatch(site, "sbatch", "--json", "--array=0-2", "sweep.sbatch")
+    got = json.loads(out)
+    assert code == 0 and got["throttle"] == 0
+    assert got["tasks"] == [task_id(got["group"], i) for i in range(3)]
+    assert [d["job"] for d in got["launched"]] == got["tasks"]
+
+
+def test_list_shows_an_array_as_one_line_and_tasks_expands_it(site: Site) -> None:
+    group = _group(site)
+    (single,) = site.submit()
+    code, out, _ = dispatch(site, "list")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert set(rows) == {group, single}
+    assert rows[group].split()[2:6] == ["4", "pending,", "2", "running"]
+    code, out, _ = dispatch(site, "list", "--tasks")
+    assert code == 0 and len(out.splitlines()) == 1 + 6 + 1
+    got = json.loads(dispatch(site, "list", "--json")[1])
+    (arr,) = [d for d in got if d["job"] == group]
+    assert arr["array"] and arr["tasks"] == 6 and arr["states"] == {"running": 2, "pending": 4}
+
+
+def test_status_of_a_group_counts_its_tasks_and_group_index_names_one(site: Site) -> None:
+    group = _group(site)
+    code, out, _ = dispatch(site, "status", group[:6])
+    assert code == 0
+    lines = [line.split() for line in out.splitlines()]
+    assert [f"task {group}:5", "pending,", "submissions", "0"] in [
+        [" ".join(w[:2]), *w[2:]] for w in lines
+    ]
+    assert ["tasks", "6:", "4", "pending,", "2", "running"] in lines
+    code, out, _ = dispatch(site, "status", f"{group}:1")
+    assert code == 0 and out.splitlines()[0].split() == ["job", task_id(group, 1)]
+    code, out, _ = dispatch(site, "status", "--json", group)
+    assert json.loads(out)["states"] == {"running": 2, "pending": 4}
+
+
+@pytest.mark.parametrize(
+    ("ref", "code", "why"),
+    [
+        ("{g}:99", 1, "array {g} has no task 99 (its 6 tasks: 0, 1, 2, 3, 4, ...)"),
+        ("{g}:6", 1, "array {g} has no task 6"),
+        ("nosuchgroup:1", 1, "no job 'nosuchgroup'"),
+        ("{g}:x", 1, "no job '{g}:x'"),
+    ],
+)
+def test_a_task_outside_the_group_is_refused_in_one_line(
+    site: Site, ref: str, code: int, why: str
+) -> None:
+    group = _group(site)
+    got, out, err = dispatch(site, "status", ref.format(g=group))
+    assert got == code and out == "" and err.count("\n") == 1
+    assert why.format(g=group) in err, err
+
+
+def test_a_verb_on_one_job_asks_for_a_task_when_given_a_whole_array(site: Site) -> None:
+    group = _group(site)
+    code, _, err = dispatch(site, "release", group)
+    assert code == 2 and err.count("\n") == 1
+    assert f"names array {group} of 6 tasks: name one task as {group}:INDEX" in err
+
+
+def test_cancel_of_a_group_cancels_every_task_and_again_records_nothing(site: Site) -> None:
+    group = _group(site)
+    code, out, err = dispatch(site, "cancel", group)
+    assert code == 0, err
+    assert out.startswith(f"cancel committed on 6 tasks of array {group}; clean-up: ")
+    before = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
+    code, out, err = dispatch(site, "cancel", group)
+    assert code == 0 and "every task was over or cancelled already; nothing recorded" in out
+    after = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
+    assert before == after
+
+
+def test_two_cancels_of_a_group_at_once_cancel_each_task_once(site: Site) -> None:
+    group = _group(site)
+    codes: list[int] = []
+    threads = [
+        threading.Thread(target=lambda: codes.append(dispatch(site, "cancel", group)[0]))
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert codes == [0, 0]
+    for j in site.store.jobs(include_settled=True):
+        cancels = [e for c in site.store.read(j).commits for e in c.entries if e.kind == "cancel"]
+        assert len(cancels) == 1, j
+
+
+def test_hold_of_a_group_holds_every_task_and_report_reports_each(site: Site) -> None:
+    group = _group(site)
+    code, out, err = dispatch(site, "hold", group, "--reason", "data being rebuilt")
+    assert code == 0, err
+    assert out.startswith(f"held 6 tasks of array {group}; nothing of them starts or opens")
+    assert all(site.cluster.observer.get(task_id(group, i)).hold for i in range(6))
+    code, out, err = dispatch(site, "release", f"{group}:5")
+    assert code == 0, err
+    code, out, _ = dispatch(site, "report", group, "--json")
+    assert code == 0 and [d["job"] for d in json.loads(out)] == [
+        task_id(group, i) for i in range(6)
+    ]
