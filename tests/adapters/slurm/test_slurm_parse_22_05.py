@@ -10,6 +10,7 @@ import pytest
 
 from dispatch.adapters.slurm.observe import observe
 from dispatch.adapters.slurm.parse import (
+    SACCT_FIELDS,
     parse_sacct_json,
     parse_sacct_text,
     parse_squeue_json,
@@ -234,3 +235,12 @@ def test_the_run_a_requeue_ended_is_a_run_while_accounting_lists_it_alone() -> N
         history[0].end_time,
     )
     assert run.cause.kind is C.REQUEUED
+
+
+def test_sacct_names_a_one_index_array_task_by_its_job_id_as_squeue_and_sbatch_do() -> None:
+    # sacct writes <job id>_<index> for the task whose job id is the array's own, and
+    # <job id>_[<index>] while it is pending; squeue --Format JobID and sbatch print the id.
+    blank = "|" * (len(SACCT_FIELDS) - 3)
+    text = f"184_7|dj-g_7|COMPLETED{blank}\n185_[3]|dj-g_3|PENDING{blank}\n"
+    rows = parse_sacct_text(text)
+    assert [r.job_id for r in rows] == ["184", "185"]

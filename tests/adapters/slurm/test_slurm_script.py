@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dispatch.adapters.slurm.script import sbatch_argv
 from dispatch.batch import request
+from dispatch.batch.array import read, tasks
 from dispatch.model.objects import StartRequest
 
 
@@ -45,3 +46,16 @@ def test_a_script_whose_rule_lets_it_requeue_itself_is_created_requeueable() -> 
     other = _request("--partition=gpu")
     assert other.spec.script is not None
     assert "--requeue" not in sbatch_argv(other, other.spec.script)
+
+
+def test_every_submission_of_an_array_task_is_a_one_index_array_after_the_users_options() -> None:
+    req = _request("--array=0-15%4", "--partition=gpu")
+    task = tasks(req.spec, read("0-15%4"), "g" * 16)[7]
+    for n in (1, 2):
+        sub = StartRequest(
+            job="g" * 16 + "_7", submission=n, attempt=1, lineage_submission=n, spec=task
+        )
+        assert task.script is not None
+        argv = sbatch_argv(sub, task.script)
+        assert [w for w in argv if "array" in w] == ["--array=7"]
+        assert argv.index("--array=7") > argv.index("--partition=gpu")
