@@ -17,6 +17,8 @@ from dispatch.model.enums import CauseKind, ObjectState, Provenance, State
 from dispatch.model.errors import ConflictError, InvalidError, NotFoundError
 from dispatch.model.objects import ObjectObs, ObjectRef
 from dispatch.model.record import (
+    AbandonEntry,
+    AttemptEntry,
     AuthorizeEntry,
     CancelEntry,
     Entry,
@@ -26,7 +28,7 @@ from dispatch.model.record import (
     SettleEntry,
     View,
 )
-from dispatch.model.values import Cause
+from dispatch.model.values import AbandonTarget, Cause
 from dispatch.records.contract import Records
 from dispatch.records.file import FileRecords
 from dispatch.records.memory import MemoryRecords
@@ -327,3 +329,30 @@ def test_lock_after_unlock_works_and_locks_of_different_jobs_are_independent(
 def test_locking_an_unknown_job_is_not_found(store: Records) -> None:
     with pytest.raises(NotFoundError):
         store.lock("nobody", "t1")
+
+
+def abandon(attempt: int) -> list[Entry]:
+    return [AbandonEntry(at=AT, by=ADA, target=AbandonTarget(submission=1, attempt=attempt))]
+
+
+def test_a_commit_the_fold_refuses_is_refused_with_its_reason_and_nothing_lands(
+    subject: Subject,
+) -> None:
+    """The commit contract: entries ``fold`` would refuse on the record they are appended to
+    are refused with the fold's reason, so no caller can leave a record nobody can read; the
+    fold a store keeps between commits follows what another writer committed meanwhile."""
+    store = subject.store
+    store.create(header("j1"))
+    r = store.acquire("j1", "t1", SUPERVISOR, AT)
+    with pytest.raises(InvalidError, match=r"commit refused: .*submission 1 was never authorized"):
+        store.commit("j1", abandon(1), r)
+    assert subject.reopen().read("j1").revision == r
+    r = store.commit("j1", authorize("t1"), r)
+    attempt = AttemptEntry(at=AT, by=SUPERVISOR, token="t1", submission=1, attempt=1)
+    r = subject.reopen().commit("j1", [attempt], r)
+    # Attempt 1 is numbered now, by the other writer, after this store's last commit.
+    assert store.commit("j1", abandon(1), r) == r + 1
+    with pytest.raises(InvalidError, match=r"commit refused: .*attempt 1/2 was never numbered"):
+        store.commit("j1", abandon(2), r + 1)
+    view = subject.reopen().read("j1")
+    assert view.revision == r + 1 and view.commits[-1].entries == tuple(abandon(1))
