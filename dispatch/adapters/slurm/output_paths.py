@@ -37,6 +37,8 @@ KEEP = 60 * 24 * 3600.0
 # the last ones, which we do not read.
 _FIELD = re.compile(r"(?:^|\s)(StdOut|StdErr)=(\S*)")
 _SAFE = re.compile(r"^[A-Za-z0-9_-]+$")
+# A Slurm job id: ``123``, or ``123_4`` for one task of an array.
+_SLURM_JOB = re.compile(r"^(\d+)(?:_(\d+))?$")
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def folder() -> Path:
 
 
 def _file(name: str, slurm_job: str, restarts: int) -> Path | None:
-    if not (_SAFE.match(name) and slurm_job.isdigit()):
+    if not (_SAFE.match(name) and _SLURM_JOB.match(slurm_job)):
         return None
     return folder() / f"{name}.{slurm_job}.{restarts}"
 
@@ -128,7 +130,12 @@ def recorded(name: str, submission: int, slurm_job: str = "") -> RunPaths | None
         and r.submission == submission
         and (not slurm_job or r.slurm_job == slurm_job)
     ]
-    return max(mine, key=lambda r: (int(r.slurm_job), r.restarts), default=None)
+    return max(mine, key=lambda r: (_order(r.slurm_job), r.restarts), default=None)
+
+
+def _order(slurm_job: str) -> tuple[int, int]:
+    m = _SLURM_JOB.match(slurm_job)
+    return (int(m.group(1)), int(m.group(2) or 0)) if m else (0, 0)
 
 
 def note_runs(objects: Iterable[ObjectObs], ask: Callable[[str], str | None]) -> int:

@@ -71,6 +71,11 @@ def test_a_run_on_nodes_is_asked_for_once_and_its_paths_kept(tmp_path: Path) -> 
     latest = recorded("dj-ab12", 1)
     assert latest is not None and latest.restarts == 1
     assert recorded("dj-ab12", 2) is None and recorded("dj-ab12", 1, "40") is None
+    # One task of an array is a Slurm job of its own (123_4).
+    assert note_runs([run("43_4", sub=2)], ask) == 1
+    assert recorded("dj-ab12", 2) == RunPaths(
+        "43_4", 0, 2, f"{tmp_path}/out-43_4.txt", f"{tmp_path}/err-43_4.txt"
+    )
 
 
 def test_a_foreign_object_a_failed_ask_and_a_reply_without_paths_keep_nothing(
