@@ -58,7 +58,8 @@ def _path(backend: SlurmBackend, job: JobID, submission: int, stream: str) -> tu
         )
     raise NotFoundError(
         f"Slurm no longer knows job {obs.ref.id} (MinJobAge) and dispatch kept no output path "
-        "for it (no look saw it run): find the file where the script's --output puts it"
+        f"for it (no look saw it run): look for slurm-{obs.ref.id}.out in the folder it was "
+        "submitted from, or where the script's --output puts it"
     )
 
 
