@@ -16,6 +16,12 @@ baseline commit is checked out with ``git worktree`` and its own copy of this sc
 sweep on the same ledger, alternating with this tree's; each row prints issue 17's goal, the
 figure and the ratio to the baseline.
 
+This tree's ``dispatch`` (and this script) is copied when the benchmark starts and every child
+of this tree runs from the copy: a run at 10,000 jobs or more lasts long enough for the tree to
+change under it, and a child whose deciding code differs from the tick before's ignores that
+tick's memo, so its "warm" tick remembered nothing. A warm tick that remembered fewer than N
+passes is flagged under its row.
+
 This tree's timed sweeps come after one untimed sweep in a fresh process, as every cron tick
 but the first does: that sweep leaves the memo of the passes that only waited
 (``dispatch/supervise/memo.py``), which the timed ones use. The ledger is written by the
@@ -59,6 +65,10 @@ ADA = Actor(kind=ActorKind.HUMAN, id="ada")
 # A job needs authorize, start, canonical, open and one observe before its passes only wait.
 SETUP_SWEEPS = 10
 ROOT = Path(__file__).resolve().parent.parent
+# This tree as it was when the benchmark started (``snapshot``): every child of this tree runs
+# from it, so that an edit or a rebase during a run of an hour changes no figure, and the memo
+# the first tick leaves is not dropped by the later ticks for being made by other code.
+THIS = [ROOT]
 # The commit before issue 17's work on the sweep: the baseline the figures are compared with.
 BASELINE = "4d95cf7"
 # The jobs a changed-first tick finds preempted, and its time limit (issue 28's test).
@@ -192,8 +202,8 @@ def run_child(
 ) -> dict[str, Any]:
     """Run this script's ``--child`` in a fresh process, from ``tree`` (default: this one);
     with ``own``, this tree's copy of the script over ``tree``'s dispatch."""
-    tree = tree or ROOT
-    script = (ROOT if own else tree) / "benchmarks" / "sweep.py"
+    tree = tree or THIS[0]
+    script = (THIS[0] if own else tree) / "benchmarks" / "sweep.py"
     argv = [sys.executable, str(script), "--child", *args]
     if strace is not None:
         argv = ["strace", "-f", "-c", "-o", str(strace), *argv]
@@ -228,6 +238,14 @@ def worktree(ref: str, into: Path) -> Path:
     return into
 
 
+def snapshot(into: Path) -> Path:
+    """A copy of this tree's ``dispatch`` and of this script, which the children run."""
+    shutil.copytree(ROOT / "dispatch", into / "dispatch", ignore=shutil.ignore_patterns("*.pyc"))
+    (into / "benchmarks").mkdir()
+    shutil.copy(ROOT / "benchmarks" / "sweep.py", into / "benchmarks" / "sweep.py")
+    return into
+
+
 def memo_of(ledger: Path, saved: Path) -> None:
     """Put a tree's own memo (its ``sweep`` folder, kept aside) back into ``ledger``."""
     shutil.rmtree(ledger / "sweep")
@@ -237,7 +255,7 @@ def memo_of(ledger: Path, saved: Path) -> None:
 def changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | None) -> None:
     """Print the changed-first row: a cold tick over a copy of the ledger, this tree and the
     baseline's dispatch (run by this script's child)."""
-    for name, tree in (("baseline", old), ("this", ROOT)):
+    for name, tree in (("baseline", old), ("this", THIS[0])):
         if tree is None:
             continue
         scratch = base / f"scratch-{n}"
@@ -291,6 +309,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     base = Path(tempfile.mkdtemp(prefix="dispatch-sweep-bench-", dir=args.dir))
     old = worktree(args.baseline, base / "baseline") if args.baseline else None
+    THIS[0] = snapshot(base / "this")
     traced = shutil.which("strace") is not None
     print(f"one idle sweep (every pass waits) over N jobs; file ledger under {base}")
     print(
@@ -384,6 +403,13 @@ def main() -> None:
                 f"{this[0]['remembered']} of {n} passes skipped on the memo",
                 flush=True,
             )
+            if this[0]["remembered"] < n:
+                print(
+                    f"warning: the warm tick remembered {this[0]['remembered']} of {n} passes: "
+                    "its figures are not those of a warm tick (a memo entry lapsed, or a record "
+                    "moved since the tick before)",
+                    flush=True,
+                )
     finally:
         if old is not None:
             subprocess.run(
