@@ -18,6 +18,7 @@ from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.project import project
 from dispatch.core.stale import stale_executions
+from dispatch.model.array import ArrayTask
 from dispatch.model.enums import ObjectState
 from dispatch.model.errors import DispatchError, UnreachableError
 from dispatch.model.objects import Discovery, ObjectObs, RunObs
@@ -226,6 +227,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "supersedes": st.supersedes or None,
         "superseded_by": st.superseded_by or None,
         "after": [str(d) for d in st.after],
+        "array": _array(h.spec.task, bool(submissions)),
         "settled": st.settled,
         "cleanup": str(st.cleanup),
         "submissions": submissions,
@@ -344,6 +346,18 @@ def summary(s: Story, now: datetime) -> dict[str, Any]:
         "age_seconds": int((now - h.created_at).total_seconds()),
         "settled": st.settled,
         "waiting": waiting(s.job, s.look.found.get(st.job)),
+    }
+
+
+def _array(task: ArrayTask | None, submitted: bool) -> dict[str, Any] | None:
+    """The array a task belongs to, and whether it still waits for its place."""
+    if task is None:
+        return None
+    return {
+        "group": task.group,
+        "index": task.index,
+        "throttle": task.throttle,
+        "waits_for_place": bool(task.throttle) and not submitted,
     }
 
 

@@ -69,6 +69,11 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
         out.append(("superseded by", doc["superseded_by"]))
     if doc["after"]:
         out.append(("waits for", ", ".join(doc["after"])))
+    if doc["array"]:
+        a = doc["array"]
+        most = f", at most {a['throttle']} of its tasks at once" if a["throttle"] else ""
+        place = "; waits for a task ahead of it to settle" if a["waits_for_place"] else ""
+        out.append(("array", f"task {a['group']}:{a['index']}{most}{place}"))
     out.append(("settled", "yes" if doc["settled"] else "no"))
     if doc["cleanup"] != "clear":
         out.append(("clean-up", doc["cleanup"]))

@@ -29,6 +29,7 @@ STATUS_KEYS = {
     "supersedes",
     "superseded_by",
     "after",
+    "array",
     "settled",
     "cleanup",
     "submissions",

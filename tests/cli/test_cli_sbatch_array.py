@@ -104,6 +104,11 @@ def test_status_of_a_group_counts_its_tasks_and_group_index_names_one(site: Site
     assert ["tasks", "6:", "4", "pending,", "2", "running"] in lines
     code, out, _ = dispatch(site, "status", f"{group}:1")
     assert code == 0 and out.splitlines()[0].split() == ["job", task_id(group, 1)]
+    assert ["array", f"task {group}:1, at most 2 of its tasks at once"] in [
+        line.split(maxsplit=1) for line in out.splitlines()
+    ]
+    code, out, _ = dispatch(site, "status", f"{group}:4")
+    assert f"task {group}:4, at most 2 of its tasks at once; waits for a task ahead" in out
     code, out, _ = dispatch(site, "status", "--json", group)
     assert json.loads(out)["states"] == {"running": 2, "pending": 4}
 
