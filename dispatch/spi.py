@@ -140,6 +140,16 @@ class Fencer(Protocol):
 
 
 @runtime_checkable
+class LaunchFence(Protocol):
+    """Says whether the nodes themselves refuse a stale execution at task launch; where they do
+    not (or a backend cannot say), the supervisor stops one it finds running."""
+
+    def refuses_stale(self) -> bool:
+        """Whether every task of a stale execution is refused before the user's program runs."""
+        ...
+
+
+@runtime_checkable
 class NativePolicyCompiler(Protocol):
     """Offers rules the backend would enforce by itself."""
 

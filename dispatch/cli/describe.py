@@ -295,6 +295,11 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
                 "current": x.current or None,
                 "state": str(x.state),
                 "cause": _cause(x.cause),
+                "stopped": (
+                    {"at": _t(x.stopped_at), "by": str(x.stopped_by)}
+                    if x.stopped_at is not None
+                    else None
+                ),
             }
             for x in stale_executions(s.view)
         ],

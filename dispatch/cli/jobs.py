@@ -135,12 +135,14 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
     for x in doc["stale"]:
         now = f"when submission {x['current']} was current" if x["current"] else "after the outcome"
         cause = f", {_cause(x['cause'])}" if x["cause"]["kind"] != "none" else ""
+        stop = x["stopped"]
+        stopped = f"; stopped {_time(stop['at'])} by {stop['by']}" if stop else ""
         out.append(
             (
                 "stale",
                 f"{_time(x['at'])} {object_word} {x['object']} (submission {x['submission']}, "
                 f"execution {x['restarts']}) ran again {now}: {x['state']}"
-                f"{cause}; not the job's, no rule fired",
+                f"{cause}{stopped}; not the job's, no rule fired",
             )
         )
     for a in doc["actions"]:

@@ -33,6 +33,7 @@ from dispatch.core.current import Current, blockers, unabandoned_foreign
 from dispatch.core.deadlines import deadlines, wake
 from dispatch.core.job import Job
 from dispatch.core.situation import Fact, Situation, situation
+from dispatch.core.stale import stale_stops
 from dispatch.core.steps import Escalate, Observe, Settle, Step, Stop, VerifiedStopped, Wait
 from dispatch.core.upstream import UPSTREAM_LOOK
 from dispatch.model.objects import Discovery, ObjectObs
@@ -148,8 +149,11 @@ def _settle_last(steps: list[Step]) -> list[Step]:
 ORDERING: tuple[Callable[[list[Step]], list[Step]], ...] = (_unique_escalations, _settle_last)
 
 
-def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
-    """The steps to carry out now, in order; a lone ``Wait`` when there is nothing to do."""
+def next_steps(job: Job, d: Discovery, now: datetime, *, stop_stale: bool = False) -> list[Step]:
+    """The steps to carry out now, in order; a lone ``Wait`` when there is nothing to do.
+
+    ``stop_stale``: also stop a stale execution found running (``stale.stale_stops``), for
+    a scheduler whose nodes do not refuse one at launch."""
     if job.settled:
         return _residuals(job, d)
     steps: list[Step] = [Observe(obs=o) for o in d.objects if _changed(job, o.ref.id, o)]
@@ -161,6 +165,8 @@ def next_steps(job: Job, d: Discovery, now: datetime) -> list[Step]:
         cur = s.cur
         steps += _foreign(job, cur)
         steps += decide(s)
+        if stop_stale:
+            steps += stale_stops(job, cur, now)
         steps += hold_calls(job, cur, now)
         steps += restore_bits(job, cur, now)
     else:

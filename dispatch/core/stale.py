@@ -13,24 +13,33 @@ submission was current: a restart count past every one seen then (a requeue), or
 record never saw while current (a release). Once the job is over, only a run that ran is
 stale: a requeue that never ran again is the end the outcome was about (a job stopped past its
 requeue budget shows one more restart, pending, then cancelled).
+
+Where the nodes do not refuse a stale execution at launch (no SPANK plugin fences it), the
+supervisor stops one it finds running (``stale_stops``): its intent is committed as a stop,
+with its actor, before the call, and the stale execution then shows who stopped it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from dispatch.core.calls import CALL_DEADLINE
+from dispatch.core.current import Current
+from dispatch.core.job import Job
+from dispatch.core.steps import Stop
 from dispatch.model.enums import ObjectState
 from dispatch.model.objects import ObjectObs, ObjectRef
-from dispatch.model.record import AuthorizeEntry, ObserveEntry, OutcomeEntry, View
-from dispatch.model.values import Cause
+from dispatch.model.record import AuthorizeEntry, ObserveEntry, OutcomeEntry, StopEntry, View
+from dispatch.model.values import Actor, Cause
 
 
 @dataclass(frozen=True)
 class StaleExecution:
     """One stale execution: execution ``restarts`` of ``ref`` (made for ``submission``),
     first seen ``at`` when the job's current submission was ``current`` (0: the job was over),
-    and its state and cause as last seen."""
+    its state and cause as last seen, and the first stop committed for it since (when, by
+    whom), if any."""
 
     at: datetime
     current: int
@@ -39,6 +48,8 @@ class StaleExecution:
     restarts: int
     state: ObjectState
     cause: Cause
+    stopped_at: datetime | None = None
+    stopped_by: Actor | None = None
 
 
 @dataclass
@@ -76,6 +87,8 @@ def stale_executions(view: View) -> list[StaleExecution]:
                 reading.over = True
             elif isinstance(e, ObserveEntry):
                 reading.observe(e.at, e.obs)
+            elif isinstance(e, StopEntry):
+                reading.stop(e)
     return sorted(reading.out.values(), key=lambda x: (x.at, x.ref.id, x.restarts))
 
 
@@ -88,6 +101,12 @@ class _Reading:
     over: bool = False
     seen: dict[str, _Seen] = field(default_factory=dict)
     out: dict[tuple[str, int], StaleExecution] = field(default_factory=dict)
+
+    def stop(self, e: StopEntry) -> None:
+        """A stop committed for an object: it stops each of its stale executions seen by then."""
+        for key, x in self.out.items():
+            if x.ref.id == e.ref.id and x.stopped_at is None and x.at <= e.at:
+                self.out[key] = replace(x, stopped_at=e.at, stopped_by=e.by)
 
     def observe(self, at: datetime, o: ObjectObs) -> None:
         sub = o.submission
@@ -114,4 +133,33 @@ class _Reading:
                 r,
                 state,
                 cause,
+                first.stopped_at if first else None,
+                first.stopped_by if first else None,
             )
+
+
+def stale_stops(job: Job, cur: Current, now: datetime) -> list[Stop]:
+    """Stop each stale execution this find shows running while the job has no outcome (after
+    it, the clean-up stops every object anyway): the canonical object of a submission older
+    than the latest, dispatch's own (its numbers read back from it; a foreign object is never
+    stopped). An object already asked to stop is asked again once the last call had time to
+    show. Duplicates are stopped as such (``answers.duplicates``), not here."""
+    latest = len(job.submissions)
+    steps: list[Stop] = []
+    for o in cur.objects():
+        if o.foreign or o.submission is None or o.submission >= latest:
+            continue
+        sub = job.submission(o.submission)
+        if sub is None or sub.canonical is None or sub.canonical.id != o.ref.id:
+            continue
+        if not cur.seen_now(o.ref) or o.state is not ObjectState.RUNNING:
+            continue
+        rec = job.object(o.ref)
+        if (
+            rec is not None
+            and rec.stopping_at is not None
+            and now < rec.stopping_at + CALL_DEADLINE
+        ):
+            continue
+        steps.append(Stop(ref=o.ref))
+    return steps

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
@@ -27,7 +28,7 @@ from dispatch.model.objects import Discovery
 from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
-from dispatch.spi import Backend, Fencer, find_all
+from dispatch.spi import Backend, Fencer, LaunchFence, find_all
 from dispatch.supervise import memo
 from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
@@ -144,6 +145,12 @@ class Supervisor:
     def _token(self) -> str:
         return self.rand(16).hex()
 
+    @cached_property
+    def _stop_stale(self) -> bool:
+        """Whether a pass stops a stale execution it finds running: unless the nodes refuse
+        one at launch themselves (asked once, at the first pass that decides)."""
+        return not (isinstance(self.backend, LaunchFence) and self.backend.refuses_stale())
+
     def run(self, job: JobID) -> None:
         """Supervise ``job`` until its record settles, then deliver what remains, once each."""
         token = self._token()
@@ -238,7 +245,7 @@ class Supervisor:
             self._slots = slots if self._sweeping else None
             found = slots.ahead(j, found)
             result.asked = True
-        owner, steps = j.owner, next_steps(j, found, now)
+        owner, steps = j.owner, next_steps(j, found, now, stop_stale=self._stop_stale)
         if isinstance(self.store, Folded) and any(not isinstance(s, st.Wait) for s in steps):
             # The store checks each commit with a fold: it goes on from this one. ``j`` is not
             # read again (the store extends it in place).

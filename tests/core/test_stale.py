@@ -3,6 +3,8 @@ as the job's: no state changes, no rule fires, the current submission goes on.""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from core_records import SUP, T0, TOKEN, Rec, found, header, obs, preempt_rule
 
 from dispatch.core import steps as st
@@ -122,3 +124,55 @@ def test_the_current_submissions_own_requeue_is_not_stale() -> None:
     rec = second_running()
     rec.observe(obs(2, ObjectState.PENDING, sub=2, restarts=1))
     assert stale_executions(rec.view()) == []
+
+
+def stale_running() -> tuple[Rec, ObjectObs]:
+    """Submission 2 runs; object 1 (submission 1) was requeued by hand and runs again."""
+    rec = second_running()
+    again = obs(1, ObjectState.RUNNING, restarts=1, nodes=("n1",), runs=(run(0, PREEMPTED),))
+    return rec.observe(again), again
+
+
+def stop_refs(steps: list[st.Step]) -> list[str]:
+    return [s.ref.id for s in steps if isinstance(s, st.Stop)]
+
+
+def test_a_stale_execution_found_running_is_stopped_where_no_node_refuses_it() -> None:
+    rec, again = stale_running()
+    before = rec.job()
+    d = found(again, obs(2, ObjectState.RUNNING, sub=2, nodes=("n2",)))
+    now = rec.tick()
+    # The nodes refuse it themselves (the SPANK plugin): nothing to stop.
+    assert stop_refs(next_steps(rec.job(), d, now)) == []
+    steps = next_steps(rec.job(), d, now, stop_stale=True)
+    # Only the stale object; the current submission's runs on, nothing else is decided.
+    assert stop_refs(steps) == ["1001"]
+    assert not [s for s in steps if isinstance(s, st.Outcome | st.Authorize | st.PlaceHold)]
+    # The stop is committed with its actor, and the stale execution shows who stopped it.
+    rec.add(r.StopEntry(at=now, by=SUP, token=TOKEN, ref=again.ref))
+    [x] = stale_executions(rec.view())
+    assert (x.restarts, x.stopped_at, x.stopped_by) == (1, now, SUP)
+    job = rec.job()
+    assert (job.state, job.history, job.rule_use) == (before.state, before.history, {0: 1})
+    # Asked again only once the last call had time to show.
+    assert stop_refs(next_steps(job, d, now + timedelta(seconds=5), stop_stale=True)) == []
+    later = now + timedelta(seconds=31)
+    assert stop_refs(next_steps(job, d, later, stop_stale=True)) == ["1001"]
+
+
+def test_only_a_running_stale_execution_of_dispatchs_own_is_stopped() -> None:
+    rec = second_running()
+    current = obs(2, ObjectState.RUNNING, sub=2, nodes=("n2",))
+    # Requeued by hand and still pending: stale, but not running yet.
+    pending = obs(1, ObjectState.PENDING, cause=Cause(kind=CauseKind.REQUEUED), restarts=1)
+    # An object under the job's name whose numbers cannot be read: foreign, never stopped.
+    foreign = obs(3, ObjectState.RUNNING, sub=None, att=None)
+    for o in (pending, foreign):
+        rec.observe(o)
+    steps = next_steps(rec.job(), found(pending, current, foreign), rec.tick(), stop_stale=True)
+    assert stop_refs(steps) == []
+    assert [s.id for s in steps if isinstance(s, st.Escalate)] == ["foreign:1003"]
+    # Not in this find: nothing is stopped on the record's word alone.
+    rec.observe(obs(1, ObjectState.RUNNING, restarts=1))
+    steps = next_steps(rec.job(), found(current), rec.tick(), stop_stale=True)
+    assert stop_refs(steps) == []

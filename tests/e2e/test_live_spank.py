@@ -244,34 +244,71 @@ def test_a_node_whose_slurmd_stopped_leaves_the_hold_waiting_and_cancel_names_it
         subprocess.run([*localcluster(), "up"], capture_output=True, timeout=900)
 
 
-def test_without_the_plugin_a_shared_checkpoint_waits_for_a_person(plain_shell: Shell) -> None:
-    script = plain_shell.script("plain", "preempted:resubmit:2", "true")
-    plan = plain_shell.run("sbatch", "--plan", script)
-    assert (
-        "checkpoint shared: every rule is a hold for a person to decide (no cessation signal: "
-        "no spank_spool setting" in plan
-    )
-
-
-def test_an_older_submission_requeued_by_hand_is_refused_and_read_as_stale(shell: Shell) -> None:
-    (shell.folder / "stale.sbatch").write_text(
+def stale_script(sh: Shell, name: str, stale_run: str) -> str:
+    """Submission 1 exits 3 (a rule resubmits), submission 2 waits for its flag; a run of
+    submission 1's Slurm job after the first (requeued by hand) does ``stale_run``."""
+    (sh.folder / f"{name}.sbatch").write_text(
         "#!/bin/bash\n#SBATCH --partition=low\n"
-        f"#SBATCH --output={shell.folder}/stale-%j.out\n"
+        f"#SBATCH --output={sh.folder}/{name}-%j.out\n"
         "#DISPATCH --rule=requeued:requeue:1\n#DISPATCH --rule=non-zero-exit:resubmit:1\n"
-        'if [ "$DISPATCH_SUBMISSION" = 1 ]; then echo "first $SLURM_RESTART_COUNT"; exit 3; fi\n'
-        + wait_flag(shell.folder)
-        + "\n"
+        'if [ "$DISPATCH_SUBMISSION" = 1 ]; then\n'
+        '    if [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then ' + stale_run + "; fi\n"
+        '    echo "first $SLURM_RESTART_COUNT"; exit 3\nfi\n' + wait_flag(sh.folder) + "\n"
     )
-    job = shell.run("sbatch", "--parsable", "stale.sbatch").strip()
-    second = shell.wait(
+    return f"{name}.sbatch"
+
+
+def requeue_the_first(sh: Shell, job: str) -> tuple[str, dict[str, Any]]:
+    """Once submission 2 runs, an administrator requeues submission 1's Slurm job (a requeue
+    rule made it requeueable); Slurm runs it again once its credential expired."""
+    second = sh.wait(
         job,
         "submission 2 running",
         lambda d: d["state"] == "running" and len(d["submissions"]) == 2,
     )
-    first = second["submissions"][0]["object"]
-    # An administrator requeues the Slurm job of submission 1 (a requeue rule made it
-    # requeueable); Slurm runs it again once its credential expired.
-    shell.slurm("scontrol", "requeue", first)
+    first: str = second["submissions"][0]["object"]
+    sh.slurm("scontrol", "requeue", first)
+    return first, second
+
+
+def test_without_the_plugin_shared_checkpoints_wait_and_a_stale_run_is_cancelled(
+    plain_shell: Shell,
+) -> None:
+    sh = plain_shell
+    script = sh.script("plain", "preempted:resubmit:2", "true")
+    plan = sh.run("sbatch", "--plan", script)
+    assert (
+        "checkpoint shared: every rule is a hold for a person to decide (no cessation signal: "
+        "no spank_spool setting" in plan
+    )
+    # Nothing refuses a stale execution at launch here: it starts, and the supervisor
+    # (dispatch supervise --follow) cancels it once it finds it running.
+    job = sh.run("sbatch", "--parsable", stale_script(sh, "unfenced", "echo stale-run; sleep 600"))
+    first, second = requeue_the_first(sh, job.strip())
+    job = job.strip()
+    stopped = sh.wait(
+        job,
+        "the stale execution stopped and ended",
+        lambda d: any(x["state"] == "ended" and x["stopped"] for x in d["stale"]),
+    )
+    [x] = stopped["stale"]
+    assert (x["object"], x["submission"], x["restarts"], x["current"]) == (first, 1, 1, 2)
+    assert x["stopped"]["by"].startswith("supervisor:"), x
+    assert "stale-run" in (sh.folder / f"unfenced-{first}.out").read_text()
+    # Never the job's: the current submission runs on, no rule fired, no state changed.
+    assert stopped["state"] == "running" and len(stopped["submissions"]) == 2
+    assert [(r["index"], r["firings"]) for r in stopped["rules"]] == [(0, 0), (1, 1)]
+    assert stopped["history"] == second["history"]
+    said = sh.run("status", job)
+    assert f"Slurm job {first} (submission 1, execution 1) ran again when submission 2" in said
+    assert f" by {x['stopped']['by']}; not the job's, no rule fired" in said, said
+    (sh.folder / "go-2").touch()
+    assert sh.wait(job, "the job to settle", lambda d: d["settled"])["state"] == "succeeded"
+
+
+def test_an_older_submission_requeued_by_hand_is_refused_and_read_as_stale(shell: Shell) -> None:
+    job = shell.run("sbatch", "--parsable", stale_script(shell, "stale", "echo stale-run")).strip()
+    first, second = requeue_the_first(shell, job)
     stale = shell.wait(
         job,
         "the stale execution to end",
@@ -280,8 +317,10 @@ def test_an_older_submission_requeued_by_hand_is_refused_and_read_as_stale(shell
     [x] = stale["stale"]
     assert (x["object"], x["submission"], x["restarts"], x["current"]) == (first, 1, 1, 2)
     assert x["cause"]["exit_code"] == 97, x
+    # Refused by the plugin, which fences: the supervisor left it to the nodes.
+    assert x["stopped"] is None, x
     out = (shell.folder / f"stale-{first}.out").read_text()
-    assert "first 1" not in out
+    assert "first 1" not in out and "stale-run" not in out
     assert f"stale execution: job {job} is at submission 2; submission 1 may not run" in out
     assert stale["state"] == "running" and len(stale["submissions"]) == 2
     assert [(r["index"], r["firings"]) for r in stale["rules"]] == [(0, 0), (1, 1)]

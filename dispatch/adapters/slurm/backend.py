@@ -237,8 +237,9 @@ class SlurmBackend:
         self._check(reply, f"open {ref}", effect=True)
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
-        """``scancel`` one object; one already gone is success."""
-        reply = self._cancel(ref.id)
+        """``scancel`` one object while it is this user's and bears its name; one already gone
+        (or no longer the one named) is success."""
+        reply = self._cancel(ref)
         if not reply.ok and not _gone(reply):
             self._check(reply, f"stop {ref}", effect=True)
 
@@ -293,6 +294,20 @@ class SlurmBackend:
             )
         return self.spool.ceased(self.inspect(ref))
 
+    @cached_property
+    def _refuses_stale(self) -> bool:
+        if self.spool is None:
+            return False
+        try:
+            return self.spool.marker().fence
+        except OSError:
+            return False
+
+    def refuses_stale(self) -> bool:
+        """Whether the SPANK plugin refuses stale executions at task launch: its marker in
+        the spool says it is loaded and fences (read once, as the probe reads it)."""
+        return self._refuses_stale
+
     def fence(self, job: JobID, ref: ObjectRef, submission: int) -> None:
         """Tell the nodes that ``ref`` runs submission ``submission`` (lineage-wide) of
         ``job``; without a spool, nothing."""
@@ -332,10 +347,11 @@ class SlurmBackend:
             return
         self._check(reply, f"clear the requeue bit of {ref}", effect=True)
 
-    def _cancel(self, job_id: str) -> Reply:
+    def _cancel(self, ref: ObjectRef) -> Reply:
         if self.reader is not None:
-            return self.reader.cancel(job_id)
-        return self.runner.run(render.cancel_argv(job_id), effect=True)
+            return self.reader.cancel(ref.id)
+        argv = render.cancel_argv(ref.id, uid=self.identity[0], name=ref.name)
+        return self.runner.run(argv, effect=True)
 
     def _requeue_bit(self, job_id: str, on: bool) -> Reply:
         if self.reader is not None:

@@ -200,9 +200,11 @@ def requeue_argv(job_id: str) -> list[str]:
     return ["scontrol", "requeue", job_id]
 
 
-def cancel_argv(job_id: str) -> list[str]:
-    """Stop one object."""
-    return ["scancel", job_id]
+def cancel_argv(job_id: str, *, uid: int, name: str) -> list[str]:
+    """Stop one object, only while it is user ``uid``'s and bears ``name``: scancel signals
+    only the jobs given that match every filter, so an id Slurm gave since to another job
+    (another user's, or one not named for the dispatch job) is left alone."""
+    return ["scancel", f"--user={uid}", *([f"--name={name}"] if name else []), job_id]
 
 
 def cancel_name_argv(name: str, *, uid: int) -> list[str]:

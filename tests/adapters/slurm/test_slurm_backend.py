@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,7 +24,7 @@ from dispatch.model.enums import Action, Capability, CauseKind, ObjectState, Sou
 from dispatch.model.errors import NotFoundError, OutcomeUnknownError, RejectedError
 from dispatch.model.objects import ObjectRef, StartRequest
 from dispatch.model.values import JobSpec, RecoveryPolicy, Rule
-from dispatch.spi import Backend, Holder, MultiFinder, Requeuer
+from dispatch.spi import Backend, Holder, LaunchFence, MultiFinder, Requeuer
 
 RECORDED = Path(__file__).parent / "data" / "recordings" / "25.11" / "0.0.44"
 CONFIG = "AccountingStorageType   = accounting_storage/slurmdbd\nJobRequeue              = 1\n"
@@ -229,6 +230,40 @@ def test_another_users_job_named_like_ours_is_never_taken_as_our_execution() -> 
     b.stop_job("ab12", "test")
     scancel = next(a for a in runner.seen if a[0] == "scancel")
     assert "--user=10003" in scancel
+
+
+def test_a_stop_cancels_the_object_only_while_it_is_this_users_and_bears_its_name() -> None:
+    # scancel signals only the ids given that match every filter: an id Slurm gave since to
+    # another user's job, or to one not named for the dispatch job, is left alone.
+    b = backend()
+    b.stop(ObjectRef(id="5748", name="dj-ab12"), "stale execution")
+    runner = b.runner
+    assert isinstance(runner, ScriptedRunner)
+    assert [a for a in runner.seen if a[0] == "scancel"] == [
+        ["scancel", "--user=10003", "--name=dj-ab12", "5748"]
+    ]
+
+
+def test_the_supervisor_is_told_the_nodes_refuse_stale_executions_only_by_a_fencing_plugin(
+    tmp_path: Path,
+) -> None:
+    uid = os.geteuid()
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o755)
+    ids = f"uid={uid}(u) gid={uid}(u) groups={uid}(u)\n"
+
+    def with_spool() -> SlurmBackend:
+        settings = SlurmSettings(spank_spool=str(spool))
+        return SlurmBackend(ScriptedRunner({"id": ids}), settings)
+
+    assert isinstance(backend(), LaunchFence) and not backend().refuses_stale()
+    assert not with_spool().refuses_stale()  # no marker: no plugin
+    for fence, refuses in (("no", False), ("yes", uid == 0)):  # a user's marker is no plugin's
+        marker = spool / "plugin"
+        marker.unlink(missing_ok=True)
+        marker.write_text(f"format=1\nslurm=22.05\nfence={fence}\n")
+        marker.chmod(0o444)
+        assert with_spool().refuses_stale() is refuses
 
 
 def test_a_backend_that_cannot_learn_its_user_finds_nothing_rather_than_everyones() -> None:

@@ -72,7 +72,7 @@ def test_query_command_lines_match_golden() -> None:
             render.requeue_bit_argv("12", True),
             render.requeue_argv("12"),
             render.requeue_bit_argv("12", False),
-            render.cancel_argv("12"),
+            render.cancel_argv("12", uid=1000, name="dj-a"),
             render.cancel_name_argv("dj-a", uid=1000),
         )
     )
