@@ -97,6 +97,9 @@ def _summary(group: str, req: Request, launched: list[Status], what: str) -> str
     queued = [d["slurm_job"] for d in map(_launched, launched) if d["slurm_job"]]
     where = f"{what} {', '.join(queued)}" if queued else "nothing in Slurm's queue yet"
     rest = n - len(queued)
+    if req.spec.after and not queued:
+        where = "every task waits for the jobs it depends on: nothing is in Slurm's queue"
+        return f"Submitted dispatch array {group} ({req.spec.name}): {n} tasks; {where}"
     later = (
         f"; the sweep launches the other {rest} as tasks ahead of them settle"
         if rest and req.array.throttle

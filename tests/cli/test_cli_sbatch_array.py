@@ -179,3 +179,22 @@ def test_hold_of_a_group_holds_every_task_and_report_reports_each(site: Site) ->
     assert code == 0 and [d["job"] for d in json.loads(out)] == [
         task_id(group, i) for i in range(6)
     ]
+
+
+def test_an_array_with_a_dependency_launches_no_task_before_its_upstream_settles(
+    site: Site,
+) -> None:
+    (train,) = site.submit()
+    code, out, err = dispatch(
+        site, "sbatch", f"--dependency=afterok:{train}", "--array=0-2", "sweep.sbatch"
+    )
+    assert code == 0, err
+    tasks = [j for j in site.store.jobs(include_settled=True) if j != train]
+    assert len(tasks) == 3 and not any(site.backend.env().objects(j) for j in tasks)
+    assert all(
+        [str(d) for d in site.store.read(j).header.spec.after] == [f"afterok:{train}"]
+        for j in tasks
+    )
+    assert out.splitlines()[-1].endswith(
+        "3 tasks; every task waits for the jobs it depends on: nothing is in Slurm's queue"
+    )
