@@ -259,7 +259,16 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             click.echo(f"note: {clean(note)}", err=True)
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
-        said = _check(backend, _checked(req))
+        try:
+            said = _check(backend, _checked(req))
+        except InvalidError as err:
+            if req.array is None or "array" not in err.message.lower():
+                raise
+            # Slurm bounds every index by its MaxArraySize; the check asked about the highest.
+            raise InvalidError(
+                f"{err.message} (the highest index, {req.array.indices[-1]}, must be below the "
+                "cluster's MaxArraySize: scontrol show config | grep MaxArraySize)"
+            ) from None
         cessation = backend.capabilities(req.spec).get(Capability.CESSATION_SIGNAL)
         if cmd.plan:
             # The slurm adapter says which transport it goes through, and why.

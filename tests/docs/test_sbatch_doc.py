@@ -258,6 +258,10 @@ def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_
     user = User(own_home, folder)
     done = typed(user, "Job arrays")
     group = re.search(r"dispatch array (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
+    # An index past the cluster's MaxArraySize (1001 here): Slurm's check refuses it at once.
+    big = user.run("dispatch sbatch --plan --array=0-5000 sweep.sbatch")
+    assert big.returncode == 2 and big.stderr.count("\n") == 1, big
+    assert "the highest index, 5000, must be below the cluster's MaxArraySize" in big.stderr
     names = ",".join(f"dj-{group}_{i}" for i in range(16))
     preemptor = ""
     try:
