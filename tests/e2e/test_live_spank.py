@@ -275,12 +275,26 @@ def test_without_the_plugin_shared_checkpoints_wait_and_a_stale_run_is_cancelled
     plain_shell: Shell,
 ) -> None:
     sh = plain_shell
-    script = sh.script("plain", "preempted:resubmit:2", "true")
+    script = sh.script("plain", "preempted:resubmit:2", wait_flag(sh.folder))
     plan = sh.run("sbatch", "--plan", script)
     assert (
         "checkpoint shared: every rule is a hold for a person to decide (no cessation signal: "
         "no spank_spool setting" in plan
     )
+    # Preempted, it is held for a person, and status says why: no cessation signal.
+    shared = sh.run("sbatch", "--parsable", script).strip()
+    running = sh.wait(shared, "running", lambda d: d["state"] == "running")
+    preempt(sh, running["submissions"][0]["executions"][0]["nodes"][0])
+    unproven = "no cessation evidence: no spank_spool setting: the SPANK plugin is not used"
+    held = sh.wait(
+        shared,
+        "the hold and the cessation answer",
+        lambda d: any(c["detail"].startswith(unproven) for c in d["cessation"]),
+    )
+    assert len(held["submissions"]) == 1 and held["holds"][0]["active"]
+    assert "recovery hold 1" in held["waiting"]
+    assert f"not proven ceased: {unproven}" in sh.run("status", shared)
+    sh.run("cancel", shared, "--reason", "decided by a person")
     # Nothing refuses a stale execution at launch here: it starts, and the supervisor
     # (dispatch supervise --follow) cancels it once it finds it running.
     job = sh.run("sbatch", "--parsable", stale_script(sh, "unfenced", "echo stale-run; sleep 600"))
