@@ -79,14 +79,17 @@ def dump(entries: dict[JobID, Kept]) -> bytes:
     return f"{FORMAT} {code()}".encode() + b"\n" + digest + b"\n" + body
 
 
-def load(data: bytes | None) -> dict[JobID, Kept]:
+def load(data: bytes | None, *, any_code: bool = False) -> dict[JobID, Kept]:
     """The entries of a shard's rows; none when missing, damaged, of another format or made
-    by other code (they only save time)."""
+    by other code (they only save time). With ``any_code``, rows of this format made by any
+    code: what a row says of the header (the name) no code changes."""
     if not data:
         return {}
     head, _, rest = data.partition(b"\n")
     digest, _, body = rest.partition(b"\n")
-    if head != f"{FORMAT} {code()}".encode():
+    if head != f"{FORMAT} {code()}".encode() and not (
+        any_code and head.startswith(f"{FORMAT} ".encode())
+    ):
         return {}
     if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
         return {}
@@ -164,12 +167,12 @@ class Rows:
         self._changed.add(self.store.shard_of(job))
 
     def names(self) -> dict[JobID, str]:
-        """The name of every job a row is kept of, whatever its revision: a header never
-        changes, so a row's name is the record's."""
+        """The name of every job a row is kept of, whatever its revision and the code that made
+        it: a header never changes, so a row's name is the record's."""
         out: dict[JobID, str] = {}
         for shard in range(self.store.shards):
             try:
-                entries = load(self.store.kept_rows(shard))
+                entries = load(self.store.kept_rows(shard), any_code=True)
             except (OSError, DispatchError):
                 continue  # that shard's names are read from the headers
             out.update((job, str(k.row.get("name") or "")) for job, k in entries.items())

@@ -205,3 +205,31 @@ def test_status_finds_a_job_by_name_from_kept_rows_and_from_headers(tmp_path: Pa
     site.cluster.operator.submit(spec, ADA, supervised=True)
     twice = site.run(["status", "eval", *config], env=ME)
     assert twice.exit_code == 2 and "ambiguous: 2 jobs match it" in twice.stderr
+
+
+def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an upgrade the rows' code differs: their rows are not used, their names are (a
+    header never changes), so finding a job by name reads no header."""
+    site = Site(tmp_path)
+    site.submit(2)
+    spec = site.spec.model_copy(update={"name": "eval"})
+    wanted = site.cluster.operator.submit(spec, ADA, supervised=True).job
+    sweeps(site)
+    before = listed(site)
+    for path in (site.ledger / "sweep").glob("list-*"):
+        _, _, rest = path.read_bytes().partition(b"\n")
+        path.write_bytes(f"{listing.FORMAT} madebyanearlierrelease".encode() + b"\n" + rest)
+    headers: list[str] = []
+    real = FileRecords.read_at
+
+    def counted(store: FileRecords, job: str, revision: int) -> Any:
+        headers.append(job)
+        return real(store, job, revision)
+
+    monkeypatch.setattr(FileRecords, "read_at", counted)
+    result = site.run(["status", "eval", "--json", "--config", str(site.config)], env=ME)
+    assert json.loads(result.stdout)["job"] == wanted and headers == []
+    reads = Reads(monkeypatch)
+    assert listed(site) == before and len(reads.take()) == 3
