@@ -177,6 +177,11 @@ def wait_ended(backend: SlurmBackend, ref: ObjectRef, restarts: int = 0) -> None
     live_cluster.wait_for(f"{ref} to end", ended, bool)
 
 
+# The first run waits to be requeued (however long the requeue takes to arrive on a loaded
+# machine); the run after it, which finds the first one's line, goes on at once.
+FIRST_RUN_WAITS = "[ \"$(grep -c 'run epoch=' out.txt)\" -gt 1 ] || sleep 120\n"
+
+
 def requeue_after_first_line(backend: SlurmBackend, ref: ObjectRef, folder: Folder) -> None:
     """Requeue a running job once its first run has said its epoch, and wait for that run to
     end: running in Slurm's view comes before the script's first line (prolog, plugins)."""
@@ -219,7 +224,7 @@ def test_export_chooses_what_of_the_submitters_environment_the_job_gets(
 def test_after_a_slurm_requeue_the_epoch_counts_the_restart(
     backend: SlurmBackend, started: list[str], folder: Folder
 ) -> None:
-    text = RUN.replace("printf", "sleep 2\nprintf")
+    text = RUN.replace("printf", FIRST_RUN_WAITS + "printf")
     ref = start(backend, started, folder, text)
     backend.open(ref)
     requeue_after_first_line(backend, ref, folder)
@@ -239,7 +244,7 @@ def test_a_job_submitted_from_inside_an_allocation_and_requeued_never_goes_back_
     step = dict(v.split("=", 1) for v in reply.stdout.split("\0") if v.startswith("SLURM"))
     assert "SLURM_JOB_ID" in step and "SLURM_STEP_ID" in step
     inside = {**step, "SLURM_RESTART_COUNT": "7"}
-    text = RUN.replace("printf", "sleep 2\nprintf")
+    text = RUN.replace("printf", FIRST_RUN_WAITS + "printf")
     ref = start(backend, started, folder, text, env=inside)
     backend.open(ref)
     requeue_after_first_line(backend, ref, folder)
