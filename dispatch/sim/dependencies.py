@@ -22,6 +22,11 @@ from dispatch.model.values import Dependency, JobID
 SHARE = 2 / 3
 
 
+def drawn(seed: int, people: float) -> bool:
+    """Whether the second job of ``seed`` depends on the first."""
+    return people <= 0 and random.Random(f"dependency-{seed}").random() < SHARE
+
+
 def draw(seed: int, upstream: JobID, people: float) -> tuple[Dependency, ...]:
     """What the second job of ``seed`` waits for: nothing, or ``upstream`` under a drawn kind."""
     rng = random.Random(f"dependency-{seed}")

@@ -34,7 +34,7 @@ from dispatch.model.record import (
     View,
 )
 from dispatch.model.values import JobID
-from dispatch.sim import dependencies
+from dispatch.sim import arrays, dependencies
 from dispatch.sim.evidence import Evidence
 
 
@@ -230,6 +230,7 @@ class Checker:
         """Check what the scheduler really did against the records."""
         self._one_at_once()
         dependencies.check(views, self.dependents_checked, self.report)
+        arrays.check(views, self.report)
         for obj in self.backend.objects.values():
             if obj.submission is None:
                 continue

@@ -9,7 +9,7 @@ from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
 from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule, SharedCheckpoint
 from dispatch.operator import Operator
 from dispatch.records.contract import Records
-from dispatch.sim import dependencies
+from dispatch.sim import arrays, dependencies
 
 if TYPE_CHECKING:
     from dispatch.sim.world import World
@@ -82,5 +82,9 @@ def submit_jobs(w: World, store: Records) -> list[JobID]:
         after = dependencies.draw(w.seed, jobs[0], w.mix.people) if jobs else ()
         if after:
             spec = JobSpec.load({**spec.model_dump(), "after": [a.model_dump() for a in after]})
+        elif w.mix.jobs > 1 and not dependencies.drawn(w.seed, w.mix.people):
+            task = arrays.draw(w.seed, i, w.mix.people)
+            if task is not None:
+                spec = JobSpec.load({**spec.model_dump(), "task": task.model_dump()})
         jobs.append(op.submit(spec, w.person, **job_options(w)).job)
     return sorted(jobs)

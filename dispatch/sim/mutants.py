@@ -77,6 +77,8 @@ MUTANTS: dict[str, str] = {
     "settled",
     "dependency-never-broken": "a dependency that can never be met is not seen as such: the "
     "job starts after an upstream that ended as it must not",
+    "throttle-ignored": "an array task is authorized while as many tasks ahead of it hold a "
+    "place as its throttle allows",
     "commit-unfolded": "the stores commit entries the fold would refuse, leaving a record "
     "nobody can read",
 }
@@ -273,6 +275,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "commit-unfolded": _commit_unfolded,
     "dependency-ignored": lambda: _without_rows(Fact.AWAITING_UPSTREAM),
     "dependency-never-broken": lambda: _without_rows(Fact.DEPENDENCY_BROKEN),
+    "throttle-ignored": lambda: _without_rows(Fact.AWAITING_SLOT),
 }
 
 

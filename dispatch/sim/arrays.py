@@ -1,0 +1,48 @@
+"""Job arrays in the simulator: some two-job seeds submit their jobs as the two tasks of one
+array at ``%1``, and the invariant that no two tasks of a group hold a place at once beyond
+its throttle.
+
+Only seeds where people never act and no dependency was drawn become arrays, and the choice is
+drawn from a random source of its own, so every other seed runs as it did before arrays.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from dispatch.model.array import ArrayTask, task_of
+from dispatch.model.record import AuthorizeEntry, SettleEntry, View
+from dispatch.model.values import JobID
+
+# Of the two-job seeds without people or dependencies, the share whose jobs are an array.
+SHARE = 1 / 2
+GROUP = "simarraysimarray"
+
+
+def draw(seed: int, index: int, people: float) -> ArrayTask | None:
+    """The array task the ``index``-th job of ``seed`` is, or None for a job of its own."""
+    rng = random.Random(f"array-{seed}")
+    if people > 0 or rng.random() >= SHARE:
+        return None
+    return ArrayTask(group=GROUP, index=index, throttle=1)
+
+
+def check(views: dict[JobID, View], report: Callable[[str, str], None]) -> None:
+    """``13-throttle``: at most ``throttle`` tasks of a group have been authorized and have not
+    settled, at every step."""
+    holding: dict[str, list[JobID]] = {}
+    limit: dict[str, int] = {}
+    for job, view in views.items():
+        task = view.header.spec.task
+        if task is None or task_of(job) is None or not task.throttle:
+            continue
+        entries = [e for c in view.commits for e in c.entries]
+        limit[task.group] = task.throttle
+        if any(isinstance(e, AuthorizeEntry) for e in entries) and not any(
+            isinstance(e, SettleEntry) for e in entries
+        ):
+            holding.setdefault(task.group, []).append(job)
+    for group, jobs in holding.items():
+        if len(jobs) > limit[group]:
+            report("13-throttle", f"array {group}: {sorted(jobs)} hold places at once")
