@@ -54,6 +54,8 @@ def check(views: dict[JobID, View], done: set[JobID], report: Callable[[str, str
         met: list[bool] = []
         for dep in after:
             up = fold(views[dep.job], view.header.created_at) if dep.job in views else None
+            while up is not None and up.superseded_by in views:  # followed, as the supervisor does
+                up = fold(views[up.superseded_by], view.header.created_at)
             out = up.outcome if up is not None else None
             if started and (up is None or not up.settled or out is None):
                 report("12-dependency", f"job {job}: authorized before {dep.job} settled ({dep})")

@@ -1,8 +1,10 @@
 """What the ledger shows of the jobs a job depends on, added to what find showed of it.
 
 Read after the job's own record, as find is: an upstream's outcome never changes once
-committed, so the pass decides on a view no older than its record. Only a job that waits for
-its first submission is looked at this way; once it was authorized its dependencies are done.
+committed, so the pass decides on a view no older than its record. An upstream superseded
+before a pass saw its outcome is followed to the newest job of its lineage (a dependency that
+a pass already saw broken has ended its job). Only a job that waits for its first submission
+is looked at this way; once it was authorized its dependencies are done.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ def waits_on_upstream(job: Job) -> bool:
 
 
 def look_upstream(store: Records, job: Job, found: Discovery, now: datetime) -> Discovery:
-    """``found`` with what ``store`` holds of each job ``job`` depends on."""
+    """``found`` with what ``store`` holds of each job ``job`` depends on. An upstream job that
+    was superseded is followed to the job superseding it (and on, to the newest of its
+    lineage): the dependency waits for that one's outcome, since the person who superseded the
+    upstream asked for its work to be done again."""
     seen: list[UpstreamObs] = []
     for dep in job.header.spec.after:
         try:
-            up = fold(store.read(dep.job), now)
+            up = _newest(store, fold(store.read(dep.job), now), now)
         except NotFoundError:
             seen.append(UpstreamObs(job=dep.job, missing=True))
             continue
@@ -42,5 +47,21 @@ def look_upstream(store: Records, job: Job, found: Discovery, now: datetime) -> 
             )
         )
     return Discovery(
-        objects=found.objects, at=found.at, complete=found.complete, upstream=tuple(seen)
+        objects=found.objects,
+        at=found.at,
+        complete=found.complete,
+        upstream=tuple(seen),
+        ahead=found.ahead,
     )
+
+
+def _newest(store: Records, up: Job, now: datetime) -> Job:
+    """The newest job of ``up``'s lineage: ``up`` followed through every supersede."""
+    seen = {up.header.job}
+    while up.superseded_by and up.superseded_by not in seen:
+        try:
+            up = fold(store.read(up.superseded_by), now)
+        except NotFoundError:
+            break  # the supersede died before the new record was made: the old one answers
+        seen.add(up.header.job)
+    return up

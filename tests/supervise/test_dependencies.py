@@ -133,3 +133,20 @@ def test_a_waiting_dependent_is_looked_at_again_by_every_sweep(world: World) -> 
     world.clock.advance(timedelta(minutes=1))
     world.sweep_until_idle(sup)
     assert len(world.job(evaluate).submissions) == 1
+
+
+def test_a_dependency_on_a_superseded_job_follows_the_job_superseding_it(world: World) -> None:
+    (train,) = world.submit(1)
+    _sweep(world)
+    for _ in range(3):  # budget 2: the third preemption fails train
+        world.backend.env().preempt(world.canonical(train))
+        _sweep(world)
+    out = world.job(train).outcome
+    assert out is not None and out.state is State.FAILED
+    again = world.cluster.operator.supersede(train, ADA, "more memory", supervised=True).job
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    assert not world.job(evaluate).submissions and world.job(evaluate).outcome is None
+    world.backend.env().complete(world.canonical(again))
+    _sweep(world)
+    assert len(world.job(evaluate).submissions) == 1
