@@ -33,8 +33,12 @@ def count_lists(count: int, url: str, base: S3Store, folder: Path) -> tuple[int,
     """(list calls, other requests) of one resolve over a log of `count` publications."""
     store = S3Store(base.client, S3Location(base.location.bucket, f"log-{count}/"))
     with ThreadPoolExecutor(max_workers=16) as pool:
-        list(pool.map(lambda step: store.put_bytes(PublicationId(EPOCH, step).log_key, b"{}"),
-                      range(count - 1)))
+        list(
+            pool.map(
+                lambda step: store.put_bytes(PublicationId(EPOCH, step).log_key, b"{}"),
+                range(count - 1),
+            )
+        )
     save(store, folder, count, EPOCH)
     calls: dict[str, int] = {"list": 0, "other": 0}
 

@@ -10,11 +10,11 @@ For each sweep interval (1 s and 5 s by default) one supervised job goes through
 
 Sweeps are counted from the one that saw the event (the first whose record holds the ending;
 for the launch, the first sweep) to the one that completed the stage, both included; seconds
-from the event itself. Each is printed in sweeps and in seconds (read from the ledger's commit times), for this
-checkout and, side by side, for a baseline revision of the repository (``--baseline``, by
-default the one before sweeps carried jobs through several stages), run from a temporary
-``git worktree`` of it with the same Python. Then the scheduler queries of one idle sweep
-at 10 and 100 idle jobs, for both, beside issue 17's goal (the controller asked once, slurmdbd
+from the event itself. Each is printed in sweeps and in seconds (read from the ledger's commit
+times), for this checkout and, side by side, for a baseline revision of the repository
+(``--baseline``, by default the one before sweeps carried jobs through several stages), run from
+a temporary ``git worktree`` of it with the same Python. Then the scheduler queries of one idle
+sweep at 10 and 100 idle jobs, for both, beside issue 17's goal (the controller asked once, slurmdbd
 never): the controller's RPCs by message type (``sdiag``, reset first) and slurmdbd's job
 queries (``DBD_GET_JOBS_COND`` of ``sacctmgr show stats``, what sacct asks).
 
@@ -76,7 +76,11 @@ class Variant:
         env = {**os.environ, "PYTHONPATH": str(self.source)}
         done = subprocess.run(
             [sys.executable, "-m", "dispatch.cli.main", "sweep", "--config", str(config)],
-            env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=120,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         if done.returncode not in (0, 1):
             raise SystemExit(f"{self.name}: dispatch sweep exited {done.returncode}: {done.stderr}")
@@ -108,8 +112,14 @@ class Site:
     def submit(self, n: int = 1) -> list[str]:
         rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=3)
         spec = dispatch.JobSpec(
-            command=("sh", "-c", f'until [ -e "{self.root}/go-$DISPATCH_SUBMISSION" ]; do sleep 1; done'),
-            partition="low", working_directory=str(self.root), output_path="/dev/null",
+            command=(
+                "sh",
+                "-c",
+                f'until [ -e "{self.root}/go-$DISPATCH_SUBMISSION" ]; do sleep 1; done',
+            ),
+            partition="low",
+            working_directory=str(self.root),
+            output_path="/dev/null",
             recovery=dispatch.RecoveryPolicy(rules=[rule]),
             extensions=[dispatch.SharedCheckpoint()] if self.shared else [],
         )
@@ -202,9 +212,18 @@ def lifecycle(variant: Variant, every: float) -> dict[str, tuple[int, float]]:
         node = running_node(site, job)
         preempted = time.time()
         high = subprocess.run(
-            ["sbatch", "--parsable", "--partition=high", f"--nodelist={node}", "--exclusive",
-             "--output=/dev/null", "--wrap=sleep 10"],
-            capture_output=True, text=True, check=True,
+            [
+                "sbatch",
+                "--parsable",
+                "--partition=high",
+                f"--nodelist={node}",
+                "--exclusive",
+                "--output=/dev/null",
+                "--wrap=sleep 10",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         try:
             recovery = sweeps_until(
@@ -237,9 +256,18 @@ def shared_recovery(spool: str, every: float, give_up: float) -> tuple[int, floa
         node = running_node(site, job)
         preempted = time.time()
         high = subprocess.run(
-            ["sbatch", "--parsable", "--partition=high", f"--nodelist={node}", "--exclusive",
-             "--output=/dev/null", "--wrap=sleep 10"],
-            capture_output=True, text=True, check=True,
+            [
+                "sbatch",
+                "--parsable",
+                "--partition=high",
+                f"--nodelist={node}",
+                "--exclusive",
+                "--output=/dev/null",
+                "--wrap=sleep 10",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.strip()
         try:
             seen, sweeps = ended_seen(site, job, 1), 0
@@ -267,8 +295,11 @@ def shared_main(everies: list[float], give_up: float) -> None:
         without = shared_recovery("", every, give_up)
         with_text = f"{got[0]:>23} {got[1]:>8.1f}" if got else f"{'still held':>23} {'-':>8}"
         assert without is None, "a shared checkpoint recovered without the plugin"
-        print(f"{every:>5g}s | {with_text} | still held after {give_up:g} s: the 24 h hold "
-              "waits for a person", flush=True)
+        print(
+            f"{every:>5g}s | {with_text} | still held after {give_up:g} s: the 24 h hold "
+            "waits for a person",
+            flush=True,
+        )
 
 
 def _by_type(out: str) -> dict[str, int]:
@@ -313,36 +344,60 @@ def idle_rpcs(variants: list[Variant], n: int) -> dict[str, tuple[dict[str, int]
 
 
 def worktree(rev: str, into: Path) -> Path:
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(into), rev],
-                   capture_output=True, check=True)
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(into), rev],
+        capture_output=True,
+        check=True,
+    )
     return into
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--every", default="1,5", help="sweep intervals in seconds (empty: none, "
-                    "only the idle sweep's RPCs)")
+    ap.add_argument(
+        "--every",
+        default="1,5",
+        help="sweep intervals in seconds (empty: none, only the idle sweep's RPCs)",
+    )
     ap.add_argument("--sizes", default="10,100", help="idle jobs for the RPC count")
-    ap.add_argument("--baseline", default=None, help="the git revision to compare (default: "
-                    "the one before sweeps carried jobs through several stages)")
-    ap.add_argument("--shared", action="store_true", help="a shared checkpoint's recovery with "
-                    "and without the SPANK plugin (no baseline, no RPC counts)")
-    ap.add_argument("--give-up", type=float, default=180.0, help="with --shared: seconds a "
-                    "hold may stand before it counts as waiting for a person")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="the git revision to compare (default: "
+        "the one before sweeps carried jobs through several stages)",
+    )
+    ap.add_argument(
+        "--shared",
+        action="store_true",
+        help="a shared checkpoint's recovery with "
+        "and without the SPANK plugin (no baseline, no RPC counts)",
+    )
+    ap.add_argument(
+        "--give-up",
+        type=float,
+        default=180.0,
+        help="with --shared: seconds a hold may stand before it counts as waiting for a person",
+    )
     args = ap.parse_args()
     if args.shared:
         shared_main([float(e) for e in args.every.split(",") if e], args.give_up)
         return
     if args.baseline is None:
-        carry = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", CARRY_COMMIT],
-                               capture_output=True, text=True, check=True).stdout.strip()
+        carry = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", "--short", CARRY_COMMIT],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         args.baseline = f"{carry}^"
     with tempfile.TemporaryDirectory() as tmp:
         base = worktree(args.baseline, Path(tmp) / "baseline")
         try:
             variants = [Variant("this", REPO), Variant(f"baseline {args.baseline}", base)]
-            print(f"{'every':>6} {'stage':>9} | {'this: sweeps':>12} {'seconds':>8} | "
-                  f"{'baseline: sweeps':>16} {'seconds':>8} | {'ratio (s)':>9}")
+            print(
+                f"{'every':>6} {'stage':>9} | {'this: sweeps':>12} {'seconds':>8} | "
+                f"{'baseline: sweeps':>16} {'seconds':>8} | {'ratio (s)':>9}"
+            )
             results = {}
             for every in (float(e) for e in args.every.split(",") if e):
                 got = {v.name: lifecycle(v, every) for v in variants}
@@ -350,23 +405,33 @@ def main() -> None:
                 for stage in ("launch", "recovery", "settle"):
                     (ts, tsec), (bs, bsec) = (got[v.name][stage] for v in variants)
                     ratio = bsec / tsec if tsec > 0 else float("inf")
-                    print(f"{every:>5g}s {stage:>9} | {ts:>12} {tsec:>8.1f} | {bs:>16} {bsec:>8.1f} "
-                          f"| {ratio:>8.1f}x", flush=True)
-            print(f"\n{'idle jobs':>9} | {'goal: ctld':>10} {'dbd':>4} | {'this: ctld':>10} "
-                  f"{'dbd':>4} | {'baseline: ctld':>14} {'dbd':>4} | "
-                  "controller RPCs by type (this; baseline)")
+                    print(
+                        f"{every:>5g}s {stage:>9} | {ts:>12} {tsec:>8.1f} | {bs:>16} {bsec:>8.1f} "
+                        f"| {ratio:>8.1f}x",
+                        flush=True,
+                    )
+            print(
+                f"\n{'idle jobs':>9} | {'goal: ctld':>10} {'dbd':>4} | {'this: ctld':>10} "
+                f"{'dbd':>4} | {'baseline: ctld':>14} {'dbd':>4} | "
+                "controller RPCs by type (this; baseline)"
+            )
             for n in (int(s) for s in args.sizes.split(",")):
                 counts = idle_rpcs(variants, n)
                 (this, this_dbd), (base, base_dbd) = (counts[v.name] for v in variants)
                 kinds = "; ".join(
                     ", ".join(f"{k}={v}" for k, v in sorted(c.items())) for c in (this, base)
                 )
-                print(f"{n:>9} | {1:>10} {0:>4} | {sum(this.values()):>10} {this_dbd:>4} | "
-                      f"{sum(base.values()):>14} {base_dbd:>4} | {kinds}", flush=True)
+                print(
+                    f"{n:>9} | {1:>10} {0:>4} | {sum(this.values()):>10} {this_dbd:>4} | "
+                    f"{sum(base.values()):>14} {base_dbd:>4} | {kinds}",
+                    flush=True,
+                )
             print(json.dumps({str(k): v for k, v in results.items()}))
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)],
-                           capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)],
+                capture_output=True,
+            )
 
 
 if __name__ == "__main__":

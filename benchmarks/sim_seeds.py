@@ -38,9 +38,17 @@ EVENTS: dict[str, Callable[[str], bool]] = {
     "purge": lambda t: " purge " in t,
     "administrator hold": lambda t: " admin_hold " in t,
     "foreign object": lambda t: "inject_foreign" in t,
-    "person acted": lambda t: " person " in t and ("cancel" in t or "hold" in t
-                                                   or "release" in t or "resubmit" in t
-                                                   or "give_up" in t or "abandon" in t),
+    "person acted": lambda t: (
+        " person " in t
+        and (
+            "cancel" in t
+            or "hold" in t
+            or "release" in t
+            or "resubmit" in t
+            or "give_up" in t
+            or "abandon" in t
+        )
+    ),
 }
 
 

@@ -23,7 +23,6 @@ import re
 import subprocess
 import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 import dispatch
@@ -41,7 +40,9 @@ def rpcs() -> dict[str, int]:
     out = subprocess.run(["sdiag"], capture_output=True, text=True, check=True).stdout
     section = out.split("Remote Procedure Call statistics by message type")[1]
     section = section.split("Remote Procedure Call statistics by user")[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"(\w+)\s+\(\s*\d+\) count:(\d+)", section)}
+    return {
+        m.group(1): int(m.group(2)) for m in re.finditer(r"(\w+)\s+\(\s*\d+\) count:(\d+)", section)
+    }
 
 
 def reset() -> None:
@@ -55,8 +56,11 @@ def run_jobs(n: int, root: Path) -> tuple[Supervisor, FileRecords, SlurmBackend,
     cluster = dispatch.compose(backend, dispatch.Config(store=store))
     rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=3)
     spec = dispatch.JobSpec(
-        command=("sleep", "900"), partition="low", working_directory=str(root),
-        output_path="/dev/null", recovery=dispatch.RecoveryPolicy(rules=[rule]),
+        command=("sleep", "900"),
+        partition="low",
+        working_directory=str(root),
+        output_path="/dev/null",
+        recovery=dispatch.RecoveryPolicy(rules=[rule]),
     )
     jobs = [cluster.operator.submit(spec, ADA, supervised=True).job for _ in range(n)]
     sup = Supervisor(backend, store)
@@ -84,16 +88,27 @@ def naive_rpcs(backend: SlurmBackend, jobs: list[str]) -> int:
     return sum(counts.values())
 
 
-def recovery_latency(sup: Supervisor, store: FileRecords, backend: SlurmBackend, job: str, every: float) -> float:
+def recovery_latency(
+    sup: Supervisor, store: FileRecords, backend: SlurmBackend, job: str, every: float
+) -> float:
     view = store.read(job)
     ref = fold(view, dispatch.SystemClock().now()).submissions[0].canonical
     assert ref is not None
     node = backend.inspect(ref).nodes[0]
     started = time.time()
     high = subprocess.run(
-        ["sbatch", "--parsable", "--partition=high", f"--nodelist={node}", "--exclusive",
-         "--output=/dev/null", "--wrap=sleep 30"],
-        capture_output=True, text=True, check=True,
+        [
+            "sbatch",
+            "--parsable",
+            "--partition=high",
+            f"--nodelist={node}",
+            "--exclusive",
+            "--output=/dev/null",
+            "--wrap=sleep 30",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     try:
         deadline = time.monotonic() + 180
@@ -129,12 +144,16 @@ def main() -> None:
                 total, counts, took = idle_sweep_rpcs(sup)
                 naive = naive_rpcs(backend, jobs)
                 kinds = ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-                print(f"{n:>5} {total:>11} {naive:>11} {naive / max(total, 1):>7.1f} {took:>8.2f}  {kinds}", flush=True)
+                ratio = naive / max(total, 1)
+                figures = f"{n:>5} {total:>11} {naive:>11} {ratio:>7.1f} {took:>8.2f}"
+                print(f"{figures}  {kinds}", flush=True)
                 if n == int(args.sizes.split(",")[0]):
                     job = next(j for j in jobs if _running(store, backend, j))
                     latency = recovery_latency(sup, store, backend, job, args.every)
-                    print(f"recovery latency, preemption to the next submission's release: {latency:.1f} s "
-                          f"(sweeping every {args.every:g} s)")
+                    print(
+                        "recovery latency, preemption to the next submission's release: "
+                        f"{latency:.1f} s (sweeping every {args.every:g} s)"
+                    )
             finally:
                 for job in jobs:
                     backend.stop_job(job, "benchmark done")

@@ -98,11 +98,15 @@ def main() -> None:
         sweep = [py, "-c", SWEEP, "sweep", "--config", str(config)]
         resolve = [py, "-c", RESOLVE, "resolve", "--store", str(checkpoints), "--epoch", "1000000"]
         subprocess.run(sweep, check=True, capture_output=True, cwd=ROOT)  # makes the ledger
-        print(f"whole-process start-up, median of {args.runs} alternating pairs; baseline "
-              f"{args.baseline}; ratio = this/baseline pair by pair (shared machine: noisy)")
-        print(f"{'command':<31}{'goal ms':>8}{'base ms':>10}{'this ms':>9}{'ratio':>7}"
-              f"{'base cpu':>10}{'this cpu':>9}{'ratio':>7}{'base MiB':>9}{'this MiB':>9}"
-              f"{'base mod':>9}{'this mod':>9}")
+        print(
+            f"whole-process start-up, median of {args.runs} alternating pairs; baseline "
+            f"{args.baseline}; ratio = this/baseline pair by pair (shared machine: noisy)"
+        )
+        print(
+            f"{'command':<31}{'goal ms':>8}{'base ms':>10}{'this ms':>9}{'ratio':>7}"
+            f"{'base cpu':>10}{'this cpu':>9}{'ratio':>7}{'base MiB':>9}{'this MiB':>9}"
+            f"{'base mod':>9}{'this mod':>9}"
+        )
         compare("dispatch sweep (empty ledger)", sweep, base, args.runs)
         compare("publish resolve (POSIX root)", resolve, base, args.runs)
     finally:
