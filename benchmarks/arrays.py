@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dependencies import idle_sweep_seconds  # noqa: E402
 
 from dispatch.adapters.memory import MemoryBackend
 from dispatch.batch.array import Array, tasks
@@ -63,17 +66,6 @@ def _world(root: Path, n: int, throttle: int | None) -> tuple[Supervisor, float,
     return sup, recorded, time.perf_counter() - t, _size(root)
 
 
-def _idle(sup: Supervisor, runs: int) -> float:
-    sup.sweep()  # leaves the memo, as the tick before does
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        report = sup.sweep()
-        times.append(time.perf_counter() - t)
-        assert not report.progressed and not report.failed, report
-    return statistics.median(times)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000", help="jobs (tasks) per ledger")
@@ -95,7 +87,7 @@ def main() -> None:
                 (f"array %{args.throttle}", args.throttle),
             ):
                 sup, recorded, launched, size = _world(Path(tmp) / what, n, throttle)
-                idle = _idle(sup, args.runs)
+                idle = idle_sweep_seconds(sup, args.runs)
                 print(
                     f"{n:>6} {what:>18} {recorded:>9.2f} {launched:>9.2f} {idle:>13.2f} "
                     f"{1000 * idle / n:>12.3f} {size / 1024 / n:>15.2f}",

@@ -53,7 +53,8 @@ def _world(root: Path, n: int, waiting: bool) -> Supervisor:
     return sup
 
 
-def _timed(sup: Supervisor, runs: int) -> float:
+def idle_sweep_seconds(sup: Supervisor, runs: int) -> float:
+    """The median time of ``runs`` sweeps that change nothing, after one that leaves the memo."""
     sup.sweep()  # leaves the memo, as the tick before does
     times = []
     for _ in range(runs):
@@ -79,8 +80,8 @@ def main() -> None:
     )
     for n in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-            running = _timed(_world(Path(tmp) / "running", n, waiting=False), args.runs)
-            waiting = _timed(_world(Path(tmp) / "waiting", n, waiting=True), args.runs)
+            running = idle_sweep_seconds(_world(Path(tmp) / "running", n, waiting=False), args.runs)
+            waiting = idle_sweep_seconds(_world(Path(tmp) / "waiting", n, waiting=True), args.runs)
         print(
             f"{n:>7} {running:>21.2f} {waiting:>10.2f} {waiting / running:>6.1f} "
             f"{1000 * running / n:>15.3f} {1000 * waiting / n:>15.3f}",
