@@ -6,20 +6,25 @@ observation of the raised count is recorded inside that window, and reads pendin
 running; ``status`` read inside the window does not say running; ``report`` and
 ``--timeline`` count the runs and the requeue endings that ``sacct`` holds for the Slurm job.
 
-Nothing is stood in: the real local Slurm cluster and the real ``dispatch`` commands.
+Nothing is stood in: the real local Slurm cluster and the real ``dispatch`` commands. With
+``SLURM_LIVE_PREFIX`` and ``LOCALCLUSTER_CHROOT`` the same scenario runs against that release's
+chroot cluster, as ``test_live_spank`` does (the user's folder one path on both sides).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from live_cluster import wait_for
 from live_user import User
+from test_live_spank import PREFIX, user_folder
 
 from dispatch.model.enums import ObjectState
 from dispatch.model.record import ObserveEntry
@@ -39,13 +44,27 @@ sleep 8
 echo "run ${SLURM_RESTART_COUNT:-0} done"
 """
 
+# The release's Slurm commands, through the prefix when there is one.
+SLURM = shlex.join(PREFIX) + " " if PREFIX else ""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Iterator[Path]:
+    """The user's folder: behind a prefix, one path on the host and in the release's chroot."""
+    yield from user_folder(tmp_path)
+
 
 def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_sacct(
-    own_home: Path, tmp_path: Path
+    own_home: Path, project: Path
 ) -> None:
-    folder = tmp_path / "project"
-    folder.mkdir()
+    folder = project
     (folder / "train.sbatch").write_text(SCRIPT)
+    if PREFIX:
+        (own_home / ".dispatch").mkdir()
+        (own_home / ".dispatch" / "config.toml").write_text(
+            f'ledger = "{own_home / ".dispatch" / "ledger"}"\n[backend]\nname = "slurm"\n'
+            f'[backend.settings]\ntransport = "cli"\nprefix = {json.dumps(list(PREFIX))}\n'
+        )
     user = User(own_home, folder)
     with user.following(folder):
         # A loaded machine may sweep too slowly to fall inside the 5 s window; then a new job
@@ -61,7 +80,7 @@ def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_
     assert settled["state"] == "succeeded", settled
 
     # Slurm's accounting: one row per run of the same Slurm job, the first ended REQUEUED.
-    rows = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o JobID,State").split()
+    rows = user.sh(f"{SLURM}sacct -X -n -P -D -j {slurm_job} -o JobID,State").split()
     states = [r.split("|")[1] for r in rows]
     assert states == ["REQUEUED", "COMPLETED"], rows
 
@@ -81,7 +100,7 @@ def requeued_job(user: User, ledger: Path) -> tuple[str, str, list[dict[str, obj
 
     def slurm_view() -> tuple[str, str]:
         """(Slurm job id, state) of the job's one Slurm job, as squeue shows it now."""
-        out = user.sh(f"squeue -h --name=dj-{job} -o '%i|%T'").strip()
+        out = user.sh(f"{SLURM}squeue -h --name=dj-{job} -o '%i|%T'").strip()
         return (out.split("|")[0], out.split("|")[1]) if out else ("", "")
 
     try:
@@ -101,7 +120,7 @@ def requeued_job(user: User, ledger: Path) -> tuple[str, str, list[dict[str, obj
         entries = [e for c in FileRecords(ledger).read(job).commits for e in c.entries]
         raised = [e for e in entries if isinstance(e, ObserveEntry) and e.obs.restarts == 1]
     except BaseException:
-        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        subprocess.run([*PREFIX, "scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
         raise
     # A pass that began after the requeue was asked and before the window was last seen.
     if raised and asked <= raised[0].at <= last:
@@ -109,5 +128,5 @@ def requeued_job(user: User, ledger: Path) -> tuple[str, str, list[dict[str, obj
         assert raised[0].obs.state is ObjectState.PENDING, raised[0]
         if in_window:
             return job, slurm_job, in_window
-    subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+    subprocess.run([*PREFIX, "scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
     return None
