@@ -177,6 +177,18 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
         )
         for n in range(1, last + 1):
             assert f"dispatch.epoch:{n}000000" in started, started
+        # None outlived its execution: each container died before the next one started, and
+        # none of the job's is left on the node.
+        lived = user.sh(
+            f"podman events --stream=false --since 1h --filter event=start --filter event=died "
+            f"--filter label=dispatch.job={job} "
+            "--format '{{.Status}} {{index .Attributes \"dispatch.epoch\"}}'"
+        ).split("\n")
+        for n in range(1, last):
+            died, next_started = f"died {n}000000", f"start {n + 1}000000"
+            assert died in lived and lived.index(died) < lived.index(next_started), lived
+        left = user.sh(f"podman ps --all --quiet --filter label=dispatch.job={job}")
+        assert left.strip() == "", left
         # A container of the first execution, late: its save is refused, the newest stays.
         late = user.run(
             'podman run --rm --network=host --volume "$PUBLISH_STORE:$PUBLISH_STORE" '
@@ -230,3 +242,55 @@ def test_the_warning_before_the_time_limit_reaches_training_in_the_container(
     assert stopped is not None, out
     final = user.published(1_999_999)
     assert final is not None and final["step"] == int(stopped.group(1)), out
+
+
+def test_a_container_left_by_its_killed_runtime_is_stopped_before_the_job_ends(
+    own_home: Path, tmp_path: Path, image: str
+) -> None:
+    """KILL to the job step alone kills ``podman run`` but not the container, which Podman's
+    monitor keeps running outside the step: the batch shell stops and removes it before the job
+    ends, so no execution trains on after its job."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(TEMPLATES / "tiny_train.py", folder / "train.py")
+    (tmp_path / "store").mkdir()
+    user = User(
+        own_home,
+        folder,
+        {
+            "PUBLISH_STORE": str(tmp_path / "store"),
+            "CONTAINER_IMAGE": image,
+            "CONTAINERS_CONF": str(PODMAN_CONF),
+            "CONTAINER_STOP_SECONDS": "3",
+            "TMPDIR": str(tmp_path),
+        },
+    )
+    job = user.sh(
+        f"cp {TEMPLATES / 'container.sbatch'} train.sbatch\n"
+        "dispatch sbatch --parsable --partition=low train.sbatch "
+        "python3 train.py --steps 2000 --save-every 50 --step-seconds 0.05"
+    ).strip()
+    try:
+        wait_for("the first publication", lambda: user.published(1_999_999), bool)
+        slurm_job = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
+        user.sh(f"scancel --signal=KILL {slurm_job}.0")
+        wait_for(
+            "the job to end",
+            lambda: user.sh(f"squeue -h -j {slurm_job} -o %T").strip(),
+            lambda state: state == "",
+        )
+        left = user.sh(f"podman ps --all --quiet --filter label=dispatch.job={job}")
+    finally:
+        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        subprocess.run(
+            f"podman rm --force --time 0 $(podman ps -aq --filter label=dispatch.job={job})",
+            shell=True,
+            env=user.env,
+            capture_output=True,
+        )
+    assert left.strip() == "", left
+    died = user.sh(
+        f"podman events --stream=false --since 1h --filter event=died "
+        f"--filter label=dispatch.job={job} --format '{{{{.Status}}}}'"
+    )
+    assert died.split() == ["died"], died
