@@ -208,24 +208,7 @@ def test_the_warning_before_the_time_limit_reaches_training_in_the_container(
     srun and Podman to the training process, which saves, and the save is published from the
     container before the job ends."""
     folder = tmp_path / "project"
-    folder.mkdir()
-    shutil.copy(TEMPLATES / "tiny_train.py", folder / "train.py")
-    (tmp_path / "store").mkdir()
-    user = User(
-        own_home,
-        folder,
-        {
-            "PUBLISH_STORE": str(tmp_path / "store"),
-            "CONTAINER_IMAGE": image,
-            "CONTAINERS_CONF": str(PODMAN_CONF),
-            "TMPDIR": str(tmp_path),
-        },
-    )
-    job = user.sh(
-        f"cp {TEMPLATES / 'container.sbatch'} train.sbatch\n"
-        "dispatch sbatch --parsable --partition=low train.sbatch "
-        "python3 train.py --steps 2000 --save-every 50 --step-seconds 0.05"
-    ).strip()
+    user, job = _submit_tiny_container(own_home, tmp_path, image)
     try:
         wait_for("the first publication", lambda: user.published(1_999_999), bool)
         slurm_job = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
@@ -250,26 +233,7 @@ def test_a_container_left_by_its_killed_runtime_is_stopped_before_the_job_ends(
     """KILL to the job step alone kills ``podman run`` but not the container, which Podman's
     monitor keeps running outside the step: the batch shell stops and removes it before the job
     ends, so no execution trains on after its job."""
-    folder = tmp_path / "project"
-    folder.mkdir()
-    shutil.copy(TEMPLATES / "tiny_train.py", folder / "train.py")
-    (tmp_path / "store").mkdir()
-    user = User(
-        own_home,
-        folder,
-        {
-            "PUBLISH_STORE": str(tmp_path / "store"),
-            "CONTAINER_IMAGE": image,
-            "CONTAINERS_CONF": str(PODMAN_CONF),
-            "CONTAINER_STOP_SECONDS": "3",
-            "TMPDIR": str(tmp_path),
-        },
-    )
-    job = user.sh(
-        f"cp {TEMPLATES / 'container.sbatch'} train.sbatch\n"
-        "dispatch sbatch --parsable --partition=low train.sbatch "
-        "python3 train.py --steps 2000 --save-every 50 --step-seconds 0.05"
-    ).strip()
+    user, job = _submit_tiny_container(own_home, tmp_path, image, CONTAINER_STOP_SECONDS="3")
     try:
         wait_for("the first publication", lambda: user.published(1_999_999), bool)
         slurm_job = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
@@ -294,3 +258,30 @@ def test_a_container_left_by_its_killed_runtime_is_stopped_before_the_job_ends(
         f"--filter label=dispatch.job={job} --format '{{{{.Status}}}}'"
     )
     assert died.split() == ["died"], died
+
+
+def _submit_tiny_container(
+    own_home: Path, tmp_path: Path, image: str, **settings: str
+) -> tuple[User, str]:
+    """A user who submits the container template with a long tiny training, and its job id."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    shutil.copy(TEMPLATES / "tiny_train.py", folder / "train.py")
+    (tmp_path / "store").mkdir()
+    user = User(
+        own_home,
+        folder,
+        {
+            "PUBLISH_STORE": str(tmp_path / "store"),
+            "CONTAINER_IMAGE": image,
+            "CONTAINERS_CONF": str(PODMAN_CONF),
+            "TMPDIR": str(tmp_path),
+            **settings,
+        },
+    )
+    job = user.sh(
+        f"cp {TEMPLATES / 'container.sbatch'} train.sbatch\n"
+        "dispatch sbatch --parsable --partition=low train.sbatch "
+        "python3 train.py --steps 2000 --save-every 50 --step-seconds 0.05"
+    ).strip()
+    return user, job
