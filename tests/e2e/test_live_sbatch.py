@@ -210,14 +210,7 @@ def test_the_warning_before_the_time_limit_reaches_training_in_the_container(
     folder = tmp_path / "project"
     user, job = _submit_tiny_container(own_home, tmp_path, image)
     try:
-        wait_for("the first publication", lambda: user.published(1_999_999), bool)
-        slurm_job = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
-        user.sh(f"scancel --signal=USR1 --batch {slurm_job}")
-        wait_for(
-            "the job to end",
-            lambda: user.sh(f"squeue -h -j {slurm_job} -o %T").strip(),
-            lambda state: state in ("", "COMPLETED", "FAILED"),
-        )
+        slurm_job = _signal_after_the_first_publication(user, job, "--signal=USR1 --batch", "")
     finally:
         subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
     out = (folder / f"slurm-{slurm_job}.out").read_text()
@@ -235,14 +228,7 @@ def test_a_container_left_by_its_killed_runtime_is_stopped_before_the_job_ends(
     ends, so no execution trains on after its job."""
     user, job = _submit_tiny_container(own_home, tmp_path, image, CONTAINER_STOP_SECONDS="3")
     try:
-        wait_for("the first publication", lambda: user.published(1_999_999), bool)
-        slurm_job = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
-        user.sh(f"scancel --signal=KILL {slurm_job}.0")
-        wait_for(
-            "the job to end",
-            lambda: user.sh(f"squeue -h -j {slurm_job} -o %T").strip(),
-            lambda state: state == "",
-        )
+        _signal_after_the_first_publication(user, job, "--signal=KILL", ".0")
         left = user.sh(f"podman ps --all --quiet --filter label=dispatch.job={job}")
     finally:
         subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
@@ -285,3 +271,17 @@ def _submit_tiny_container(
         "python3 train.py --steps 2000 --save-every 50 --step-seconds 0.05"
     ).strip()
     return user, job
+
+
+def _signal_after_the_first_publication(user: User, job: str, how: str, step: str) -> str:
+    """Once the job has published, ``scancel HOW`` its Slurm job (or its STEP, as ``.0``); wait
+    until Slurm no longer shows it running, and return the Slurm job's id."""
+    wait_for("the first publication", lambda: user.published(1_999_999), bool)
+    slurm_job: str = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
+    user.sh(f"scancel {how} {slurm_job}{step}")
+    wait_for(
+        "the job to end",
+        lambda: user.sh(f"squeue -h -j {slurm_job} -o %T").strip(),
+        lambda state: state in ("", "COMPLETED", "FAILED"),
+    )
+    return slurm_job
