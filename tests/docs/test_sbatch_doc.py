@@ -280,12 +280,19 @@ def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_
     log = (folder / "sweep.log").read_text().splitlines()
     expected = [f"task {i} submission 1" for i in range(16)] + ["task 5 submission 2"]
     assert sorted(log) == sorted(expected)
-    rows = [
-        line.split("|")
-        for line in user.sh(
-            f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} -o JobID,JobName,State,Start,End"
-        ).splitlines()
-    ]
+    # slurmdbd records a job's end a moment after the controller: wait until all 17 have ended.
+    rows = wait_for(
+        "sacct to record 17 ended jobs",
+        lambda: [
+            line.split("|")
+            for line in user.sh(
+                f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} "
+                "-o JobID,JobName,State,Start,End"
+            ).splitlines()
+        ],
+        lambda rows: len(rows) >= 17 and all(row[4].isdigit() for row in rows),
+        patience=60,
+    )
     assert len(rows) == 17, rows
     by_task: dict[str, list[str]] = {}
     for job_id, name, state, _, _ in rows:
