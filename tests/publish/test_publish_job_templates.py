@@ -119,6 +119,33 @@ def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
     assert _resolve(second_env, "1000001")["step"] == 400
 
 
+def test_the_scratch_folder_goes_once_every_save_is_published_and_stays_when_one_is_not(
+    bucket: Bucket, tmp_path: Path
+) -> None:
+    """Without DISPATCH_WORKDIR the template saves under TMPDIR, in a folder of the execution's
+    own; it removes it when the store holds every save. An execution fenced out of the store (a
+    lower epoch than one already published) keeps its saves: they are the only copy."""
+    scratch = tmp_path / "node-tmp"
+    scratch.mkdir()
+
+    def run(restart: int) -> subprocess.CompletedProcess[str]:
+        env = {**_env(bucket, tmp_path, restart), "TMPDIR": str(scratch)}
+        del env["DISPATCH_WORKDIR"]
+        return subprocess.run(
+            ["bash", str(TEMPLATE), *_train()], env=env, text=True, capture_output=True, timeout=120
+        )
+
+    newer = run(restart=1)
+    assert newer.returncode == 0, newer.stderr
+    assert _resolve(_env(bucket, tmp_path, 1), "1000001")["step"] == 400
+    assert list(scratch.iterdir()) == []
+
+    older = run(restart=0)
+    assert older.returncode != 0, older.stdout
+    kept = scratch / "dispatch-4242-1000000" / "saves"
+    assert (kept / "step-400" / ".complete").exists(), list(scratch.rglob("*"))
+
+
 def test_jobenv_computes_the_epoch_from_submission_and_restart_count() -> None:
     script = f"source {REPO / 'slurm_helpers' / 'jobenv.sh'} && echo $DISPATCH_EPOCH $DISPATCH_JOB"
     env = {

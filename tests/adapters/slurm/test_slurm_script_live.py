@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -65,8 +66,10 @@ class Folder:
 
 
 @pytest.fixture
-def folder() -> Folder:
-    return Folder()
+def folder() -> Iterator[Folder]:
+    made = Folder()
+    yield made
+    shutil.rmtree(made.host, ignore_errors=True)
 
 
 @pytest.fixture
