@@ -8,11 +8,11 @@ read-only: every operator action is recorded.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import IO, Any
 
 from dispatch.clock import Clock, SystemClock
@@ -35,6 +35,11 @@ from dispatch.spi import Backend, OutputReader, find_all
 
 Factory = Callable[[dict[str, Any]], Backend]
 
+# The adapters dispatch ships, found without reading the installed distributions' entry points
+# (which costs a command's start-up a scan of every distribution); the ``dispatch.adapters``
+# group names them too, beside any other package's adapters.
+BUILT_IN = {"memory": "dispatch.adapters.memory", "slurm": "dispatch.adapters.slurm"}
+
 _registry: dict[str, Factory] = {}
 _registry_mu = threading.Lock()
 
@@ -42,12 +47,14 @@ _registry_mu = threading.Lock()
 def register(name: str, factory: Factory) -> None:
     """Make an adapter available to ``open`` under ``name``; a taken name is refused."""
     with _registry_mu:
-        if name in _registry or name in _entry_point_names():
+        if name in _registry or name in BUILT_IN or name in _entry_point_names():
             raise AlreadyRegisteredError(f"an adapter named {name!r} is already registered")
         _registry[name] = factory
 
 
 def _entry_point_names() -> set[str]:
+    from importlib.metadata import entry_points
+
     return {ep.name for ep in entry_points(group="dispatch.adapters")}
 
 
@@ -57,14 +64,18 @@ def adapter_names() -> list[str]:
     (Named so because ``dispatch.adapters`` is the package the adapters live in.)
     """
     with _registry_mu:
-        return sorted(set(_registry) | _entry_point_names())
+        return sorted(set(_registry) | set(BUILT_IN) | _entry_point_names())
 
 
 def new_backend(name: str, settings: dict[str, Any] | None = None) -> Backend:
     """Build the named adapter's backend from its settings."""
     with _registry_mu:
         factory = _registry.get(name)
+    if factory is None and name in BUILT_IN:
+        factory = importlib.import_module(BUILT_IN[name]).factory
     if factory is None:
+        from importlib.metadata import entry_points
+
         found = [ep for ep in entry_points(group="dispatch.adapters") if ep.name == name]
         if not found:
             known = ", ".join(adapter_names()) or "none"

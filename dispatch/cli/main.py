@@ -7,8 +7,10 @@ saying what was refused and what to do next. docs/cli.md describes every verb.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,33 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _without_pydantic_plugins() -> None:
+    """Let this process's pydantic load no plugins. dispatch's models take none, and looking
+    for them imports ``importlib.metadata`` and reads the entry points of every distribution
+    installed beside dispatch, when the first model class is built. Only the command's own
+    entry does this, as it imports a command's module (no model is built before); a program
+    that imports dispatch keeps its pydantic as it is."""
+    name = "pydantic.plugin._loader"
+    if name not in sys.modules:
+        loader = types.ModuleType(name, "pydantic's plugin loader, as the dispatch command has it")
+        loader.get_plugins = tuple  # type: ignore[attr-defined]  # get_plugins() -> no plugins
+        sys.modules[name] = loader
+
+
+def _import(module: str) -> Any:
+    """A command's module. Importing it builds every model class, a few hundred thousand
+    objects that all live as long as the process: the cyclic collector is kept from walking
+    them again and again meanwhile."""
+    _without_pydantic_plugins()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return importlib.import_module(module)
+    finally:
+        if was:
+            gc.enable()
+
+
 def _fail(err: DispatchError) -> None:
     click.echo(f"error: {err}", err=True)
     sys.exit(2 if isinstance(err, InvalidError) else 1)
@@ -59,7 +88,7 @@ class _OneLineErrors(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
             module, name = COMMANDS[cmd_name]
-            command = getattr(importlib.import_module(module), name)
+            command = getattr(_import(module), name)
             self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 

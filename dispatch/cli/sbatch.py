@@ -24,7 +24,6 @@ from dispatch.batch import array, request
 from dispatch.batch.directives import OPTIONS
 from dispatch.cli.refs import _name, resolve
 from dispatch.cli.render import clean
-from dispatch.cli.sbatch_array import submit_group
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
 from dispatch.core.fold import fold
@@ -296,6 +295,8 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
                 click.echo("nothing was created (--plan)")
             return
         if req.array is not None:
+            from dispatch.cli.sbatch_array import submit_group  # only a job array needs it
+
             lines = _lines(req, plan, cessation, session.store)
             submit_group(session, req, lines, cmd.parsable, cmd.json)
             return

@@ -1,0 +1,93 @@
+"""What ``dispatch sbatch`` and ``dispatch status JOB`` pay before they do their work: neither
+imports what it never uses (``importlib.metadata`` and the ``email`` package it pulls in, which
+pydantic's plugin lookup and an entry-point scan for the adapter cost every command; the job
+array code when no array is given), and the cyclic collector does not walk the model classes
+over and over while the command's module builds them. Each command runs in a fresh process,
+as a person runs it, and says at exit what it imported and how often the collector ran."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pydantic.plugin._loader
+
+from dispatch.cluster import BUILT_IN, adapter_names, new_backend
+
+# Printed at exit by the command's process: the modules it must not have imported, and how
+# many times the collector ran over the youngest objects.
+PROBE = """
+import atexit, gc, json, sys
+def said():
+    unused = ("importlib.metadata", "email", "zipfile", "dispatch.cli.sbatch_array")
+    print(json.dumps({"imported": [m for m in unused if m in sys.modules],
+                      "collections": gc.get_stats()[0]["collections"]}), file=sys.stderr)
+atexit.register(said)
+from dispatch.cli.main import main
+main()
+"""
+# Importing ``dispatch.cli.sbatch`` with the collector on ran it about 90 times.
+MOST_COLLECTIONS = 45
+
+
+def site(tmp_path: Path) -> tuple[Path, Path]:
+    config, script = tmp_path / "dispatch.toml", tmp_path / "train.sbatch"
+    config.write_text(f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "memory"\n')
+    config.chmod(0o600)
+    script.write_text("#!/bin/bash\n#SBATCH --nodes=1\n#DISPATCH --rule=preempted:resubmit:2\nhi\n")
+    return config, script
+
+
+def command(tmp_path: Path, *args: str) -> tuple[str, dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    probe: dict[str, object] = json.loads(done.stderr.strip().splitlines()[-1])
+    return done.stdout, probe
+
+
+def test_sbatch_and_status_import_neither_entry_points_nor_array_code(tmp_path: Path) -> None:
+    config, script = site(tmp_path)
+    out, probe = command(tmp_path, "sbatch", "--config", str(config), "--parsable", str(script))
+    job = out.strip()
+    assert probe["imported"] == []
+    assert isinstance(probe["collections"], int) and probe["collections"] <= MOST_COLLECTIONS
+    out, probe = command(tmp_path, "status", "--config", str(config), job)
+    assert out.splitlines()[0].split() == ["job", job]
+    assert probe["imported"] == []
+    assert isinstance(probe["collections"], int) and probe["collections"] <= MOST_COLLECTIONS
+
+
+def test_an_array_still_finds_its_code(tmp_path: Path) -> None:
+    config, script = site(tmp_path)
+    argv = ["sbatch", "--config", str(config), "--array=0-2", "--parsable", str(script)]
+    out, probe = command(tmp_path, *argv)
+    group = out.strip()
+    tasks = sorted(p.name for p in (tmp_path / "ledger" / "jobs").iterdir())
+    assert tasks == [f"{group}_{i}" for i in range(3)]  # one dispatch job per index
+    assert probe["imported"] == ["dispatch.cli.sbatch_array"]
+
+
+def test_a_program_that_imports_dispatch_keeps_pydantics_plugin_lookup() -> None:
+    # This test process imported dispatch's models without the command's entry.
+    assert pydantic.plugin._loader.__file__ is not None
+    assert callable(pydantic.plugin._loader.get_plugins)
+
+
+def test_the_built_in_adapters_are_the_ones_the_package_declares() -> None:
+    declared = {
+        ep.name: ep.value.partition(":")[0]
+        for ep in entry_points(group="dispatch.adapters")
+        if ep.value.startswith("dispatch.")
+    }
+    assert declared == BUILT_IN
+    assert set(BUILT_IN) <= set(adapter_names())
+    assert type(new_backend("memory")).__name__ == "MemoryBackend"
