@@ -72,8 +72,12 @@ class Tree:
             "#!/bin/bash\n#SBATCH --partition=low\n#SBATCH --output=/dev/null\n"
             "#DISPATCH --rule=preempted:resubmit:2\nsleep 8\n"
         )
+        # Both trees write their .pyc files on the warm-up call, as an installed dispatch has
+        # them: a shell that sets PYTHONDONTWRITEBYTECODE would time the fresh baseline
+        # checkout compiling every module on every call.
+        inherited = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         self.env = {
-            **os.environ,
+            **inherited,
             **cluster,
             "PYTHONPATH": str(tree),
             "DISPATCH_CONFIG": str(config),

@@ -211,7 +211,7 @@ def status(
     with refusals():
         session = Session(config)
         store = session.ledger
-        jobs = resolve_all(store, job, Rows(store).names())
+        jobs = resolve_all(store, job, Rows(store).names)
         if len(jobs) > 1:
             _array_status(session, jobs, now, as_json)
             return

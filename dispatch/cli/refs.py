@@ -5,7 +5,11 @@ the start of an id. It must mean one job: a reference that means two jobs in any
 (a job *named* ``3rd`` while another's id starts with ``3rd``) is refused rather than guessed,
 since the verb may cancel or settle the job it picks. An ambiguous reference is bad input
 (exit 2) naming the candidates and how each matched; a reference nothing matches is not found
-(exit 1). Shell completion offers the ledger's job ids from here too.
+(exit 1). A job's whole id (as dispatch makes them: ``submission.new_job_id``) is the way out
+of any ambiguity, so it always means its job: no other id starts with it, and a name never
+shadows it. It is found with one look at that job's folder, never a listing of the ledger, so
+a verb given a whole id costs the same in a ledger of ten jobs or a hundred thousand. Shell
+completion offers the ledger's job ids from here too.
 
 A job array (``model/array.py``) is named as a whole by its group id (or the start of it, or
 the tasks' name), and one task by ``GROUP:INDEX`` (or the task's own id, ``GROUP_INDEX``).
@@ -15,7 +19,8 @@ Verbs that act on a whole array (``status``, ``cancel``, ``hold``, ``report``) t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -28,13 +33,19 @@ from dispatch.records.contract import Records, Sharded
 
 # How many candidates an ambiguous reference names before "...".
 SHOWN_CANDIDATES = 5
+# A whole job id as ``submission.new_job_id`` makes it: 16 lowercase base32 characters.
+_WHOLE_ID = re.compile(r"[a-z2-7]{16}")
+
+# The job names known without reading the headers (``listing.Rows.names``), asked only when a
+# reference is not a whole id.
+Names = Callable[[], Mapping[JobID, str]]
 
 
-def resolve(store: Records, ref: str, names: Mapping[JobID, str] | None = None) -> JobID:
+def resolve(store: Records, ref: str, names: Names | None = None) -> JobID:
     """The one job ``ref`` names in ``store``: by exact id, exact name or id prefix, and only
     one job in all three ways together; ``GROUP:INDEX`` names one task of an array. ``names``
-    are job names known without reading the headers (``listing.Rows.names``); the other jobs'
-    headers are read."""
+    gives the job names known without reading the headers (``listing.Rows.names``); the other
+    jobs' headers are read."""
     jobs = resolve_all(store, ref, names)
     if len(jobs) == 1:
         return jobs[0]
@@ -46,17 +57,19 @@ def resolve(store: Records, ref: str, names: Mapping[JobID, str] | None = None) 
     )
 
 
-def resolve_all(store: Records, ref: str, names: Mapping[JobID, str] | None = None) -> list[JobID]:
+def resolve_all(store: Records, ref: str, names: Names | None = None) -> list[JobID]:
     """The jobs ``ref`` names: one job, or every task of one array in index order."""
     if not ref:
         raise InvalidError("give a job: its id, the start of its id, or its name")
+    if _whole_id(store, ref):
+        return [ref]
     ids = store.jobs(include_settled=True)
     group, colon, index = ref.rpartition(":")
     if colon and group and index.isdigit():
         return [_task(store, ids, group, int(index), names)]
     if ref in ids and task_of(ref) is not None:
         return [ref]  # a task's own id, though the ids of tasks 10..19 start with task 1's
-    matches = _matches(store, ids, ref, names or {})
+    matches = _matches(store, ids, ref, names() if names is not None else {})
     groups = {t[0] for t in map(task_of, matches) if t is not None}
     if len(matches) > 1 and len(groups) == 1 and all(map(task_of, matches)):
         (g,) = groups
@@ -66,6 +79,19 @@ def resolve_all(store: Records, ref: str, names: Mapping[JobID, str] | None = No
     if matches:
         raise InvalidError(_ambiguous(ref, matches))
     raise NotFoundError(f"no job {ref!r}: no id starts with it and no job is named so")
+
+
+def _whole_id(store: Records, ref: str) -> bool:
+    """Whether ``ref`` is the whole id of a job ``store`` holds, from that job's folder alone."""
+    if not _WHOLE_ID.fullmatch(ref):
+        return False
+    try:
+        if isinstance(store, Sharded):  # a file ledger: one listing of the job's folder
+            return store.revision(ref) >= 1
+        store.read(ref)
+        return True
+    except DispatchError:
+        return False  # no such job, or one the listing reports on
 
 
 def _matches(
@@ -89,9 +115,7 @@ def _index(job: JobID) -> int:
     return t[1] if t is not None else -1
 
 
-def _task(
-    store: Records, ids: list[JobID], ref: str, index: int, names: Mapping[JobID, str] | None
-) -> JobID:
+def _task(store: Records, ids: list[JobID], ref: str, index: int, names: Names | None) -> JobID:
     """Task ``index`` of the array ``ref`` names."""
     tasks = resolve_all(store, ref, names)
     group = task_of(tasks[0])

@@ -346,3 +346,34 @@ def test_control_characters_given_with_as_and_reason_reach_the_sweep_log_escaped
     logged = caplog.text
     assert "escalation overdue:1: backend hold 1 placed by human:\\x1b[5mblink" in logged
     assert "\x1b" not in logged and "\u202e" not in logged
+
+
+def test_a_whole_id_means_its_job_without_listing_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole id is the way out of any ambiguity: it means its job even when another job is
+    named so, and it is found from that job's folder alone: neither the ledger's listing nor
+    the names kept by ``list`` is read (either would cost a status in a large ledger)."""
+    site = Site(tmp_path)
+    (other,) = site.submit()
+    named = site.cluster.operator.submit(
+        dispatch.JobSpec(name=other, command=["true"]), ADA, supervised=True
+    ).job
+
+    def unread(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a whole id listed the ledger")
+
+    monkeypatch.setattr("dispatch.records.file.FileRecords.jobs", unread)
+    monkeypatch.setattr("dispatch.cli.listing.Rows.names", unread)
+    code, out, err = act(site, "status", other, "--json")
+    assert (code, err) == (0, "") and json.loads(out)["job"] == other
+    code, out, err = act(site, "cancel", other, "--reason", "meant this one")
+    assert (code, err) == (0, "")
+    assert site.store.read(other).commits[-1].entries[-1].kind == "cancel"
+    assert site.store.read(named).revision == 1
+    monkeypatch.undo()
+    # The named job is still found by its own whole id; by its name, the id's job is meant.
+    assert json.loads(act(site, "status", named, "--json")[1])["job"] == named
+    # A whole id no job has is looked up as any reference: not found, exit 1.
+    code, out, err = act(site, "status", "a" * 16)
+    assert (code, out) == (1, "") and err.startswith("error: dispatch: not found: no job 'aaaa")
