@@ -24,7 +24,7 @@ in the order they are to be carried out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from dispatch.core.answers import ANSWERS, Answer, duplicates, stops
@@ -47,10 +47,18 @@ class Case:
     when: tuple[Fact, ...]
     then: Answer
     unless: tuple[Fact, ...] = ()
+    # ``when`` and ``unless`` as sets: a sweep reads the table once per job, and a set test is
+    # a few times cheaper than a test per fact.
+    _when: frozenset[Fact] = field(init=False, repr=False, compare=False)
+    _unless: frozenset[Fact] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_when", frozenset(self.when))
+        object.__setattr__(self, "_unless", frozenset(self.unless))
 
     def matches(self, s: Situation) -> bool:
-        """Whether this row applies to ``s``."""
-        return all(f in s for f in self.when) and not any(f in s for f in self.unless)
+        """Whether this row applies to ``s``: every fact of ``when`` holds, none of ``unless``."""
+        return self._when <= s.facts and self._unless.isdisjoint(s.facts)
 
 
 F, A = Fact, Answer
