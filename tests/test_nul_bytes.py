@@ -4,12 +4,16 @@ traceback and no escalation."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 import dispatch
 from dispatch.adapters.memory import MemoryBackend
+from dispatch.model.limits import MAX_NAME, MAX_WORD
+from dispatch.model.record import Header
 from dispatch.records.memory import MemoryRecords
 
 ADA = dispatch.Actor(kind=dispatch.ActorKind.HUMAN, id="ada")
@@ -35,3 +39,28 @@ def test_the_python_api_refuses_a_nul_byte_in_a_name_or_value_naming_the_field(
         spec = dispatch.JobSpec(**{"command": ("python", "train.py"), **given})
         cluster.operator.submit(spec, ADA, supervised=True)
     assert store.jobs(include_settled=True) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "longest"), [("name", MAX_NAME), ("partition", MAX_WORD), ("image", MAX_WORD)]
+)
+def test_a_text_at_its_bound_is_kept_one_past_it_or_with_a_nul_byte_is_refused_also_when_read(
+    field: str, longest: int
+) -> None:
+    # Every record read checks its header again, and one text without NUL within its bound
+    # returns early: the refusals around that bound stay those of the general check.
+    spec = dispatch.JobSpec(**{"command": ("true",), field: "x" * longest})
+    stored = Header(
+        job="j1",
+        spec=spec,
+        plan=dispatch.Plan(job="j1"),
+        options=dispatch.SubmitOptions(),
+        creator=ADA,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    ).model_dump_json()
+    assert getattr(Header.load(stored).spec, field) == "x" * longest
+    for bad, why in (("x" * (longest + 1), f"more than {longest}"), ("x\0", "holds a NUL byte")):
+        with pytest.raises(dispatch.InvalidError, match=f"{field}.*{why}"):
+            dispatch.JobSpec(**{"command": ("true",), field: bad})
+        with pytest.raises(dispatch.InvalidError, match=why):
+            Header.load(stored.replace("x" * longest, json.dumps(bad)[1:-1], 1))
