@@ -147,7 +147,7 @@ class FileRecords:
             raise NotFoundError(f"no record for job {job}")
         with self._mu:
             cached = self._cache.get(job)
-        folder = self._jobs / job
+        folder = os.path.join(self._jobs_s, job)
         if cached is None:
             if not self._check_folder(job):
                 raise NotFoundError(f"no record for job {job}")
@@ -158,7 +158,7 @@ class FileRecords:
                 return view
         return self._seen(job, folder, view, settled)
 
-    def _seen(self, job: JobID, folder: Path, view: View, settled: bool) -> View:
+    def _seen(self, job: JobID, folder: str, view: View, settled: bool) -> View:
         self._remember(job, view, settled)
         if settled:
             # Repairs a marker left by a crash between the settle commit and its removal.
@@ -166,7 +166,7 @@ class FileRecords:
             self._drop_marker(job)
         return view
 
-    def _settle_durable(self, folder: Path) -> None:
+    def _settle_durable(self, folder: str) -> None:
         """Make the settle a reader saw durable before its marker goes: dropping the marker of a
         settle a power cut could still lose would leave the job in no index."""
         fmt.fsync_dir(folder)
@@ -260,20 +260,21 @@ class FileRecords:
             known = job in self._peeked or job in self._cache  # its header was seen
         if not known:
             try:
-                os.lstat(folder / fmt.revision_name(1))
+                os.lstat(os.path.join(folder, fmt.revision_name(1)))
             except FileNotFoundError:
                 raise NotFoundError(f"no record for job {job}") from None
         # Leftover temp files are removed by reads that list the folder, not on every lock.
         return OwnerLocks.take(os.path.join(self._jobs_s, job, fmt.OWNER_LOCK), token)
 
-    def _locate(self, job: JobID) -> Path:
+    def _locate(self, job: JobID) -> str:
         """The job's folder, checked; ``InvalidError`` naming the marker of an unsettled job
         whose folder is missing."""
         if not fmt.is_job_id(job):
             raise NotFoundError(f"no record for job {job}")
+        # Plain strings: a sweep locates each job three times, and a Path costs more than that.
+        folder = os.path.join(self._jobs_s, job)
         if job in self._trusted:
-            return Path(self._jobs_s, job)
-        folder = self._jobs / job
+            return folder
         if not self._check_folder(job):
             marker = self._unsettled / job
             if os.path.lexists(marker):
@@ -429,7 +430,7 @@ class FileRecords:
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _last_revision(self, job: JobID, folder: Path) -> tuple[int, bool]:
+    def _last_revision(self, job: JobID, folder: str) -> tuple[int, bool]:
         """The last revision file of the job's folder, its names checked, and whether it holds
         a snapshot; leftover temp files older than ``TEMP_MAX_AGE_SECONDS`` are removed when
         the listing shows any."""
@@ -446,21 +447,27 @@ class FileRecords:
             elif name.startswith("."):
                 temps = temps or fmt.is_temp(name)
             elif name not in (fmt.SNAPSHOT, fmt.OWNER_LOCK):
-                raise self._problem(folder / name, "a file the ledger did not write; move it out")
+                raise self._problem(
+                    os.path.join(folder, name), "a file the ledger did not write; move it out"
+                )
         if 1 not in revisions:
             if revisions:
-                raise self._problem(folder / fmt.revision_name(1), "the header is missing")
+                raise self._problem(
+                    os.path.join(folder, fmt.revision_name(1)), "the header is missing"
+                )
             raise NotFoundError(f"no record for job {job}")
         last = max(revisions)
         if len(revisions) != last:
             for revision in range(2, last):
                 if revision not in revisions:
-                    raise self._problem(folder / fmt.revision_name(revision), "revision is missing")
+                    raise self._problem(
+                        os.path.join(folder, fmt.revision_name(revision)), "revision is missing"
+                    )
         if temps:
             fmt.remove_old_temps(folder)
         return last, fmt.SNAPSHOT in names
 
-    def _read_cold(self, job: JobID, folder: Path, upto: int | None = None) -> tuple[View, bool]:
+    def _read_cold(self, job: JobID, folder: str, upto: int | None = None) -> tuple[View, bool]:
         """The record read from its files; with ``upto``, exactly revisions 1..upto (which
         exist), else every revision there is."""
         # Revision files never go away, so a listing made since this store last looked
@@ -470,7 +477,7 @@ class FileRecords:
         last, snapshotted = peeked or self._last_revision(job, folder)
         if upto is not None:
             last = upto
-        header, first = self._load_header(job, folder / fmt.revision_name(1))
+        header, first = self._load_header(job, os.path.join(folder, fmt.revision_name(1)))
         view = None
         if snapshotted:
             # Checked against the files as they are now: one written since the listing may be
@@ -479,24 +486,21 @@ class FileRecords:
             view = self._load_snapshot(job, folder, header, first, bound)
             if view is not None and view.revision > last:
                 view = View(header=header, commits=view.commits[: last - 1])
-        view = view or View(header=header)
-        commits = list(view.commits)
-        base = os.fspath(folder)  # plain strings: a Path per revision file costs more than its read
-        for revision in range(view.revision + 1, last + 1):
-            name = os.path.join(base, fmt.revision_name(revision))
+        commits = list(view.commits) if view is not None else []
+        for revision in range(len(commits) + 2, last + 1):
+            name = f"{folder}/{fmt.revision_name(revision)}"  # a string: no join's checks
             commits.append(self._load_commit(job, name, revision))
         view = View(header=header, commits=tuple(commits))
         if upto is None:
             view, _ = self._read_after(job, folder, view)
         return view, any(settles(c.entries) for c in view.commits)
 
-    def _read_after(self, job: JobID, folder: Path, view: View) -> tuple[View, bool]:
+    def _read_after(self, job: JobID, folder: str, view: View) -> tuple[View, bool]:
         """``view`` with every revision after it that exists now (``view`` itself if none)."""
         new: list[Commit] = []
         revision = view.revision + 1
-        base = os.fspath(folder)
         while True:
-            path = os.path.join(base, fmt.revision_name(revision))
+            path = f"{folder}/{fmt.revision_name(revision)}"
             data = fmt.read_bytes(path)
             if data is None:
                 break
@@ -516,7 +520,7 @@ class FileRecords:
             return cached.header
         return self._load_header(job, self._jobs / job / fmt.revision_name(1))[0]
 
-    def _load_header(self, job: JobID, path: Path) -> tuple[Header, bytes]:
+    def _load_header(self, job: JobID, path: str | Path) -> tuple[Header, bytes]:
         """The header and the bytes of its file."""
         data = fmt.read_bytes(path)
         if data is None:
@@ -544,11 +548,11 @@ class FileRecords:
         return commit
 
     def _load_snapshot(
-        self, job: JobID, folder: Path, header: Header, first: bytes, last: int
+        self, job: JobID, folder: str, header: Header, first: bytes, last: int
     ) -> View | None:
         """The snapshot if it is exactly the revision files it stands for, byte for byte; one
         that is not is reported and skipped (a cache: the files are the record)."""
-        path = folder / fmt.SNAPSHOT
+        path = os.path.join(folder, fmt.SNAPSHOT)
         try:
             data = fmt.read_bytes(path)
         except OSError:
@@ -668,7 +672,7 @@ class FileRecords:
         """Check the job's folder once per store; False when it does not exist."""
         if job in self._trusted:
             return True
-        if not fmt.check_folder(self._jobs / job):
+        if not fmt.check_folder(os.path.join(self._jobs_s, job)):
             return False
         self._trusted.add(job)
         return True

@@ -79,7 +79,7 @@ def _temp_path(folder: Path) -> Path:
     return folder / f"{TEMP_PREFIX}{host}-{os.getpid()}-{secrets.token_hex(8)}"
 
 
-def fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: str | Path) -> None:
     """Make the names created or removed in ``folder`` durable."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     try:
@@ -298,7 +298,7 @@ def _check_parent(path: str, st: os.stat_result) -> None:
         )
 
 
-def remove_old_temps(folder: Path, now: float | None = None) -> int:
+def remove_old_temps(folder: str | Path, now: float | None = None) -> int:
     """Delete temp files a crash left in ``folder``; returns how many went."""
     now = time.time() if now is None else now
     removed = 0

@@ -34,7 +34,7 @@ class CrashFS:
         """Route the ledger's directory fsyncs through this model for the block."""
         real = fmt.fsync_dir
 
-        def fsync_dir(folder: Path) -> None:
+        def fsync_dir(folder: str | Path) -> None:
             self.before_sync(f"fsync {Path(folder).name}")
             real(folder)
             self.syncs += 1

@@ -190,7 +190,7 @@ def _no_last_look(sup: Supervisor, job: JobID, step: st.Step, now: datetime) -> 
     return False
 
 
-def _not_durable(store: FileRecords, folder: Path) -> None:
+def _not_durable(store: FileRecords, folder: str) -> None:
     """The settle a reader saw is taken as durable without syncing its folder."""
 
 
