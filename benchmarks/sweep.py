@@ -28,9 +28,11 @@ but the first does: that sweep leaves the memo of the passes that only waited
 baseline's dispatch (a ledger of an earlier release, which this tree reads as it is).
 ``--changed-first`` adds, per size, a cold tick over a copy of the ledger with 10 jobs
 preempted and ``--time-limit 5s``, run by this script over each tree's dispatch: how many of
-the 10 it recovered. ``no memo s`` is one sweep of this
-tree with the memo removed first (the first tick, or one after the memo was lost), and its
-system calls per job are printed too. The figures measured are in ``docs/supervising.md``
+the 10 it recovered. A cold row per size times ticks without a memo (the first tick, one
+after the memo was lost or lapsed): ``--runs`` pairs, the baseline's dispatch then this tree's,
+alternately on the same ledger, each tree's CPU per job (the sweep's own, without start-up),
+wall and the load they ran at. ``no memo s`` is this tree's first cold tick, and its system
+calls per job are printed too. The figures measured are in ``docs/supervising.md``
 ("How long a sweep takes") and, per step of a pass, in ``docs/ledger.md`` ("What an idle sweep
 costs per job").
 """
@@ -73,6 +75,8 @@ THIS = [ROOT]
 BASELINE = "4d95cf7"
 # The jobs a changed-first tick finds preempted, and its time limit (issue 28's test).
 PREEMPTED, LIMIT_S = 10, 5.0
+# Issue 28's goal for a cold tick: CPU per job, in milliseconds.
+COLD_GOAL_MS = 0.3
 
 
 def peak_rss_mib() -> float:
@@ -102,15 +106,18 @@ def timed_sweep(store: Records, backend: MemoryBackend, n: int) -> dict[str, Any
     """One sweep over the idle jobs, timed; checks that it only waited."""
     backend.calls.clear()
     sup = Supervisor(backend, store)
-    t0 = time.perf_counter()
+    load = os.getloadavg()[0]
+    t0, cpu0 = time.perf_counter(), time.process_time()
     report = sup.sweep()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     if len(report.passed) != n or report.progressed or report.failed:
         raise SystemExit(f"the timed sweep did not just wait over {n} jobs: {report}")
     return {
         "jobs": n,
         "wall_s": wall,
         "us_per_job": wall / n * 1e6,
+        "cpu_s": cpu,
+        "load": load,
         "find_many": backend.calls["find_many"],
         "find": backend.calls["find"],
         "remembered": len(getattr(report, "remembered", ())),
@@ -281,6 +288,48 @@ def changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | N
         )
 
 
+def forget_memo(ledger: Path) -> None:
+    """Remove the sweep memo: the next tick is cold (the first one, or one after it was lost)."""
+    for memo in (ledger / "sweep").glob("memo-*"):
+        memo.unlink()
+
+
+def cold_ticks(ledger: Path, child: tuple[str, ...], old: Path | None, runs: int) -> dict[str, Any]:
+    """Print the cold row: ``runs`` pairs of ticks without a memo, the baseline's dispatch
+    (run by this script) then this tree's, alternately on the same ledger; CPU per job is the
+    sweep's own (``time.process_time`` around it: no start-up). Returns this tree's first."""
+    this, was = [], []
+    for _ in range(runs):
+        if old is not None:
+            forget_memo(ledger)
+            was.append(run_child(*child, tree=old, own=True))
+        forget_memo(ledger)
+        this.append(run_child(*child))
+    n = this[0]["jobs"]
+
+    def ms(rows: list[dict[str, Any]]) -> float:
+        return statistics.median(r["cpu_s"] for r in rows) / n * 1e3 if rows else float("nan")
+
+    def wall(rows: list[dict[str, Any]]) -> float:
+        return statistics.median(r["wall_s"] for r in rows) if rows else float("nan")
+
+    loads = [r["load"] for r in (*this, *was)]
+    ratio = (
+        statistics.median(t["cpu_s"] / w["cpu_s"] for t, w in zip(this, was, strict=True))
+        if was
+        else float("nan")
+    )
+    print(
+        f"cold tick (no memo), N={n}, medians of {runs} pairs: CPU per job "
+        f"{ms(was):.3f} ms baseline, {ms(this):.3f} ms this (ratio {ratio:.2f}; goal "
+        f"{COLD_GOAL_MS} ms: {'met' if ms(this) <= COLD_GOAL_MS else 'not met'}); wall "
+        f"{wall(was):.1f} s baseline, {wall(this):.1f} s this; load {min(loads):.1f}-"
+        f"{max(loads):.1f}",
+        flush=True,
+    )
+    return this[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
@@ -341,13 +390,10 @@ def main() -> None:
             run_child(*child)  # the tick before: it leaves the memo that every later tick has
             saved = base / f"memo-{n}"
             shutil.copytree(ledger / "sweep", saved)
-            for memo in (ledger / "sweep").glob("memo-*"):
-                memo.unlink()
-            cold = run_child(*child)
+            cold = cold_ticks(ledger, child, old, args.runs)
             calls_cold = float("nan")
             if traced:
-                for memo in (ledger / "sweep").glob("memo-*"):
-                    memo.unlink()
+                forget_memo(ledger)
                 run_child(*child, strace=base / "strace-cold")
                 calls_cold = syscalls(base / "strace-cold") / n
             if args.changed_first:
