@@ -11,9 +11,12 @@ without reading, locking or deciding it. An entry also lapses ``MAX_AGE`` (plus 
 after it was made, so every record is read in full now and then: a revision file damaged in
 place, which no stamp of the last revision shows, is reported within that time.
 
-The memo is only an optimisation: one that is missing, damaged, of another format or made by
-other decision code is ignored, and then every job gets its full pass. What find showed is
-kept as a digest of the discovery without its time (``Discovery.at`` goes into no Wait).
+The memo is only an optimisation: one that is missing, damaged, of another format or made
+under decisions whose waits this release does not keep is ignored, and then every job gets its
+full pass. It names the version of the decisions it was made under (``core.table_version``),
+not the source of the core: a release that changes no decision trusts the memos of the one
+before, so an upgrade does not make the next tick read every record. What find showed is kept
+as a digest of the discovery without its time (``Discovery.at`` goes into no Wait).
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ import json
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 
+from dispatch.core import table_version
 from dispatch.model.objects import Discovery
 from dispatch.model.values import JobID
 from dispatch.records.contract import Sharded
 
-FORMAT = b"dispatch-sweep-memo 1"
+FORMAT = b"dispatch-sweep-memo 2"
 
 # How long an entry is trusted at most, plus up to as much again spread by job id (so that the
 # jobs remembered in one sweep are not all read again in one later sweep): a record damaged in
@@ -37,9 +40,6 @@ FORMAT = b"dispatch-sweep-memo 1"
 MAX_AGE = timedelta(hours=1)
 # The latest ``lapse`` ever gives: MAX_AGE and its spread.
 LONGEST = 2 * MAX_AGE
-
-# The sources whose change may change a decision: a memo made by other code is not used.
-_DECIDING = ("core", "model")
 
 
 @dataclass(frozen=True)
@@ -75,32 +75,31 @@ def seen(d: Discovery) -> str:
     return hashlib.blake2b(data + (b"c" if d.complete else b"i"), digest_size=12).hexdigest()
 
 
-_code: str | None = None
-
-
-def code() -> str:
-    """The digest of the deciding code (the core and the model), read once per process."""
-    global _code
-    if _code is None:
-        digest = hashlib.blake2b(digest_size=12)
-        base = Path(__file__).resolve().parent.parent
-        for folder in _DECIDING:
-            for path in sorted((base / folder).glob("*.py")):
-                digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-        _code = digest.hexdigest()
-    return _code
+def _made_for(channel: str) -> str:
+    # The delivery channel decides too: an escalation only logged waits for no pass until a
+    # channel is configured, and then every pass offers it.
+    return hashlib.blake2b(channel.encode(), digest_size=8).hexdigest()
 
 
 def _head(channel: str) -> bytes:
-    # The delivery channel decides too: an escalation only logged waits for no pass until a
-    # channel is configured, and then every pass offers it.
-    made_for = hashlib.blake2b(channel.encode(), digest_size=8).hexdigest()
-    return f"{FORMAT.decode()} {code()} {made_for}".encode()
+    return f"{FORMAT.decode()} table-{table_version.VERSION} {_made_for(channel)}".encode()
+
+
+def _trusted(head: bytes, channel: str) -> bool:
+    """Whether a memo whose first line is ``head`` was made for ``channel`` under decisions
+    whose waits this release keeps."""
+    fmt, _, rest = head.rpartition(b" ")
+    if rest.decode(errors="replace") != _made_for(channel):
+        return False
+    name, _, version = fmt.rpartition(b" table-")
+    if name != FORMAT or not version.isdigit():
+        return False
+    return table_version.keeps_waits_of(int(version))
 
 
 def dump(entries: dict[JobID, Waited], channel: str = "") -> bytes:
-    """A shard's memo: the format line (with the deciding code and the delivery channel it was
-    made under), a digest of the body, the body."""
+    """A shard's memo: the format line (with the version of the decisions and the delivery
+    channel it was made under), a digest of the body, the body."""
     body = json.dumps(
         {
             job: [w.revision, w.stamp, w.seen, w.until.isoformat()]
@@ -113,13 +112,14 @@ def dump(entries: dict[JobID, Waited], channel: str = "") -> bytes:
 
 
 def load(data: bytes | None, channel: str = "") -> dict[JobID, Waited]:
-    """The entries of a shard's memo; none when it is missing, damaged, of another format or
-    made by other code or for another delivery channel (it only saves time)."""
+    """The entries of a shard's memo; none when it is missing, damaged, of another format,
+    made for another delivery channel, or under decisions whose waits this release does not
+    keep (it only saves time)."""
     if not data:
         return {}
     head, _, rest = data.partition(b"\n")
     digest, _, body = rest.partition(b"\n")
-    if head != _head(channel):
+    if not _trusted(head, channel):
         return {}
     if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
         return {}

@@ -207,10 +207,15 @@ def test_status_finds_a_job_by_name_from_kept_rows_and_from_headers(tmp_path: Pa
     assert twice.exit_code == 2 and "ambiguous: 2 jobs match it" in twice.stderr
 
 
+@pytest.mark.parametrize(
+    "made_by",
+    [f"{listing.FORMAT} rows-{listing.ROWS - 1}", "dispatch-list-rows 1 6ad3c0e4e5c0b1a8d2f1c9e0"],
+    ids=["earlier-rows-version", "earlier-format"],
+)
 def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    made_by: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """After an upgrade the rows' code differs: their rows are not used, their names are (a
+    """After an upgrade that changed the rows their rows are not used, their names are (a
     header never changes), so finding a job by name reads no header."""
     site = Site(tmp_path)
     site.submit(2)
@@ -220,7 +225,7 @@ def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_aga
     before = listed(site)
     for path in (site.ledger / "sweep").glob("list-*"):
         _, _, rest = path.read_bytes().partition(b"\n")
-        path.write_bytes(f"{listing.FORMAT} madebyanearlierrelease".encode() + b"\n" + rest)
+        path.write_bytes(made_by.encode() + b"\n" + rest)
     headers: list[str] = []
     real = FileRecords.read_at
 
@@ -233,3 +238,19 @@ def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_aga
     assert json.loads(result.stdout)["job"] == wanted and headers == []
     reads = Reads(monkeypatch)
     assert listed(site) == before and len(reads.take()) == 3
+
+
+def test_rows_kept_by_an_earlier_release_with_the_same_rows_version_are_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release that changes no row (``listing.ROWS`` the same) keeps the rows of the one
+    before: the first list after the upgrade reads no record. The rows name no source."""
+    site = Site(tmp_path)
+    site.submit(3)
+    sweeps(site)
+    before = listed(site)
+    for path in (site.ledger / "sweep").glob("list-*"):
+        head = path.read_bytes().partition(b"\n")[0]
+        assert head == f"{listing.FORMAT} rows-{listing.ROWS}".encode()
+    reads = Reads(monkeypatch)
+    assert listed(site) == before and reads.take() == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sweep_world import ADA, TickingClock, World
 
-from dispatch.model.record import View
+from dispatch.core import table_version
 from dispatch.records import file_index as index
 from dispatch.records.file import FileRecords
 from dispatch.supervise import memo
@@ -20,20 +20,6 @@ from dispatch.supervise.memo import Waited
 @pytest.fixture
 def world(tmp_path: Path) -> World:
     return World("file", tmp_path)
-
-
-@pytest.fixture
-def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The jobs whose record a sweep reads at a revision (the real read, noted)."""
-    seen: list[str] = []
-    real = FileRecords.read_at
-
-    def read_at(self: FileRecords, job: str, revision: int) -> View:
-        seen.append(job)
-        return real(self, job, revision)
-
-    monkeypatch.setattr(FileRecords, "read_at", read_at)
-    return seen
 
 
 def idle(world: World, n: int) -> list[str]:
@@ -155,13 +141,26 @@ def test_the_stamp_is_none_once_a_later_revision_exists(world: World) -> None:
     assert store.stamp_at("../x", 1) is None
 
 
-def test_a_memo_round_trips_and_one_of_other_code_is_ignored() -> None:
+@pytest.mark.parametrize(
+    ("made_under", "kept"),
+    [
+        (str(table_version.VERSION), True),
+        (str(table_version.WAITS_KEPT_SINCE), True),
+        (str(table_version.WAITS_KEPT_SINCE - 1), False),
+        (str(table_version.VERSION + 1), False),  # a downgrade
+        ("x", False),
+    ],
+)
+def test_a_memo_round_trips_and_one_of_decisions_whose_waits_are_not_kept_is_ignored(
+    made_under: str, kept: bool
+) -> None:
     at = datetime(2026, 1, 1, 12, tzinfo=UTC)
     entries = {"a": Waited(3, "1:2:3", "ab", at), "b": Waited(7, "4:5:6", "cd", at)}
     data = memo.dump(entries)
     assert memo.load(data) == entries
-    other = data.replace(memo.code().encode(), b"0" * len(memo.code()), 1)
-    assert memo.load(other) == {}
+    this = f" table-{table_version.VERSION} ".encode()
+    other = data.replace(this, f" table-{made_under} ".encode(), 1)
+    assert memo.load(other) == (entries if kept else {})
 
 
 def test_a_memo_made_under_another_delivery_channel_is_ignored() -> None:
