@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from dispatch.model.enums import CauseKind
 from dispatch.model.errors import DispatchError
+from dispatch.model.objects import Discovery
 from dispatch.model.status import Escalation
 from dispatch.model.values import JobID
 from dispatch.supervise.supervisor import Supervisor
@@ -40,7 +41,12 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
         actor=p.actor,
         rand=w.rand_bytes,
     )
-    sup.check_remembered = w.check_remembered
+
+    def remembered(job: JobID, revision: int, found: Discovery, now: datetime) -> None:
+        w.check_trusted(p, job)
+        w.check_remembered(job, revision, found, now)
+
+    sup.check_remembered = remembered
     if w.mix.sweep_mode:
         while True:
             report = sup.sweep()

@@ -30,6 +30,7 @@ SIMULATED_PATH: tuple[str, ...] = (
     "dispatch/sim/faults.py",
     "dispatch/sim/invariants.py",
     "dispatch/sim/jobs.py",
+    "dispatch/sim/memos.py",
     "dispatch/sim/mutants.py",
     "dispatch/sim/outcome.py",
     "dispatch/sim/world.py",

@@ -39,6 +39,7 @@ from dispatch.sim.evidence import Evidence
 from dispatch.sim.faults import draw, inherited_environment
 from dispatch.sim.invariants import Checker
 from dispatch.sim.jobs import submit_jobs
+from dispatch.sim.memos import MemoFaults, release_of, running
 from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
 from dispatch.sim.wrappers import SimBackend, SimShardedStore, SimStore
 
@@ -85,6 +86,10 @@ class Proc(Mover):
         self.held: dict[JobID, str] = {}
         self.locks: dict[JobID, str] = {}
         self.claims: dict[int, str] = {}
+        # The release it was started under (``sim.memos``), or upgraded to since, and the
+        # first line of each shard's memo as its last sweep of the shard recalled it.
+        self.release = w.memo_faults.release
+        self.recalled: dict[int, bytes] = {}
 
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
@@ -112,6 +117,7 @@ class World:
         )
         self.evidence = Evidence.draw(seed, self.backend)
         self.root = root if self.mix.file_store else None
+        self.memo_faults = MemoFaults(seed, self.root, self.mix.sweep_mode)
         self.crashfs: CrashFS | None = None
         self.shared: MemoryRecords | None = None if self.root else MemoryRecords()
         self.quiet = False
@@ -276,6 +282,19 @@ class World:
                 f"would have done {kinds}{' and offered escalations' if offered else ''}",
             )
 
+    def check_trusted(self, p: Proc, job: JobID) -> None:
+        """A sweep of ``p`` skipped ``job``'s pass on its memo: that memo was made under
+        decisions whose waits ``p``'s release keeps."""
+        assert isinstance(p.store, SimShardedStore)
+        head = p.recalled.get(p.store.shard_of(job), b"")
+        made_under = release_of(head)
+        if not p.release.keeps_since <= made_under.version <= p.release.version:
+            self.report(
+                "memo-waits",
+                f"job {job}: {p.name}, running {p.release}, skipped its pass on a memo made "
+                f"under version {made_under.version} of the decisions",
+            )
+
     def add_job(self, job: JobID, supersedes: JobID) -> None:
         """A person superseded ``supersedes`` with ``job``: same lineage, supervised too."""
         self.superseded.add(supersedes)
@@ -304,7 +323,11 @@ class World:
         self._stack.append(m)
         self.depth += 1
         try:
-            m.wake = next(m.gen)
+            if isinstance(m, Proc):
+                with running(m.release):
+                    m.wake = next(m.gen)
+            else:
+                m.wake = next(m.gen)
         except SimCrash:
             assert isinstance(m, Proc)
             self._crashed(m)
@@ -412,6 +435,12 @@ class World:
             return
         if self.crashfs is not None and self.rng.random() < self.mix.power_cut:
             self._power_cut()
+        releases = [p.release for p in self.procs]
+        happened = self.memo_faults.step(releases)
+        if happened is not None:
+            for p, release in zip(self.procs, releases, strict=True):
+                p.release = release
+            self._op("faults", happened)
 
     def _settled_and_delivered(self, job: JobID) -> bool:
         c = self.checker.jobs.get(job)

@@ -172,6 +172,8 @@ class SimShardedStore(SimStore):
         """What the last sweep of the shard remembered."""
         self.w.before(self.proc, f"recall shard {shard}", effect=False)
         data = self.sharded.recall(shard)
+        if self.proc is not None:
+            self.proc.recalled[shard] = (data or b"").partition(b"\n")[0]
         self.w.after(self.proc, f"recalled {len(data or b'')} bytes", effect=False)
         return data
 
