@@ -28,7 +28,10 @@ but the first does: that sweep leaves the memo of the passes that only waited
 baseline's dispatch (a ledger of an earlier release, which this tree reads as it is).
 ``--changed-first`` adds, per size, a cold tick over a copy of the ledger with 10 jobs
 preempted and ``--time-limit 5s``, run by this script over each tree's dispatch: how many of
-the 10 it recovered. A cold row per size times ticks without a memo (the first tick, one
+the 10 it recovered. ``--upgrade`` adds, per size and tree, the first tick of the tree's next
+release (a copy of its ``dispatch`` with a comment added to every core and model source) on the
+warm memo the tree left: the tick after an upgrade that changed no decision, wall and CPU
+seconds with the load. A cold row per size times ticks without a memo (the first tick, one
 after the memo was lost or lapsed): ``--runs`` pairs, the baseline's dispatch then this tree's,
 alternately on the same ledger, each tree's CPU per job (the sweep's own, without start-up),
 wall and the load they ran at. ``no memo s`` is this tree's first cold tick, and its system
@@ -77,6 +80,8 @@ BASELINE = "4d95cf7"
 PREEMPTED, LIMIT_S = 10, 5.0
 # Issue 28's goal for a cold tick: CPU per job, in milliseconds.
 COLD_GOAL_MS = 0.3
+# A little more than ``calls.CALL_DEADLINE``: the wake of a job whose open was just made.
+CALL_DEADLINE_S = 31
 
 
 def peak_rss_mib() -> float:
@@ -330,6 +335,34 @@ def cold_ticks(ledger: Path, child: tuple[str, ...], old: Path | None, runs: int
     return this[0]
 
 
+def upgraded(tree: Path, into: Path) -> Path:
+    """The next release of ``tree`` that changes no decision: its ``dispatch`` with a comment
+    added to every source of the core and the model."""
+    shutil.copytree(tree / "dispatch", into / "dispatch", ignore=shutil.ignore_patterns("*.pyc"))
+    for folder in ("core", "model"):
+        for path in sorted((into / "dispatch" / folder).glob("*.py")):
+            path.write_text(path.read_text() + "\n# a comment of the next release\n")
+    return into
+
+
+def upgrade(
+    base: Path, child: tuple[str, ...], n: int, memos: dict[str, tuple[Path, Path]]
+) -> None:
+    """Print the upgrade rows: the first tick of the next release (sources changed, decisions
+    the same) on the warm memo each tree left, run by this script's child."""
+    for name, (tree, saved) in memos.items():
+        next_release = upgraded(tree, base / f"upgraded-{name}-{n}")
+        memo_of(Path(child[1]), saved)
+        r = run_child(*child, tree=next_release, own=True)
+        print(
+            f"upgrade, {name}, N={n}, the tick after an upgrade that changed no decision: "
+            f"{r['remembered']} of {n} passes skipped on the memo; {r['wall_s']:.2f} s wall, "
+            f"{r['cpu_s']:.2f} CPU s, load {r['load']:.1f}, peak {r['peak_rss_mib']:.0f} MiB",
+            flush=True,
+        )
+        shutil.rmtree(next_release, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000")
@@ -341,6 +374,11 @@ def main() -> None:
         "--changed-first",
         action="store_true",
         help=f"also a cold tick with {PREEMPTED} jobs preempted under --time-limit {LIMIT_S:g}s",
+    )
+    parser.add_argument(
+        "--upgrade",
+        action="store_true",
+        help="also the tick after an upgrade that changed no decision, on each tree's warm memo",
     )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -387,6 +425,9 @@ def main() -> None:
             # this tree must read the ledgers of earlier releases anyway.
             run_child("setup-file", str(ledger), str(objects), str(n), tree=old)
             child = ("file", str(ledger), str(objects), str(n))
+            # The last opens' call deadline (30 s) passes first, so that the memo of the tick
+            # before holds an hour or more, not until that deadline.
+            time.sleep(CALL_DEADLINE_S)
             run_child(*child)  # the tick before: it leaves the memo that every later tick has
             saved = base / f"memo-{n}"
             shutil.copytree(ledger / "sweep", saved)
@@ -415,6 +456,11 @@ def main() -> None:
                     was.append(run_child(*child, tree=old))
                 memo_of(ledger, saved)
                 this.append(run_child(*child))
+            if args.upgrade:
+                memos = {"this": (THIS[0], saved)}
+                if old is not None:
+                    memos = {"baseline": (old, saved_old), **memos}
+                upgrade(base, child, n, memos)
             calls_this = calls_was = float("nan")
             if traced:
                 memo_of(ledger, saved)
