@@ -53,12 +53,18 @@ class Waited:
     stamp: str
     seen: str
     until: datetime
+    # For an array task that waited for its place: its group's throttle. The pass waits the
+    # same way only while at least that many tasks ahead of it hold a place.
+    slot: int | None = None
 
-    def holds(self, seen: str, now: datetime) -> bool:
-        """Whether the same pass now would wait the same way (the record being unchanged).
+    def holds(self, seen: str, now: datetime, ahead: int | None = None) -> bool:
+        """Whether the same pass now would wait the same way (the record being unchanged),
+        ``ahead`` being the count of unsettled tasks ahead of an array task now.
 
         No entry ``lapse`` makes is trusted past ``LONGEST`` from now: one that is (edited by
         hand to wake in the year 9999) would hide an overdue escalation forever."""
+        if self.slot is not None and (ahead is None or ahead < self.slot):
+            return False
         return seen == self.seen and now < self.until <= now + LONGEST
 
 
@@ -103,6 +109,7 @@ def dump(entries: dict[JobID, Waited], channel: str = "") -> bytes:
     body = json.dumps(
         {
             job: [w.revision, w.stamp, w.seen, w.until.isoformat()]
+            + ([] if w.slot is None else [w.slot])
             for job, w in sorted(entries.items())
         },
         separators=(",", ":"),
@@ -131,12 +138,23 @@ def load(data: bytes | None, channel: str = "") -> dict[JobID, Waited]:
                 stamp=str(t),
                 seen=str(s),
                 until=datetime.fromisoformat(u),
+                slot=_slot(slot),
             )
-            for job, (r, t, s, u) in raw.items()
+            for job, (r, t, s, u, *slot) in raw.items()
             if datetime.fromisoformat(u).tzinfo is not None  # a time without zone is no lapse
         }
     except (ValueError, TypeError, AttributeError):
         return {}
+
+
+def _slot(rest: list[object]) -> int | None:
+    """The throttle an entry's fifth item gives (none: no fifth item); a bad one is refused."""
+    if not rest:
+        return None
+    (slot,) = rest
+    if not isinstance(slot, int) or isinstance(slot, bool) or slot < 1:
+        raise ValueError(f"bad throttle {slot!r}")
+    return slot
 
 
 class SweepMemos:

@@ -22,6 +22,7 @@ from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
 from dispatch.core.fold import Folding, fold
 from dispatch.core.next import next_steps
+from dispatch.model.array import task_of
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
@@ -67,6 +68,9 @@ class PassResult:
     acted: bool = False
     revision: int = -1
     found: Discovery | None = None
+    # For an array task waiting for its place: its group's throttle, which a memo of the pass
+    # keeps (the pass waits the same only while as many tasks ahead of it hold a place).
+    slot: int | None = None
 
     @property
     def waited(self) -> bool:
@@ -241,10 +245,8 @@ class Supervisor:
             found = look_upstream(self.store, j, found, now)
             result.asked = True
         if waits_for_slot(j):
-            slots = self._slots or Slots(self.store.jobs())
-            self._slots = slots if self._sweeping else None
-            found = slots.ahead(j, found)
-            result.asked = True
+            found = self._slots_now().ahead(j, found)
+            result.slot = j.header.spec.task.throttle if j.header.spec.task else None
         owner, steps = j.owner, next_steps(j, found, now, stop_stale=self._stop_stale)
         # The steps first: a protocol check costs tens of microseconds, and most passes wait.
         if any(not isinstance(s, st.Wait) for s in steps) and isinstance(self.store, Folded):
@@ -458,7 +460,8 @@ class Supervisor:
                 stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
                 if result is not None and stamp is not None:
                     until = memo.lapse(job, self.clock.now(), result.wake)
-                    self._memos.keep(job, Waited(view, stamp, memo.seen(found[job]), until))
+                    seen = memo.seen(found[job])
+                    self._memos.keep(job, Waited(view, stamp, seen, until, result.slot))
         return moved
 
     def _changed_first(
@@ -481,6 +484,12 @@ class Supervisor:
         picked = set(first)
         return first + [j for j in views if j not in picked]
 
+    def _slots_now(self) -> Slots:
+        """The unsettled tasks of every group, listed once per sweep."""
+        slots = self._slots or Slots(self.store.jobs())
+        self._slots = slots if self._sweeping else None
+        return slots
+
     def _remembered(self, job: JobID, found: Discovery, report: SweepReport) -> bool:
         """Count ``job`` as passed without its pass when its memo entry holds: the record is
         unchanged (checked when its shard was claimed), find shows the same, and its wake has
@@ -489,10 +498,13 @@ class Supervisor:
         if waited is None:
             return False
         now = self.clock.now()
-        if not waited.holds(memo.seen(found), now):
+        task = task_of(job) if waited.slot is not None else None
+        ahead = None if task is None else self._slots_now().count(*task)
+        if not waited.holds(memo.seen(found), now, ahead):
             return False
         if self.check_remembered is not None:
-            self.check_remembered(job, waited.revision, found, now)
+            seen = found if ahead is None else found.model_copy(update={"ahead": ahead})
+            self.check_remembered(job, waited.revision, seen, now)
         assert self._memos is not None
         self._memos.keep(job, waited)
         if job not in report._passed:

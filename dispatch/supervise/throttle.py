@@ -34,11 +34,15 @@ class Slots:
                 groups.setdefault(t[0], []).append(t[1])
         self._groups = {g: sorted(ix) for g, ix in groups.items()}
 
+    def count(self, group: str, index: int) -> int:
+        """The number of unsettled tasks of ``group`` with an index below ``index``."""
+        return bisect_left(self._groups.get(group, []), index)
+
     def ahead(self, job: Job, found: Discovery) -> Discovery:
         """``found`` with the number of unsettled tasks of ``job``'s group before it."""
         task = job.header.spec.task
         assert task is not None
-        n = bisect_left(self._groups.get(task.group, []), task.index)
+        n = self.count(task.group, task.index)
         return Discovery(
             objects=found.objects,
             at=found.at,

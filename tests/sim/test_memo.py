@@ -18,15 +18,21 @@ from dispatch.supervise.memo import Waited
 SEEDS = 40
 
 
-def ignores_find(self: Waited, seen: str, now: datetime) -> bool:
+def ignores_find(self: Waited, seen: str, now: datetime, ahead: int | None = None) -> bool:
     return now < self.until
 
 
-def ignores_time(self: Waited, seen: str, now: datetime) -> bool:
+def ignores_time(self: Waited, seen: str, now: datetime, ahead: int | None = None) -> bool:
     return seen == self.seen
 
 
-@pytest.mark.parametrize("broken", [ignores_find, ignores_time], ids=lambda f: f.__name__)
+def ignores_place(self: Waited, seen: str, now: datetime, ahead: int | None = None) -> bool:
+    return seen == self.seen and now < self.until
+
+
+@pytest.mark.parametrize(
+    "broken", [ignores_find, ignores_time, ignores_place], ids=lambda f: f.__name__
+)
 def test_a_memo_that_skips_a_pass_which_would_act_is_found(
     broken: object, ledger_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,6 +3,7 @@ the time before its wake stay the same; anything else about the memo costs time,
 
 from __future__ import annotations
 
+import hashlib
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 from sweep_world import ADA, TickingClock, World
 
+from dispatch.batch.array import read, tasks
 from dispatch.core import table_version
 from dispatch.records import file_index as index
 from dispatch.records.file import FileRecords
@@ -300,3 +302,50 @@ def test_a_cold_sweep_cut_by_its_time_limit_recovers_every_preempted_job_first(
     assert set(preempted) <= set(report.progressed), report.progressed
     for job in preempted:
         assert world.job(job).latest().n == 2  # type: ignore[union-attr]
+
+
+def test_an_array_task_waiting_for_its_place_is_remembered_until_a_task_ahead_settles(
+    world: World, reads: list[str]
+) -> None:
+    group = "abcdefghijklmnop"
+    jobs = [
+        world.cluster.operator.submit(spec, ADA, supervised=True).job
+        for spec in tasks(world.spec, read("0-5%2"), group)
+    ]
+    world.sweep_until_idle(world.supervisor())
+    world.supervisor().sweep()  # remembers
+    reads.clear()
+    report = world.supervisor().sweep()
+    assert sorted(report.remembered) == sorted(jobs) and reads == []
+    assert [bool(world.job(j).submissions) for j in jobs] == [True, True] + [False] * 4
+
+    # Task 0 ends: task 2's place comes, and its entry stops holding; 3, 4 and 5 still wait,
+    # remembered, as two tasks ahead of each still hold a place.
+    world.backend.env().complete(world.canonical(jobs[0]))
+    world.sweep_until_idle(world.supervisor())
+    assert [bool(world.job(j).submissions) for j in jobs] == [True] * 3 + [False] * 3
+    reads.clear()
+    report = world.supervisor().sweep()
+    assert set(jobs[3:]) <= set(report.remembered) and not set(jobs[3:]) & set(reads)
+
+
+def test_an_entry_of_a_task_waiting_for_its_place_holds_only_while_as_many_are_ahead() -> None:
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    w = Waited(3, "s", "seen", at, slot=4)
+    early = at - timedelta(seconds=1)
+    assert w.holds("seen", early, ahead=4) and w.holds("seen", early, ahead=9)
+    assert not w.holds("seen", early, ahead=3)
+    assert not w.holds("seen", early, ahead=None)
+    assert memo.load(memo.dump({"a": w})) == {"a": w}
+    # An entry of an earlier release has four items; a fifth that is no throttle is refused.
+    assert memo.load(memo.dump({"a": Waited(3, "s", "seen", at)}))["a"].slot is None
+    bad = memo.dump({"a": w}).replace(b",4]", b',"4"]')
+    assert memo.load(bad.split(b"\n")[0] + b"\n" + _digest(bad) + b"\n" + _body(bad)) == {}
+
+
+def _body(data: bytes) -> bytes:
+    return data.split(b"\n", 2)[2]
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(_body(data), digest_size=16).hexdigest().encode()
