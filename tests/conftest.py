@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.model.record import View
+from dispatch.records.file import FileRecords
+
 
 @pytest.fixture(autouse=True)
 def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -16,3 +19,17 @@ def own_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("DISPATCH_CONFIG", raising=False)
     return home
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The jobs whose record the file ledger reads at a revision (the real read, noted)."""
+    seen: list[str] = []
+    real = FileRecords.read_at
+
+    def read_at(self: FileRecords, job: str, revision: int) -> View:
+        seen.append(job)
+        return real(self, job, revision)
+
+    monkeypatch.setattr(FileRecords, "read_at", read_at)
+    return seen

@@ -213,7 +213,7 @@ def test_status_finds_a_job_by_name_from_kept_rows_and_from_headers(tmp_path: Pa
     ids=["earlier-rows-version", "earlier-format"],
 )
 def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_again(
-    made_by: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    made_by: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reads: list[str]
 ) -> None:
     """After an upgrade that changed the rows their rows are not used, their names are (a
     header never changes), so finding a job by name reads no header."""
@@ -226,18 +226,11 @@ def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_aga
     for path in (site.ledger / "sweep").glob("list-*"):
         _, _, rest = path.read_bytes().partition(b"\n")
         path.write_bytes(made_by.encode() + b"\n" + rest)
-    headers: list[str] = []
-    real = FileRecords.read_at
-
-    def counted(store: FileRecords, job: str, revision: int) -> Any:
-        headers.append(job)
-        return real(store, job, revision)
-
-    monkeypatch.setattr(FileRecords, "read_at", counted)
+    reads.clear()
     result = site.run(["status", "eval", "--json", "--config", str(site.config)], env=ME)
-    assert json.loads(result.stdout)["job"] == wanted and headers == []
-    reads = Reads(monkeypatch)
-    assert listed(site) == before and len(reads.take()) == 3
+    assert json.loads(result.stdout)["job"] == wanted and reads == []
+    folded = Reads(monkeypatch)
+    assert listed(site) == before and len(folded.take()) == 3
 
 
 def test_rows_kept_by_an_earlier_release_with_the_same_rows_version_are_used(
