@@ -309,10 +309,9 @@ class JobSpec(Value):
         # A NUL byte reaches no command line or shell intact: every sweep would fail the job.
         # Every record read checks its header's fields again, so the usual cases return early:
         # a value that holds no text, and one text without NUL byte within its bound.
+        limit = MAX_NAME if info.field_name == "name" else MAX_WORD
         if isinstance(value, str):
-            if "\0" not in value and len(value) <= (
-                MAX_NAME if info.field_name == "name" else MAX_WORD
-            ):
+            if "\0" not in value and len(value) <= limit:
                 return value
         elif not isinstance(value, dict | tuple):
             return value
@@ -323,7 +322,6 @@ class JobSpec(Value):
         texts = [w for w in words if isinstance(w, str)]
         if any("\0" in w for w in texts):
             raise ValueError(f"{info.field_name} holds a NUL byte")
-        limit = MAX_NAME if info.field_name == "name" else MAX_WORD
         if isinstance(value, dict):  # env: name the variable
             bounded(
                 f"{info.field_name}: variable", {str(k): str(v) for k, v in value.items()}, limit
