@@ -134,7 +134,7 @@ def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
     doc = _load(text)
     rows = []
     for job in doc.get("jobs") or []:
-        state, by = split_state(_first(job.get("job_state")))
+        state, by = split_state(_state_word(job.get("job_state")))
         code, sig = _exit_json(job.get("exit_code"))
         rows.append(
             Row(
@@ -168,7 +168,7 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
     rows = []
     for job in doc.get("jobs") or []:
         st = job.get("state") or {}
-        state, by = split_state(_first(st.get("current")))
+        state, by = split_state(_state_word(st.get("current")))
         comment = job.get("comment")
         if isinstance(comment, Mapping):
             comment = comment.get("job")
@@ -271,11 +271,33 @@ def _load(text: str | Mapping[str, Any]) -> Mapping[str, Any]:
     return doc
 
 
-def _first(value: Any) -> str:
-    """``job_state`` is a string before 23.02's data_parser and a list of flags after."""
-    if isinstance(value, list):
-        return str(value[0]) if value else ""
-    return str(value or "")
+# The state flags in the order squeue and sacct print them in place of the base state (Slurm's
+# job_state_string): a job cancelled and still completing is ``COMPLETING``, not ``CANCELLED``.
+_FLAGS_FIRST = (
+    "COMPLETING",
+    "STAGE_OUT",
+    "CONFIGURING",
+    "RESIZING",
+    "REQUEUED",
+    "REQUEUE_FED",
+    "REQUEUE_HOLD",
+    "SPECIAL_EXIT",
+    "STOPPED",
+    "REVOKED",
+    "RESV_DEL_HOLD",
+    "SIGNALING",
+)
+
+
+def _state_word(value: Any) -> str:
+    """The one state the text commands would print: ``job_state`` is a string before 23.02's
+    data_parser, and after it a list of the base state and its flags (``["CANCELLED",
+    "COMPLETING"]`` while the processes of a cancelled job are still being killed)."""
+    if not isinstance(value, list):
+        return str(value or "")
+    words = [str(v).upper() for v in value]
+    flag = next((f for f in _FLAGS_FIRST if f in words), None)
+    return flag or (words[0] if words else "")
 
 
 def _number(value: Any) -> int | None:

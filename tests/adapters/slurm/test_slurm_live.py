@@ -453,3 +453,44 @@ def test_find_through_a_quoting_prefix_reads_the_same_objects(
     direct = backend.find(job)
     assert remote.find(job).objects == direct.objects
     assert [o.ref.id for o in direct.objects] == [ref.id]
+
+
+def test_a_cancelled_object_is_live_while_its_processes_are_killed_and_stop_waits_for_them(
+    backend: SlurmBackend, jobs: list[str]
+) -> None:
+    """A script that ignores SIGTERM keeps its job COMPLETING until Slurm kills it (KillWait,
+    5 s on the local cluster). Whatever the transport (squeue's JSON gives the base state
+    CANCELLED and the flag COMPLETING), the object is live for as long as squeue's text says
+    COMPLETING, and stop_job returns only once it no longer does."""
+    job = new_job(jobs)
+    # The script says when it ignores SIGTERM (a job is RUNNING before its script starts);
+    # the file is in the cluster's /tmp, inside the release's chroot when there is one.
+    ready = f"/tmp/{job}.ready"
+    host_ready = Path(os.environ.get("LOCALCLUSTER_CHROOT", "/")) / ready.lstrip("/")
+    stubborn = f"trap '' TERM; touch {ready}; while :; do sleep 1; done"
+    ref = start(backend, job, "sh", "-c", stubborn)
+    backend.open(ref)
+    wait_for("the script to ignore SIGTERM", host_ready.exists, bool)
+    host_ready.unlink()
+
+    def text_state() -> str:
+        return run(backend, "squeue", "-h", "-t", "all", "-j", ref.id, "-o", "%T").strip()
+
+    backend.stop(ref, "live test")
+    completing = 0
+    for _ in range(200):
+        obs = backend.inspect(ref)
+        if text_state() != "COMPLETING":  # read after the look: COMPLETING then too
+            break
+        completing += 1
+        assert obs.state.live, obs
+    assert completing, "the cancelled script was never seen COMPLETING"
+
+    second = start(backend, job, "sh", "-c", stubborn, attempt=2)
+    backend.open(second)
+    wait_for("the second script to ignore SIGTERM", host_ready.exists, bool)
+    host_ready.unlink()
+    report = backend.stop_job(job, "live test")
+    assert second.id in {r.id for r in report.stopped} and report.live == ()
+    after = run(backend, "squeue", "-h", "-t", "all", "-j", second.id, "-o", "%T").strip()
+    assert after == "CANCELLED"

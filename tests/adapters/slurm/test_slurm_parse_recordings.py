@@ -88,3 +88,30 @@ def test_recorded_runs_carry_slurms_start_and_end_in_every_release(release: str)
     [running] = controller(release, "running").runs
     assert running.end is None and running.cause is None
     assert accounting(release, "pending").runs == () == controller(release, "pending").runs
+
+
+# A job's base state comes first in ``job_state``, its flags after it; squeue and sacct print the
+# flag in place of the base (Slurm's job_state_string), and the JSON must mean what they print.
+FLAGGED = [
+    (["CANCELLED", "COMPLETING"], ObjectState.RUNNING),  # its processes are still being killed
+    (["COMPLETED", "COMPLETING"], ObjectState.RUNNING),  # an epilog still runs on a node
+    (["FAILED", "COMPLETING", "REQUEUED"], ObjectState.RUNNING),
+    (["PENDING", "REQUEUE_HOLD"], ObjectState.HELD),
+    (["PENDING", "REQUEUED"], ObjectState.PENDING),
+    (["RUNNING", "CONFIGURING"], ObjectState.RUNNING),
+    (["CANCELLED"], ObjectState.ENDED),
+]
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize(("state", "meant"), FLAGGED)
+def test_a_flag_in_the_job_state_list_means_what_the_text_commands_print(
+    release: str, state: list[str], meant: ObjectState
+) -> None:
+    import json
+
+    doc = json.loads((DATA / release / "slurm-job-running.json").read_text())
+    doc["jobs"][0]["job_state"] = state
+    (obs,) = observe(parse_squeue_json(doc))
+    assert obs.state is meant
+    assert obs.state.live is (meant is not ObjectState.ENDED)

@@ -130,6 +130,7 @@ def test_cessation_is_proven_once_every_node_of_the_allocation_recorded_its_end(
     backend: SlurmBackend, jobs: list[str], tmp_path: Path
 ) -> None:
     flag = output_dir(tmp_path) / "go"
+    host_path(flag).unlink(missing_ok=True)  # a chroot's /tmp outlives the host's tmp_path
     job, ref = start(backend, jobs, tmp_path, f"until [ -e {flag} ]; do sleep 1; done", nodes=2)
     backend.open(ref)
     running = live_cluster.wait_for(
@@ -145,7 +146,7 @@ def test_cessation_is_proven_once_every_node_of_the_allocation_recorded_its_end(
     answer = live_cluster.wait_for(
         "both epilog records", lambda: backend.ceased(ref), lambda a: a.ceased
     )
-    assert all(n in answer.detail for n in obs.nodes)
+    assert all(n in answer.detail for n in obs.nodes), (answer.detail, backend.inspect(ref))
     for node in obs.nodes:
         record = user_dir(backend) / f"{ref.id}.0.{node}.epilog"
         assert record.stat().st_mode & 0o777 == 0o400
