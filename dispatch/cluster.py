@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core.fold import fold
@@ -29,9 +29,11 @@ from dispatch.model.errors import (
 from dispatch.model.objects import StopReport
 from dispatch.model.status import Status
 from dispatch.model.values import Actor, JobID, JobSpec
-from dispatch.operator import Operator
 from dispatch.records.contract import Records
 from dispatch.spi import Backend, OutputReader, find_all
+
+if TYPE_CHECKING:  # imported where a cluster gets one: a reading command has no operator
+    from dispatch.operator import Operator
 
 Factory = Callable[[dict[str, Any]], Backend]
 
@@ -159,11 +161,11 @@ class Cluster:
         self.config = config
         self.observer = Observer(backend, config.store, config.clock)
         self._stopper = None if config.read_only else Stopper(backend)
-        self._operator = (
-            None
-            if config.read_only or config.store is None
-            else Operator(backend, config.store, config.clock, config.rand)
-        )
+        self._operator: Operator | None = None
+        if not config.read_only and config.store is not None:
+            from dispatch.operator import Operator
+
+            self._operator = Operator(backend, config.store, config.clock, config.rand)
 
     @property
     def operator(self) -> Operator:

@@ -60,15 +60,20 @@ def _without_pydantic_plugins() -> None:
 
 
 def _import(module: str) -> Any:
-    """A command's module. Importing it builds every model class, a few hundred thousand
+    """A command's module. Importing it makes the model classes, a few hundred thousand
     objects that all live as long as the process: the cyclic collector is kept from walking
-    them again and again meanwhile."""
+    them meanwhile, and they are then set aside for good (``gc.freeze``), so that the
+    collections while the command runs (the model schemas built on first use among them)
+    walk only what the command itself makes."""
     _without_pydantic_plugins()
+    if module in sys.modules:
+        return sys.modules[module]
     was = gc.isenabled()
     gc.disable()
     try:
         return importlib.import_module(module)
     finally:
+        gc.freeze()
         if was:
             gc.enable()
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -31,8 +31,10 @@ from dispatch.printable import printable
 from dispatch.records import ledger_format
 from dispatch.records.file import FileRecords
 from dispatch.spi import Backend
-from dispatch.supervise import Supervisor
-from dispatch.supervise.delivery import Deliver
+
+if TYPE_CHECKING:  # imported by the commands that run one (the reading commands do not)
+    from dispatch.supervise.delivery import Deliver
+    from dispatch.supervise.supervisor import Supervisor
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -182,6 +184,8 @@ class Session:
 
     def supervisor(self) -> Supervisor:
         """A supervisor delivering escalations through the configured channel, if any."""
+        from dispatch.supervise.supervisor import Supervisor
+
         s = self.settings
         deliver: Deliver | None = None
         # Each channel is imported only where configured (mail and HTTP cost a command's start).

@@ -45,7 +45,7 @@ class _RaisesInvalid(ModelMetaclass):
 class Value(BaseModel, metaclass=_RaisesInvalid):
     """A frozen value; building one from bad input raises ``InvalidError``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False, defer_build=True)
 
     @classmethod
     def load(cls, data: Any) -> Any:

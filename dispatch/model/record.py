@@ -9,7 +9,7 @@ one revision holding one or more entries.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -312,6 +312,28 @@ class View(Value):
 
     header: Header
     commits: tuple[Commit, ...] = ()
+
+    @classmethod
+    def model_rebuild(
+        cls,
+        *,
+        force: bool = False,
+        raise_errors: bool = True,
+        _parent_namespace_depth: int = 2,
+        _types_namespace: Any = None,
+    ) -> bool | None:
+        """Build the schema of ``Header`` and ``Commit`` first, where this one is built on its
+        first use: it then holds theirs as they are, rather than a copy built for it alone
+        that a ``Commit`` validated by itself would build again."""
+        if not cls.__pydantic_complete__:
+            Header.model_rebuild(raise_errors=raise_errors)
+            Commit.model_rebuild(raise_errors=raise_errors)
+        return super().model_rebuild(
+            force=force,
+            raise_errors=raise_errors,
+            _parent_namespace_depth=_parent_namespace_depth + 1 if _parent_namespace_depth else 0,
+            _types_namespace=_types_namespace,
+        )
 
     @property
     def revision(self) -> int:

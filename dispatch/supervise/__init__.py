@@ -1,6 +1,30 @@
-"""The supervisor: runs one job until it settles, or sweeps every unsettled job once."""
+"""The supervisor: runs one job until it settles, or sweeps every unsettled job once.
 
-from dispatch.supervise.delivery import Deliver
-from dispatch.supervise.supervisor import PassResult, Supervisor, SweepReport
+The names below are imported from their modules when first asked for: a command that needs
+only a part of this package (``memo``, ``delivery``) does not import the supervisor, and with
+it most of the core.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dispatch.supervise.delivery import Deliver
+    from dispatch.supervise.supervisor import PassResult, Supervisor, SweepReport
 
 __all__ = ["Deliver", "PassResult", "Supervisor", "SweepReport"]
+
+_MODULE = {
+    "Deliver": "dispatch.supervise.delivery",
+    "PassResult": "dispatch.supervise.supervisor",
+    "Supervisor": "dispatch.supervise.supervisor",
+    "SweepReport": "dispatch.supervise.supervisor",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_MODULE[name]), name)
