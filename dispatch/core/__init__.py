@@ -3,8 +3,10 @@
 No I/O, no clock, no threads: time comes in as ``now`` and the scheduler's view as a
 ``Discovery``, so every actor computes the same answer from the same inputs.
 
-Each name is imported from its module when first asked for: a command that only reads a
-job's story (``fold``, ``project``) does not import ``next_steps`` or ``plan_rules``.
+``next_steps`` and ``plan_rules`` are imported from their modules when first asked for: a
+command that only reads a job's story (``fold``, ``project``) does not import them. ``fold``
+and ``project`` are imported here, as their modules share their names (importing a module
+sets its package's attribute of that name to it).
 """
 
 from __future__ import annotations
@@ -12,22 +14,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from dispatch.core.fold import fold
+from dispatch.core.job import Job
+from dispatch.core.project import project
+
 if TYPE_CHECKING:
-    from dispatch.core.fold import fold
-    from dispatch.core.job import Job
     from dispatch.core.next import next_steps
     from dispatch.core.plan import plan_rules
-    from dispatch.core.project import project
 
 __all__ = ["Job", "fold", "next_steps", "plan_rules", "project"]
 
-_MODULE = {
-    "Job": "dispatch.core.job",
-    "fold": "dispatch.core.fold",
-    "next_steps": "dispatch.core.next",
-    "plan_rules": "dispatch.core.plan",
-    "project": "dispatch.core.project",
-}
+_MODULE = {"next_steps": "dispatch.core.next", "plan_rules": "dispatch.core.plan"}
 
 
 def __getattr__(name: str) -> Any:

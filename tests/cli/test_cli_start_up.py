@@ -1,9 +1,9 @@
 """What ``dispatch sbatch`` and ``dispatch status JOB`` pay before they do their work: neither
 imports what it never uses (``importlib.metadata`` and the ``email`` package it pulls in, which
 pydantic's plugin lookup and an entry-point scan for the adapter cost every command; the job
-array code when no array is given; for ``status``, the operator, the supervisor, the core's
-next steps and the report's figures), neither builds the schema of a model class it never
-validates nor serialises (a class's schema is built on its first use), and the cyclic
+array code when no array is given; for ``status``, the operator, the supervisor and the core's
+next steps), neither builds the schema of a model class it never validates nor serialises (a
+class's schema is built on its first use), and the cyclic
 collector neither walks the model classes over and over while the command's module makes them
 nor walks them again while the command runs. Each command runs in a fresh process, as a person
 runs it, and says at exit what it imported, which model classes' schemas it built and how much
@@ -18,6 +18,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pydantic.plugin._loader
+import pytest
 
 from dispatch.cluster import BUILT_IN, adapter_names, new_backend
 
@@ -32,8 +33,7 @@ def walk(phase, info):
 gc.callbacks.append(walk)
 def said():
     unused = ("importlib.metadata", "email", "zipfile", "dispatch.cli.sbatch_array",
-              "dispatch.operator", "dispatch.supervise.supervisor", "dispatch.core.next",
-              "dispatch.report.figures")
+              "dispatch.operator", "dispatch.supervise.supervisor", "dispatch.core.next")
     from dispatch.model.base import Value
     models, todo = [], [Value]
     while todo:
@@ -142,6 +142,33 @@ def test_an_array_still_finds_its_code(tmp_path: Path) -> None:
     assert tasks == [f"{group}_{i}" for i in range(3)]  # one dispatch job per index
     assert isinstance(probe["imported"], list)
     assert NEVER & set(probe["imported"]) == {"dispatch.cli.sbatch_array"}
+
+
+@pytest.mark.parametrize(
+    ("package", "name", "home"),
+    [
+        ("dispatch.core", "fold", "dispatch.core.fold"),
+        ("dispatch.core", "project", "dispatch.core.project"),
+        ("dispatch.core", "Job", "dispatch.core.job"),
+        ("dispatch.core", "next_steps", "dispatch.core.next"),
+        ("dispatch.core", "plan_rules", "dispatch.core.plan"),
+        ("dispatch.supervise", "Supervisor", "dispatch.supervise.supervisor"),
+        ("dispatch.supervise", "SweepReport", "dispatch.supervise.supervisor"),
+        ("dispatch.supervise", "PassResult", "dispatch.supervise.supervisor"),
+        ("dispatch.supervise", "Deliver", "dispatch.supervise.delivery"),
+        ("dispatch.report", "figures", "dispatch.report.figures"),
+        ("dispatch.report", "spans", "dispatch.report.events"),
+    ],
+)
+def test_a_package_gives_its_names_whichever_module_came_first(
+    package: str, name: str, home: str
+) -> None:
+    # A fresh process imports the name's module first: a package that imported the name only
+    # when asked would then hand out the module of the same name instead.
+    code = f"import importlib, {home}, {package}; print(getattr({package}, {name!r}) is "
+    code += f"getattr(importlib.import_module({home!r}), {name!r}))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
 
 
 def test_a_program_that_imports_dispatch_keeps_pydantics_plugin_lookup() -> None:
