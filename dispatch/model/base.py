@@ -5,13 +5,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import VERSION, BaseModel, ConfigDict, ValidationError
 
 # pydantic v2 exports its model metaclass only from this module; subclassing it is how a model
 # class customises construction.
 from pydantic._internal._model_construction import ModelMetaclass
 
 from dispatch.model.errors import InvalidError
+
+# A class builds its validation schema on its first use rather than at import, which most
+# commands never reach for most classes (docs/sbatch.md). Only from pydantic 2.14 on: before
+# it, two threads using a class for the first time at once could each rebuild it, and one
+# could meanwhile validate with the base class's schema (the demo and the library's ``watch``
+# use models from a second thread).
+_BUILD_ON_FIRST_USE = tuple(int(p) for p in VERSION.split(".")[:2]) >= (2, 14)
 
 
 def describe(model: str, err: ValidationError) -> str:
@@ -45,7 +52,9 @@ class _RaisesInvalid(ModelMetaclass):
 class Value(BaseModel, metaclass=_RaisesInvalid):
     """A frozen value; building one from bad input raises ``InvalidError``."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False, defer_build=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_enum_values=False, defer_build=_BUILD_ON_FIRST_USE
+    )
 
     @classmethod
     def load(cls, data: Any) -> Any:
