@@ -18,7 +18,7 @@ from dispatch.model.errors import InvalidError
 # it, two threads using a class for the first time at once could each rebuild it, and one
 # could meanwhile validate with the base class's schema (the demo and the library's ``watch``
 # use models from a second thread).
-_BUILD_ON_FIRST_USE = tuple(int(p) for p in VERSION.split(".")[:2]) >= (2, 14)
+BUILD_ON_FIRST_USE = tuple(int(p) for p in VERSION.split(".")[:2]) >= (2, 14)
 
 
 def describe(model: str, err: ValidationError) -> str:
@@ -53,7 +53,7 @@ class Value(BaseModel, metaclass=_RaisesInvalid):
     """A frozen value; building one from bad input raises ``InvalidError``."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", use_enum_values=False, defer_build=_BUILD_ON_FIRST_USE
+        frozen=True, extra="forbid", use_enum_values=False, defer_build=BUILD_ON_FIRST_USE
     )
 
     @classmethod
