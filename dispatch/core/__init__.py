@@ -11,12 +11,12 @@ sets its package's attribute of that name to it).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.project import project
+from dispatch.lazy_names import importer
 
 if TYPE_CHECKING:
     from dispatch.core.next import next_steps
@@ -26,8 +26,4 @@ __all__ = ["Job", "fold", "next_steps", "plan_rules", "project"]
 
 _MODULE = {"next_steps": "dispatch.core.next", "plan_rules": "dispatch.core.plan"}
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_MODULE[name]), name)
+__getattr__ = importer(globals(), _MODULE)

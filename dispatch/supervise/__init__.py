@@ -7,8 +7,9 @@ it most of the core.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from dispatch.lazy_names import importer
 
 if TYPE_CHECKING:
     from dispatch.supervise.delivery import Deliver
@@ -23,8 +24,4 @@ _MODULE = {
     "SweepReport": "dispatch.supervise.supervisor",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _MODULE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_MODULE[name]), name)
+__getattr__ = importer(globals(), _MODULE)
