@@ -16,7 +16,7 @@ from dispatch.clock import Clock
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.requests import Judgement, Ruling, Verb, judge, verb_of
-from dispatch.model.array import task_id
+from dispatch.model.array import next_later_id, task_id
 from dispatch.model.base import Value
 from dispatch.model.enums import ActorKind, Capability, State, Tristate
 from dispatch.model.errors import (
@@ -267,10 +267,14 @@ class Operator:
         Only a job with an outcome can be superseded, and only once: the old record names the
         new job before the new record is created, so two jobs of one lineage never share an
         epoch. A supersede that died between the two is finished by calling it again.
+
+        A job of an array is superseded by a new member of its group (``_supersede_member``).
         """
         new_job = new_job_id(self._rand)
 
         def build(j: Job, now: datetime) -> Entry:
+            if j.header.spec.task is not None:
+                raise _Member(j.header.spec.task.group)
             ruled = judge(j, Verb.SUPERSEDE, by)
             if ruled.ruling is Ruling.REPEAT:
                 raise _AlreadySuperseded(j.superseded_by, ruled.line)
@@ -279,6 +283,8 @@ class Operator:
 
         try:
             old = self._control(job, build)
+        except _Member as member:
+            return self._supersede_member(job, member.group, by, reason, options)
         except _AlreadySuperseded as done:
             try:
                 self._store.read(done.job)
@@ -290,6 +296,61 @@ class Operator:
                 raise RepeatedError(done.line, holds=True) from None
         base = old.header.lineage_base + len(old.submissions)
         return self._create(old.header.spec, by, job, base, options, job_id=new_job)
+
+    def _supersede_member(
+        self, job: JobID, group: str, by: Actor, reason: str, options: dict[str, Any]
+    ) -> Plan:
+        """Supersede a job of array ``group`` by the group's next member, ``<group>-<n>``.
+
+        The throttle orders such members by ``n`` and needs a member made later to have a
+        higher ``n`` than every one before it (``core/throttle.py``), so the new record is
+        created first, under the next free name, before the old record names it. Its
+        idempotency key is the old job's, so two supersedes of one job at once make one job;
+        a supersede that died between the two is finished by calling it again.
+        """
+        if options.get("idempotency_key"):
+            raise InvalidError(
+                f"job {job} is a job of array {group}: the job that supersedes it is keyed by "
+                "it; give no idempotency key"
+            )
+        old = fold(self._store.read(job), self._clock.now())
+        named = ""
+        if judge(old, Verb.SUPERSEDE, by).ruling is Ruling.REPEAT:
+            try:
+                self._store.read(old.superseded_by)
+            except NotFoundError:
+                named = old.superseded_by  # named, then never created: finish it by that name
+        if not named:
+            asked(old, Verb.SUPERSEDE, by)
+        keyed = {**options, "idempotency_key": f"supersedes-{job}"}
+        base = old.header.lineage_base + len(old.submissions)
+        for _ in range(CONTROL_RETRIES):
+            new_job = named or next_later_id(group, self._store.jobs(include_settled=True))
+            try:
+                plan = self._create(old.header.spec, by, job, base, keyed, job_id=new_job)
+                break
+            except ConflictError:
+                continue  # another job of the group took the name first: take the next one
+        else:
+            raise ConflictError(f"array {group}: no free name for a new job; try again")
+
+        def build(j: Job, now: datetime) -> Entry:
+            ruled = judge(j, Verb.SUPERSEDE, by)
+            if ruled.ruling is Ruling.REPEAT and j.superseded_by == plan.job:
+                raise _AlreadySuperseded(plan.job, ruled.line)
+            asked(j, Verb.SUPERSEDE, by)
+            return SupersededEntry(at=now, by=by, job=plan.job, reason=reason)
+
+        with contextlib.suppress(_AlreadySuperseded):
+            self._control(job, build)
+        return plan
+
+
+class _Member(Exception):
+    """The job to supersede is a member of an array group."""
+
+    def __init__(self, group: str) -> None:
+        self.group = group
 
 
 class _AlreadySuperseded(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dispatch.model.array import task_of
+from dispatch.model.array import group_of, task_of
 
 
 def counts(values: list[str]) -> str:
@@ -23,16 +23,16 @@ def gathered(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     the first of its tasks stood."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
-        t = task_of(d["job"])
-        if t is not None:
-            groups.setdefault(t[0], []).append(d)
+        g = group_of(d["job"])
+        if g is not None:
+            groups.setdefault(g, []).append(d)
     out: list[dict[str, Any]] = []
     for d in docs:
-        t = task_of(d["job"])
-        if t is None:
+        g = group_of(d["job"])
+        if g is None:
             out.append(d)
-        elif groups[t[0]][0] is d:
-            out.append(array_row(t[0], groups[t[0]]))
+        elif groups[g][0] is d:
+            out.append(array_row(g, groups[g]))
     return out
 
 
@@ -53,13 +53,14 @@ def array_row(group: str, tasks: list[dict[str, Any]]) -> dict[str, Any]:
         "age_seconds": max(t["age_seconds"] for t in tasks),
         "created_by": tasks[0]["created_by"],
         "settled": all(t["settled"] for t in tasks),
-        "waiting": [f"{group}:{_index(t)} {w}" for t in tasks for w in t["waiting"]],
+        "waiting": [f"{_label(t)} {w}" for t in tasks for w in t["waiting"]],
     }
 
 
-def _index(doc: dict[str, Any]) -> int:
+def _label(doc: dict[str, Any]) -> str:
+    """How a member is named: ``GROUP:INDEX`` for a task, its own id for a later member."""
     t = task_of(doc["job"])
-    return t[1] if t is not None else -1
+    return f"{t[0]}:{t[1]}" if t is not None else str(doc["job"])
 
 
 def task_lines(group: str, tasks: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -75,7 +76,5 @@ def task_lines(group: str, tasks: list[dict[str, Any]]) -> list[tuple[str, str]]
     ]
     for t in tasks:
         cause = f", {t['cause']}" if t["cause"] != "none" else ""
-        out.append(
-            (f"task {group}:{_index(t)}", f"{t['state']}{cause}, submissions {t['submissions']}")
-        )
+        out.append((f"task {_label(t)}", f"{t['state']}{cause}, submissions {t['submissions']}"))
     return out

@@ -12,7 +12,8 @@ a verb given a whole id costs the same in a ledger of ten jobs or a hundred thou
 completion offers the ledger's job ids from here too.
 
 A job array (``model/array.py``) is named as a whole by its group id (or the start of it, or
-the tasks' name), and one task by ``GROUP:INDEX`` (or the task's own id, ``GROUP_INDEX``).
+the tasks' name), and one task by ``GROUP:INDEX`` (or the task's own id, ``GROUP_INDEX``); a
+job that supersedes a task is a member of the array too, named by its own id (``GROUP-N``).
 Verbs that act on a whole array (``status``, ``cancel``, ``hold``, ``report``) take
 ``resolve_all``; the others take one job, and a reference to a whole array asks for a task.
 """
@@ -26,7 +27,7 @@ from typing import Any
 import click
 from click.shell_completion import CompletionItem
 
-from dispatch.model.array import task_id, task_of
+from dispatch.model.array import group_of, member_order, task_id, task_of
 from dispatch.model.errors import DispatchError, InvalidError, NotFoundError
 from dispatch.model.values import JobID
 from dispatch.records.contract import Records, Sharded
@@ -67,13 +68,13 @@ def resolve_all(store: Records, ref: str, names: Names | None = None) -> list[Jo
     group, colon, index = ref.rpartition(":")
     if colon and group and index.isdigit():
         return [_task(store, ids, group, int(index), names)]
-    if ref in ids and task_of(ref) is not None:
-        return [ref]  # a task's own id, though the ids of tasks 10..19 start with task 1's
+    if ref in ids and group_of(ref) is not None:
+        return [ref]  # a member's own id, though the ids of tasks 10..19 start with task 1's
     matches = _matches(store, ids, ref, names() if names is not None else {})
-    groups = {t[0] for t in map(task_of, matches) if t is not None}
-    if len(matches) > 1 and len(groups) == 1 and all(map(task_of, matches)):
+    groups = {group_of(j) for j in matches}
+    if len(matches) > 1 and len(groups) == 1 and None not in groups:
         (g,) = groups
-        return sorted((j for j in ids if j.startswith(f"{g}_")), key=_index)
+        return sorted((j for j in ids if group_of(j) == g), key=member_order)
     if len(matches) == 1:
         return list(matches)
     if matches:
@@ -110,11 +111,6 @@ def _matches(
     return matches
 
 
-def _index(job: JobID) -> int:
-    t = task_of(job)
-    return t[1] if t is not None else -1
-
-
 def _task(store: Records, ids: list[JobID], ref: str, index: int, names: Names | None) -> JobID:
     """Task ``index`` of the array ``ref`` names."""
     tasks = resolve_all(store, ref, names)
@@ -123,7 +119,7 @@ def _task(store: Records, ids: list[JobID], ref: str, index: int, names: Names |
         raise InvalidError(f"{ref}:{index}: job {tasks[0]} is not an array; name it as {ref}")
     job = task_id(group[0], index)
     if job not in ids:
-        have = [str(_index(j)) for j in tasks]
+        have = [str(t[1]) for t in map(task_of, tasks) if t is not None]
         more = ", ..." if len(have) > SHOWN_CANDIDATES else ""
         shown = ", ".join(have[:SHOWN_CANDIDATES]) + more
         raise NotFoundError(

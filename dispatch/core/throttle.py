@@ -1,15 +1,18 @@
-"""Array throttles: whether a task of a job array may have its first submission yet.
+"""Array throttles: whether a member of a job array may have its first submission yet.
 
 sbatch's ``--array=0-15%4`` runs at most 4 tasks at once. Under dispatch a task holds its
 place from its first authorize until its record settles, across every resubmission a rule
 makes, so the limit has to count records, not Slurm jobs. The rule is one that needs no lock
-between supervisors: task ``i`` is authorized only while fewer than ``throttle`` tasks of its
-group with a lower index have unsettled records (``Discovery.ahead``, counted by the
-supervisor). Records only ever settle, never unsettle, so a count taken on an older view is
-never lower than the count now, and two supervisors deciding on two tasks at once cannot
-let more than ``throttle`` run: of any set of tasks holding submissions, the one with the
-highest index saw every other as unsettled when it was authorized, so the set has at most
-``throttle`` members. Tasks start in index order, as Slurm starts an array's.
+between supervisors: the group's members stand in one order (its tasks by index, then the jobs
+that supersede its tasks in the order they were made, ``model/array.py``), and a member is
+authorized only while fewer than ``throttle`` members before it have unsettled records
+(``Discovery.ahead``, counted by the supervisor). Records only ever settle, never unsettle, so
+a count taken on an older view is never lower than the count now, and two supervisors deciding
+on two members at once cannot let more than ``throttle`` run: of any set of members holding
+submissions, the last one in the order saw every other as unsettled when it was authorized
+(each of them was recorded by then: the tasks all before any launch, a superseding job before
+any made after it), so the set has at most ``throttle`` members. Tasks start in index order,
+as Slurm starts an array's; a job that supersedes a task waits behind the whole array.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from dispatch.model.objects import Discovery
 
 
 def throttled(job: Job, d: Discovery) -> bool:
-    """Whether ``job``, an array task with a throttle and no submission yet, must wait for
-    a task ahead of it to settle; a count the discovery does not carry is waited on."""
+    """Whether ``job``, an array member with a throttle and no submission yet, must wait for
+    a member ahead of it to settle; a count the discovery does not carry is waited on."""
     task = job.header.spec.task
     if task is None or not task.throttle or job.submissions:
         return False

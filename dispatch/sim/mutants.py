@@ -23,10 +23,10 @@ from typing import Any
 from dispatch.core import current
 from dispatch.core import steps as st
 from dispatch.core.fold import _Folder
-from dispatch.core.job import ObjectRec
+from dispatch.core.job import Job, ObjectRec
 from dispatch.core.situation import Fact
 from dispatch.model.enums import CauseKind
-from dispatch.model.objects import CessationEvidence
+from dispatch.model.objects import CessationEvidence, Discovery
 from dispatch.model.record import AuthorizeEntry, CanonicalEntry, Decision, OwnerEntry, ReplyEntry
 from dispatch.model.status import Escalation
 from dispatch.model.values import Cause, JobID
@@ -36,6 +36,7 @@ from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.supervisor import Supervisor
+from dispatch.supervise.throttle import Slots
 
 # The modules whose tables the mutants of the core substitute (``dispatch.core`` re-exports a
 # function named ``fold``, which hides the module of that name from attribute access).
@@ -79,6 +80,8 @@ MUTANTS: dict[str, str] = {
     "job starts after an upstream that ended as it must not",
     "throttle-ignored": "an array task is authorized while as many tasks ahead of it hold a "
     "place as its throttle allows",
+    "later-member-by-index": "a job that supersedes an array task counts only the tasks before "
+    "its index, so it starts beside as many tasks as the throttle allows",
     "commit-unfolded": "the stores commit entries the fold would refuse, leaving a record "
     "nobody can read",
 }
@@ -250,6 +253,14 @@ def _settle_before_escalations() -> Iterator[None]:
         yield
 
 
+def _ahead_by_index(self: Slots, job: Job, found: Discovery) -> Discovery:
+    """The count before later members of a group had a place in its order: the unsettled
+    tasks below the index the job carries, whatever job it is."""
+    task = job.header.spec.task
+    assert task is not None
+    return found.model_copy(update={"ahead": self.tasks_before(task.group, task.index)})
+
+
 # How each mutant is installed: by substituting a table row, a check or a method.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "open-before-canonical": _open_before_canonical,
@@ -276,6 +287,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "dependency-ignored": lambda: _without_rows(Fact.AWAITING_UPSTREAM),
     "dependency-never-broken": lambda: _without_rows(Fact.DEPENDENCY_BROKEN),
     "throttle-ignored": lambda: _without_rows(Fact.AWAITING_SLOT),
+    "later-member-by-index": lambda: _substituted(Slots, "ahead", _ahead_by_index),
 }
 
 

@@ -22,7 +22,6 @@ from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
 from dispatch.core.fold import Folding, fold
 from dispatch.core.next import next_steps
-from dispatch.model.array import task_of
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
@@ -498,8 +497,7 @@ class Supervisor:
         if waited is None:
             return False
         now = self.clock.now()
-        task = task_of(job) if waited.slot is not None else None
-        ahead = None if task is None else self._slots_now().count(*task)
+        ahead = None if waited.slot is None else self._slots_now().count(job)
         if not waited.holds(memo.seen(found), now, ahead):
             return False
         if self.check_remembered is not None:

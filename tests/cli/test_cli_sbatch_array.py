@@ -198,3 +198,38 @@ def test_an_array_with_a_dependency_launches_no_task_before_its_upstream_settles
     assert out.splitlines()[-1].endswith(
         "3 tasks; every task waits for the jobs it depends on: nothing is in Slurm's queue"
     )
+
+
+def test_a_superseded_task_is_followed_by_a_member_of_its_array_that_waits_for_a_place(
+    site: Site,
+) -> None:
+    group = _group(site)
+    code, _, err = dispatch(site, "cancel", f"{group}:0", "--reason", "wrong seed")
+    assert code == 0, err
+    assert site.sweep().exit_code == 0
+    code, out, err = dispatch(site, "supersede", f"{group}:0", "--reason", "seed fixed")
+    assert code == 0, err
+    assert f"job {task_id(group, 0)} superseded by job {group}-1 " in out
+    # Asked again: the same new job, nothing recorded twice.
+    before = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
+    code, out, err = dispatch(site, "supersede", f"{group}:0", "--reason", "seed fixed")
+    assert code == 0 and f"already superseded by job {group}-1 " in out, err
+    after = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
+    assert before == after and sorted(after) == sorted(
+        [*(task_id(group, i) for i in range(6)), f"{group}-1"]
+    )
+    spec = site.store.read(f"{group}-1").header.spec
+    assert spec.task is not None and (spec.task.index, spec.task.throttle) == (0, 2)
+    # Tasks 1 and 2 hold both places: the new job waits, named by its own id in the array.
+    assert site.sweep().exit_code == 0
+    assert not site.backend.env().objects(f"{group}-1")
+    code, out, _ = dispatch(site, "status", group)
+    assert f"task {group}-1" in out and out.split("\n")[2].split()[:2] == ["tasks", "7:"]
+    code, out, _ = dispatch(site, "status", f"{group}-1")
+    assert code == 0 and out.splitlines()[0].split() == ["job", f"{group}-1"]
+    code, out, _ = dispatch(site, "list")
+    assert [line.split()[0] for line in out.splitlines()[1:]] == [group]
+    # A cancel of the array reaches the new job too.
+    code, out, err = dispatch(site, "cancel", group)
+    assert code == 0 and out.startswith(f"cancel committed on 6 tasks of array {group}"), out
+    assert site.store.read(f"{group}-1").commits[-1].entries[0].kind == "cancel"

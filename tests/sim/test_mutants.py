@@ -17,6 +17,7 @@ from dispatch.sim import mutants as sim_mutants
 from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.supervisor import Supervisor
+from dispatch.supervise.throttle import Slots
 
 
 @pytest.mark.parametrize("name", sorted(MUTANTS))
@@ -51,7 +52,7 @@ def test_no_module_outside_the_simulator_knows_of_mutants() -> None:
 
 def _substituted_parts() -> list[object]:
     """What the installed mutants substitute: the core's tables, the performer's, the
-    supervisor's and the file ledger's methods, the store contract's checks."""
+    supervisor's, the throttle's and the file ledger's methods, the store contract's checks."""
     return [
         Performer.run,
         Performer._unknown_reply,
@@ -68,6 +69,7 @@ def _substituted_parts() -> list[object]:
         vars(CessationEvidence)["from_nodes"],
         sim_mutants.requests.REQUESTS,
         contract.FoldCheck.check,
+        Slots.ahead,
     ]
 
 

@@ -13,6 +13,7 @@ from dispatch.batch.array import read, tasks
 from dispatch.core.fold import fold
 from dispatch.model.array import task_id
 from dispatch.model.enums import State
+from dispatch.model.errors import InvalidError, RepeatedError
 from dispatch.supervise.throttle import Slots
 
 GROUP = "abcdefghijklmnop"
@@ -95,3 +96,114 @@ def test_a_count_taken_before_a_task_settled_never_lets_one_more_start(world: Wo
         stale = before.ahead(job, world.backend.find(j)).ahead
         fresh = after.ahead(job, world.backend.find(j)).ahead
         assert stale is not None and fresh is not None and stale >= fresh
+
+
+def _fail(world: World, job: str) -> None:
+    """Preempt ``job`` past its budget of 1: it settles failed and frees its place."""
+    for _ in range(2):
+        world.backend.env().preempt(world.canonical(job))
+        _sweep(world)
+    out = world.job(job).outcome
+    assert out is not None and out.state is State.FAILED, job
+
+
+def _members(world: World) -> list[str]:
+    """Every job of the group: its tasks and the jobs that supersede them."""
+    return [j for j in world.store.jobs(include_settled=True) if j.startswith(GROUP)]
+
+
+def test_a_job_that_supersedes_a_task_waits_behind_the_array_and_never_runs_beside_n(
+    world: World,
+) -> None:
+    jobs = _array(world, "0-5%2")
+    _sweep(world)
+    _fail(world, jobs[0])
+    assert _holding(world, jobs) == jobs[1:3]
+    # A person supersedes task 0 while tasks 1 and 2 hold both places: the new job waits.
+    new = world.cluster.operator.supersede(jobs[0], ADA, "fixed the data path", supervised=True).job
+    assert world.job(new).header.spec.task == world.job(jobs[0]).header.spec.task
+    _sweep(world)
+    assert world.job(new).submissions == []
+    # As tasks settle, the array's own tasks go first, then the new job; never more than 2 run.
+    seen: set[str] = set()
+    while not all(world.job(j).settled for j in _members(world)):
+        holding = _holding(world, _members(world))
+        assert 0 < len(holding) <= 2, holding
+        seen.update(holding)
+        if new in holding:  # it started only once fewer tasks than the throttle were left
+            assert sum(not world.job(j).settled for j in jobs) < 2, "the new job went ahead"
+        world.backend.env().complete(world.canonical(holding[0]))
+        _sweep(world)
+    assert new in seen
+    out = world.job(new).outcome
+    assert out is not None and out.state is State.SUCCEEDED
+
+
+def test_jobs_that_supersede_tasks_run_one_after_another_in_the_order_they_were_made(
+    world: World,
+) -> None:
+    jobs = _array(world, "0-3%1")
+    _sweep(world)
+    _fail(world, jobs[0])
+    _fail(world, jobs[1])
+    # Task 2 holds the one place; task 1's new job is made before task 0's.
+    later = world.cluster.operator.supersede(jobs[1], ADA, "again", supervised=True).job
+    _sweep(world)
+    for j in jobs[2:]:
+        world.backend.env().complete(world.canonical(j))
+        _sweep(world)
+    assert _holding(world, _members(world)) == [later]
+    # Made while `later` runs, task 0's new job waits for it: one at a time.
+    last = world.cluster.operator.supersede(jobs[0], ADA, "again", supervised=True).job
+    _sweep(world)
+    assert _holding(world, _members(world)) == [later]
+    assert world.job(last).submissions == []
+    world.backend.env().complete(world.canonical(later))
+    _sweep(world)
+    assert _holding(world, _members(world)) == [last]
+
+
+def test_a_later_member_counts_every_task_and_the_members_made_before_it() -> None:
+    g = GROUP
+    slots = Slots([f"{g}_4", f"{g}-3", f"{g}_1", f"{g}-1", "qrstuvwxyzabcdef", f"{g}_9"])
+    assert [slots.count(f"{g}_{i}") for i in (0, 1, 4, 5, 9)] == [0, 0, 1, 2, 2]
+    # A later member stands behind every task, whatever index it carries, then by its n.
+    assert [slots.count(f"{g}-{n}") for n in (1, 2, 3, 4)] == [3, 4, 4, 5]
+    assert slots.count("qrstuvwxyzabcdef") is None
+
+
+def test_a_supersede_that_died_after_making_the_new_job_is_finished_by_asking_again(
+    world: World,
+) -> None:
+    jobs = _array(world, "0-3%2")
+    _sweep(world)
+    _fail(world, jobs[0])
+    # The first supersede made the new job, then died before the old record named it.
+    old = world.job(jobs[0])
+    made = world.cluster.operator._create(
+        old.header.spec,
+        ADA,
+        jobs[0],
+        len(old.submissions),
+        {"supervised": True, "idempotency_key": f"supersedes-{jobs[0]}"},
+        job_id=f"{GROUP}-1",
+    )
+    again = world.cluster.operator.supersede(jobs[0], ADA, "again", supervised=True)
+    assert again.job == made.job == f"{GROUP}-1"
+    assert world.job(jobs[0]).superseded_by == f"{GROUP}-1"
+    assert _members(world) == sorted([*jobs, f"{GROUP}-1"])
+    with pytest.raises(RepeatedError, match=f"already superseded by job {GROUP}-1"):
+        world.cluster.operator.supersede(jobs[0], ADA, "again", supervised=True)
+
+
+def test_a_new_member_takes_the_next_name_not_one_another_member_holds(world: World) -> None:
+    jobs = _array(world, "0-3%2")
+    _sweep(world)
+    _fail(world, jobs[0])
+    _fail(world, jobs[1])
+    first = world.cluster.operator.supersede(jobs[1], ADA, "one", supervised=True).job
+    second = world.cluster.operator.supersede(jobs[0], ADA, "two", supervised=True).job
+    assert (first, second) == (f"{GROUP}-1", f"{GROUP}-2")
+    assert world.job(second).header.supersedes == jobs[0]
+    with pytest.raises(InvalidError, match="give no idempotency key"):
+        world.cluster.operator.supersede(second, ADA, "x", idempotency_key="k")

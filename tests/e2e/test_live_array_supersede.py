@@ -1,0 +1,91 @@
+"""Live: a task of a job array that failed is run again by a person (``dispatch supersede
+GROUP:INDEX``) as a new member of its array, which keeps the task's index and waits for a place
+under the array's throttle. The real local Slurm cluster, typed from a user's shell, and
+``sacct`` read for what ran when."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import cast
+
+import pytest
+from live_cluster import wait_for
+from live_user import User
+
+pytestmark = [pytest.mark.live]
+
+SCRIPT = """#!/bin/bash
+#SBATCH --job-name=points
+#SBATCH --partition=low
+#SBATCH --nodes=1
+#SBATCH --output=/dev/null
+#SBATCH --array=0-2%1
+echo "start $SLURM_ARRAY_TASK_ID $SLURM_JOB_NAME" >> runs.log
+if [ "$SLURM_ARRAY_TASK_ID" = 0 ] && [ ! -e fixed ]; then exit 3; fi
+sleep 6
+echo "end $SLURM_ARRAY_TASK_ID $SLURM_JOB_NAME" >> runs.log
+"""
+
+
+def _most_at_once(runs: list[tuple[int, int]]) -> int:
+    """The most runs (start, end) that overlap at any second; an end frees its place first."""
+    edges = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
+    now = most = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
+    own_home: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "points.sbatch").write_text(SCRIPT)
+    user = User(own_home, folder)
+    group = user.sh("dispatch sbatch --parsable points.sbatch").strip()
+    later = f"{group}-1"
+    names = ",".join([*(f"dj-{group}_{i}" for i in range(3)), f"dj-{later}"])
+    try:
+        with user.following(folder):
+            first = user.settled(f"{group}:0")
+            cause = cast(dict[str, str], first["cause"])
+            assert (first["state"], cause["kind"]) == ("failed", "non-zero-exit"), first
+            (folder / "fixed").touch()
+            done = user.run(f"dispatch supersede {group}:0 --reason 'fixed the seed'")
+            assert done.returncode == 0, done.stderr
+            assert f"superseded by job {later} " in done.stdout
+            # Task 1 holds the one place: the new job waits, with no Slurm job of its own.
+            waiting = user.status(later)
+            assert waiting["state"] == "pending" and waiting["submissions"] == [], waiting
+            whole = wait_for(
+                f"array {group} to settle",
+                lambda: user.status(group),
+                lambda s: bool(s["settled"]),
+                patience=180,
+            )
+    finally:
+        user.run(f"scancel --name={names}")
+    assert whole["states"] == {"failed": 1, "succeeded": 3}, whole
+    log = (folder / "runs.log").read_text().splitlines()
+    assert f"start 0 dj-{later}" in log and f"end 0 dj-{later}" in log, log
+    rows = wait_for(
+        "sacct to record 4 ended jobs",
+        lambda: [
+            line.split("|")
+            for line in user.sh(
+                f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} -o JobID,JobName,Start,End"
+            ).splitlines()
+        ],
+        lambda rows: len(rows) >= 4 and all(row[3].isdigit() for row in rows),
+        patience=60,
+    )
+    assert len(rows) == 4, rows
+    by_name = {name: (job_id, int(start), int(end)) for job_id, name, start, end in rows}
+    job_id, start, _ = by_name[f"dj-{later}"]
+    assert re.fullmatch(r"\d+_0", job_id), job_id  # a one-index array: SLURM_ARRAY_TASK_ID=0
+    # It started only once the tasks ahead of it ended; never two at once.
+    assert start >= max(by_name[f"dj-{group}_{i}"][2] for i in (1, 2)), by_name
+    assert _most_at_once([(s, e) for _, s, e in by_name.values()]) <= 1, by_name
