@@ -16,11 +16,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dispatch.adapters.slurm import directives as sb
 from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
-from dispatch.batch import array, dependency
 from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
 from dispatch.batch.directives import submit_keywords as keywords
 from dispatch.model.enums import CheckpointMode, DependencyKind
@@ -36,6 +35,10 @@ from dispatch.model.values import (
     RecoveryPolicy,
     SharedCheckpoint,
 )
+
+if TYPE_CHECKING:
+    # Imported where used: a job that is no array and names no dependency needs neither.
+    from dispatch.batch import array, dependency
 
 # dispatch sbatch's own flags (neither sbatch's nor the job's), and whether each takes a value.
 COMMAND_FLAGS = {"--config": True, "--plan": False, "--json": False}
@@ -98,6 +101,8 @@ class CommandLine:
         given = [g for g in self.sbatch if g.name == "dependency"]
         if not given:
             return None
+        from dispatch.batch import dependency
+
         return dependency.read(given[-1].value or "")
 
 
@@ -253,6 +258,8 @@ def _read_block(text: str, name: str) -> _Directives:
                     dependency_line = line.number
                     notes += _script_dependency(g.value or "", where)
                 elif g.name == "array":
+                    from dispatch.batch import array
+
                     tasks = array.read(g.value or "", f"{name} line {line.number}")
             i += used
     if first_command:
@@ -274,6 +281,8 @@ def _read_block(text: str, name: str) -> _Directives:
 def _script_dependency(value: str, where: str) -> list[str]:
     """The notes for a script's ``--dependency``, which may name Slurm job ids only: the
     script goes to sbatch as written, and sbatch reads every word there as a Slurm id."""
+    from dispatch.batch import dependency
+
     said = dependency.read(value, where)
     if said.on_jobs or said.singleton:
         raise InvalidError(
@@ -347,7 +356,11 @@ def build(
     )
     given = [g.value or "" for g in cmd.sbatch if g.name == "array"]
     # As sbatch reads it: the command line's last --array wins over the script's line.
-    tasks = array.read(given[-1]) if given else found.array
+    tasks = found.array
+    if given:
+        from dispatch.batch import array
+
+        tasks = array.read(given[-1])
     submit = keywords(options, len(rules))
     if tasks is not None and submit.get("idempotency_key"):
         raise InvalidError(

@@ -20,9 +20,8 @@ from typing import Any
 
 import click
 
-from dispatch.batch import array, request
+from dispatch.batch import request
 from dispatch.batch.directives import OPTIONS
-from dispatch.cli.refs import _name, resolve
 from dispatch.cli.render import clean
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
@@ -193,6 +192,8 @@ class _Upstream:
         self.session = session
 
     def resolve(self, ref: str) -> JobID:
+        from dispatch.cli.refs import resolve
+
         try:
             return resolve(self.session.ledger, ref)
         except (NotFoundError, InvalidError) as err:
@@ -202,12 +203,18 @@ class _Upstream:
             ) from None
 
     def unsettled_named(self, name: str) -> list[JobID]:
+        from dispatch.cli.refs import _name
+
         store = self.session.store
         return [j for j in store.jobs() if _name(store, j) == name]
 
 
 def after_lines(spec: JobSpec, store: Records) -> list[str]:
     """The jobs ``spec`` depends on, for people: what each must do before this one starts."""
+    if not spec.after:
+        return []
+    from dispatch.cli.refs import _name
+
     need = {
         DependencyKind.AFTEROK: "succeeded",
         DependencyKind.AFTERNOTOK: "failed or was cancelled",
@@ -335,6 +342,8 @@ def _checked(req: request.Request) -> JobSpec:
     """The spec Slurm checks: the highest task of an array (Slurm bounds the index)."""
     if req.array is None:
         return req.spec
+    from dispatch.batch import array
+
     return array.tasks(req.spec, array.Array(req.array.indices[-1:]), CHECK_JOB)[0]
 
 

@@ -7,8 +7,6 @@ A step that commits an entry takes its fields from the class it shares with that
 and the call alone is made again, is the step's own.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated, Literal
 

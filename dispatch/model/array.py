@@ -13,8 +13,6 @@ the name is taken, so a job made later always has a higher ``n`` than every one 
 throttle relies on that order (``core/throttle.py``).
 """
 
-from __future__ import annotations
-
 import re
 
 from pydantic import Field

@@ -7,8 +7,6 @@ a step cannot ask for an entry the record would refuse. Each class puts ``kind``
 entry's keys keep their order on disk: ``at``, ``by``, ``token``, ``kind``, then these.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Literal
 

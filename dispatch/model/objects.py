@@ -1,9 +1,8 @@
 """What the scheduler side looks like to dispatch: objects, observations and requests."""
 
-from __future__ import annotations
-
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
+from typing import Self
 
 from pydantic import Field
 
@@ -69,7 +68,7 @@ class ObjectObs(Value):
         """Whether the object's submission and attempt could not be read."""
         return self.submission is None or self.attempt is None
 
-    def same_as(self, other: ObjectObs | None) -> bool:
+    def same_as(self, other: "ObjectObs | None") -> bool:
         """Whether nothing worth recording changed since ``other``."""
         return other is not None and self == other
 
@@ -177,7 +176,7 @@ class CessationEvidence(Value):
     @classmethod
     def from_nodes(
         cls, run: str, nodes: Sequence[str], proven: Collection[str], record: str
-    ) -> CessationEvidence:
+    ) -> Self:
         """The answer from per-node evidence: ceased once every node of ``run`` has its
         ``record``; otherwise not, naming the nodes without one (cessation unproven)."""
         missing = [n for n in nodes if n not in proven]

@@ -6,8 +6,6 @@ carrying its owner token) and delivery. Revision 1 is the header; each condition
 one revision holding one or more entries.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated, Any, Literal
 

@@ -1,7 +1,5 @@
 """What a reader sees of a job: its status, its transitions and its escalations."""
 
-from __future__ import annotations
-
 from datetime import datetime
 
 from pydantic import AliasChoices, ConfigDict, Field
@@ -29,6 +27,14 @@ class Event(Value):
     rule: int | None = None
 
 
+class DeliveryFailure(Value):
+    """The last failed attempt to deliver an escalation not delivered since."""
+
+    at: datetime
+    via: str = ""
+    error: str
+
+
 class Escalation(Value):
     """dispatch asking a person to decide something; ``id`` says what, and is unique per job."""
 
@@ -41,14 +47,6 @@ class Escalation(Value):
     # When it was written to the supervisor's log only, no channel being configured.
     logged: datetime | None = None
     failed: DeliveryFailure | None = None
-
-
-class DeliveryFailure(Value):
-    """The last failed attempt to deliver an escalation not delivered since."""
-
-    at: datetime
-    via: str = ""
-    error: str
 
 
 class Submission(Value):

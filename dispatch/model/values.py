@@ -1,10 +1,8 @@
 """The value types of the job vocabulary: actors, causes, rules, the job spec and the plan."""
 
-from __future__ import annotations
-
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -136,7 +134,7 @@ class Rule(Value):
         return on
 
     @model_validator(mode="after")
-    def _hold_needs_duration(self) -> Rule:
+    def _hold_needs_duration(self) -> Self:
         if self.hold_for is not None and self.hold_for <= timedelta(0):
             raise ValueError(f"hold_for must be positive, got {format_duration(self.hold_for)}")
         if self.hold_for is not None:
@@ -338,7 +336,7 @@ class JobSpec(Value):
         return text
 
     @model_validator(mode="after")
-    def _extensions(self) -> JobSpec:
+    def _extensions(self) -> Self:
         kinds = [e.kind for e in self.extensions]
         for kind in kinds:
             if kinds.count(kind) > 1:
@@ -466,7 +464,7 @@ class AbandonTarget(Value):
     foreign: str = ""
 
     @model_validator(mode="after")
-    def _one_target(self) -> AbandonTarget:
+    def _one_target(self) -> Self:
         if bool(self.foreign) == bool(self.submission):
             raise ValueError("name either a submission (and maybe an attempt) or a foreign object")
         if self.attempt and not self.submission:

@@ -11,6 +11,7 @@ the collector did."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import pydantic.plugin._loader
 import pytest
 
 from dispatch.cluster import BUILT_IN, adapter_names, new_backend
-from dispatch.model.base import BUILD_ON_FIRST_USE
+from dispatch.model.base import BUILD_ON_FIRST_USE, Value
 
 LAZY_SCHEMAS = pytest.mark.skipif(
     not BUILD_ON_FIRST_USE, reason="schemas are built on first use from pydantic 2.14 on"
@@ -38,6 +39,7 @@ def walk(phase, info):
 gc.callbacks.append(walk)
 def said():
     unused = ("importlib.metadata", "email", "zipfile", "dispatch.cli.sbatch_array",
+              "dispatch.batch.array", "dispatch.batch.dependency", "dispatch.cli.refs",
               "dispatch.operator", "dispatch.supervise.supervisor", "dispatch.core.next")
     from dispatch.model.base import Value
     models, todo = [], [Value]
@@ -58,6 +60,11 @@ main()
 # What no command here imports without an array; the rest of the probe's list, ``sbatch``
 # needs (it runs the operator and the supervisor's first pass) and ``status`` does not.
 NEVER = {"importlib.metadata", "email", "zipfile", "dispatch.cli.sbatch_array"}
+# What ``sbatch`` of a job that is no array and names no dependency does not import either:
+# the array's and the dependency's readers, and the naming of jobs by reference.
+PLAIN_JOB_NEVER = {"dispatch.batch.array", "dispatch.batch.dependency", "dispatch.cli.refs"}
+# ``status JOB`` names its job by reference.
+STATUS_IMPORTS = {"dispatch.cli.refs"}
 # Importing ``dispatch.cli.sbatch`` with the collector on ran it about 90 times.
 MOST_COLLECTIONS = 45
 # The collections while ``status`` runs walk about 18,000 objects; without ``gc.freeze`` after
@@ -80,6 +87,18 @@ STATUS_BUILDS = {
 }
 # ``sbatch`` also makes a job spec, the supervisor's first steps and the entries they commit.
 MOST_SBATCH_BUILDS = 45
+
+
+# The modules of the job vocabulary's model classes.
+VOCABULARY = {
+    "dispatch.model.array",
+    "dispatch.model.fields",
+    "dispatch.model.objects",
+    "dispatch.model.record",
+    "dispatch.model.status",
+    "dispatch.model.values",
+    "dispatch.core.steps",
+}
 
 
 def site(tmp_path: Path) -> tuple[Path, Path]:
@@ -107,11 +126,12 @@ def test_sbatch_and_status_import_neither_entry_points_nor_array_code(tmp_path: 
     config, script = site(tmp_path)
     out, probe = command(tmp_path, "sbatch", "--config", str(config), "--parsable", str(script))
     job = out.strip()
-    assert isinstance(probe["imported"], list) and not NEVER & set(probe["imported"])
+    assert isinstance(probe["imported"], list)
+    assert not (NEVER | PLAIN_JOB_NEVER) & set(probe["imported"])
     assert isinstance(probe["collections"], int) and probe["collections"] <= MOST_COLLECTIONS
     out, probe = command(tmp_path, "status", "--config", str(config), job)
     assert out.splitlines()[0].split() == ["job", job]
-    assert probe["imported"] == []
+    assert probe["imported"] == sorted(STATUS_IMPORTS)
     assert isinstance(probe["collections"], int) and probe["collections"] <= MOST_COLLECTIONS
 
 
@@ -148,6 +168,19 @@ def test_an_array_still_finds_its_code(tmp_path: Path) -> None:
     assert tasks == [f"{group}_{i}" for i in range(3)]  # one dispatch job per index
     assert isinstance(probe["imported"], list)
     assert NEVER & set(probe["imported"]) == {"dispatch.cli.sbatch_array"}
+    assert "dispatch.batch.array" in probe["imported"]
+
+
+def test_a_dependency_still_finds_its_code(tmp_path: Path) -> None:
+    config, script = site(tmp_path)
+    first, _ = command(tmp_path, "sbatch", "--config", str(config), "--parsable", str(script))
+    argv = ["sbatch", "--config", str(config), f"--dependency=afterok:{first.strip()}"]
+    out, probe = command(tmp_path, *argv, "--parsable", str(script))
+    job = out.strip()
+    status, _ = command(tmp_path, "status", "--config", str(config), "--json", job)
+    assert json.loads(status)["after"] == [f"afterok:{first.strip()}"]
+    assert isinstance(probe["imported"], list)
+    assert PLAIN_JOB_NEVER - {"dispatch.batch.array"} <= set(probe["imported"])
 
 
 @pytest.mark.parametrize(
@@ -175,6 +208,27 @@ def test_a_package_gives_its_names_whichever_module_came_first(
     code += f"getattr(importlib.import_module({home!r}), {name!r}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "True"
+
+
+def test_the_model_classes_hold_their_field_types_as_objects_not_text() -> None:
+    # Every command makes these classes as it starts. A field type written as text (a module
+    # under ``from __future__ import annotations``) is compiled and evaluated by pydantic as
+    # it makes the class; one written as an object is read as it is.
+    modules = [importlib.import_module(m) for m in VOCABULARY]
+    models, todo = [], [Value]
+    while todo:
+        for c in todo.pop().__subclasses__():
+            todo.append(c)
+            if c.__module__ in VOCABULARY:
+                models.append(c)
+    assert {c.__module__ for c in models} == {m.__name__ for m in modules}
+    as_text = [
+        f"{c.__module__}.{c.__qualname__}.{name}"
+        for c in models
+        for name, hint in vars(c).get("__annotations__", {}).items()
+        if isinstance(hint, str)
+    ]
+    assert as_text == []
 
 
 def test_a_program_that_imports_dispatch_keeps_pydantics_plugin_lookup() -> None:
