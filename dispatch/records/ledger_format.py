@@ -20,7 +20,6 @@ import os
 import pwd
 import re
 import secrets
-import socket
 import stat
 import time
 from pathlib import Path
@@ -74,8 +73,9 @@ def is_temp(name: str) -> bool:
 
 
 def _temp_path(folder: Path) -> Path:
-    # Host and pid make a leftover traceable to the writer that crashed.
-    host = socket.gethostname().split(".")[0] or "host"
+    # Host and pid make a leftover traceable to the writer that crashed. The host name as
+    # uname(2) has it, which is what gethostname(2) returns: no socket module to import.
+    host = os.uname().nodename.split(".")[0] or "host"
     return folder / f"{TEMP_PREFIX}{host}-{os.getpid()}-{secrets.token_hex(8)}"
 
 

@@ -12,11 +12,11 @@ import contextlib
 import gc
 import logging
 import os
-import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
@@ -29,13 +29,15 @@ from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, Fencer, LaunchFence, find_all
-from dispatch.supervise import memo
 from dispatch.supervise.delivery import Deliver, Deliveries
-from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.throttle import Slots, waits_for_slot
 from dispatch.supervise.upstream import look_upstream, waits_on_upstream
+
+if TYPE_CHECKING:
+    # Imported by ``sweep``, which alone keeps memos: a lone job's passes have none.
+    from dispatch.supervise.memo import SweepMemos
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -131,8 +133,9 @@ class Supervisor:
         self.backend, self.store = backend, store
         self.clock = clock or SystemClock()
         self.poll = poll
+        # The host name as uname(2) has it (what gethostname(2) returns).
         self.actor = actor or Actor(
-            kind=ActorKind.SUPERVISOR, id=f"{socket.gethostname()}:{os.getpid()}"
+            kind=ActorKind.SUPERVISOR, id=f"{os.uname().nodename}:{os.getpid()}"
         )
         self.deliveries = Deliveries(store, self.clock, self.actor, deliver)
         self.deliver = self.deliveries.deliver
@@ -329,6 +332,8 @@ class Supervisor:
         seen: dict[JobID, Seen] = {}
         settled: dict[JobID, View] = {}
         found: dict[JobID, Discovery] = {}
+        from dispatch.supervise.memo import SweepMemos
+
         self._memos = None if sharded is None else SweepMemos(sharded, self.deliveries.via)
         self._sweeping = True
         with _no_cyclic_gc():
@@ -442,6 +447,8 @@ class Supervisor:
         deadline: datetime | None,
     ) -> list[JobID]:
         """One pass for each job in ``views``, changed first; the jobs whose pass moved on."""
+        from dispatch.supervise import memo
+
         moved: list[JobID] = []
         for job in self._changed_first(views, found):
             view = views[job]
@@ -460,7 +467,7 @@ class Supervisor:
                 if result is not None and stamp is not None:
                     until = memo.lapse(job, self.clock.now(), result.wake)
                     seen = memo.seen(found[job])
-                    self._memos.keep(job, Waited(view, stamp, seen, until, result.slot))
+                    self._memos.keep(job, memo.Waited(view, stamp, seen, until, result.slot))
         return moved
 
     def _changed_first(
@@ -498,6 +505,8 @@ class Supervisor:
             return False
         now = self.clock.now()
         ahead = None if waited.slot is None else self._slots_now().count(job)
+        from dispatch.supervise import memo
+
         if not waited.holds(memo.seen(found), now, ahead):
             return False
         if self.check_remembered is not None:
