@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from dispatch.model.errors import (
 )
 from dispatch.model.limits import MAX_SCRIPT
 from dispatch.model.objects import StartRequest
+from dispatch.model.record import View
 from dispatch.model.status import Status
 from dispatch.model.values import JobID, JobSpec, Plan, Support
 from dispatch.records.contract import Records
@@ -124,11 +126,40 @@ def _read(cmd: request.CommandLine) -> tuple[str, str | None]:
         raise InvalidError(f"script {cmd.script} is not UTF-8 text") from None
 
 
-def _check(backend: Backend, spec: JobSpec) -> str:
+class _Checking:
+    """The scheduler's check of a request (``_check``), asked in a thread of its own: this
+    one meanwhile makes ready what recording the job needs, and takes the answer (or the
+    refusal) before anything is recorded. The check is mostly the wait for ``sbatch
+    --test-only``, during which the interpreter is free."""
+
+    def __init__(self, backend: Backend, spec: JobSpec) -> None:
+        # Made here, so that the thread only waits for the scheduler.
+        self._req = StartRequest(
+            job=CHECK_JOB, submission=1, attempt=1, lineage_submission=1, spec=spec
+        )
+        self._backend, self._said = backend, ""
+        self._err: BaseException | None = None
+        self._thread = threading.Thread(target=self._ask, name="sbatch-check", daemon=True)
+        self._thread.start()
+
+    def _ask(self) -> None:
+        try:
+            self._said = _check(self._backend, self._req)
+        except BaseException as err:  # noqa: BLE001 - raised again by ``said``
+            self._err = err
+
+    def said(self) -> str:
+        """What the scheduler said; its refusal raised here."""
+        self._thread.join()
+        if self._err is not None:
+            raise self._err
+        return self._said
+
+
+def _check(backend: Backend, req: StartRequest) -> str:
     """Let the scheduler check the request without creating anything; what it said."""
     if not isinstance(backend, StartChecker):
         return ""
-    req = StartRequest(job=CHECK_JOB, submission=1, attempt=1, lineage_submission=1, spec=spec)
     try:
         return backend.check(req)
     except UnreachableError as err:
@@ -265,8 +296,12 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             click.echo(f"note: {clean(note)}", err=True)
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
+        checking = _Checking(backend, _checked(req))
+        if not cmd.plan and req.array is None:
+            # While Slurm checks: the schemas of the record the submit writes next.
+            View.model_rebuild()
         try:
-            said = _check(backend, _checked(req))
+            said = checking.said()
         except InvalidError as err:
             if req.array is None or "array" not in err.message.lower():
                 raise

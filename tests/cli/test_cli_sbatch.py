@@ -7,12 +7,16 @@ the live tests in tests/e2e run the same command against the local Slurm cluster
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
 from cli_setup import Site
 
+from dispatch.adapters.memory import MemoryBackend
 from dispatch.cli.sbatch import OUTPUT_LINE
+from dispatch.model.errors import RejectedError
+from dispatch.model.objects import StartRequest
 
 SCRIPT = """#!/bin/bash
 #SBATCH --nodes=2
@@ -87,6 +91,44 @@ def test_plan_prints_the_plan_and_creates_nothing(site: Site) -> None:
     assert code == 0 and OUTPUT_LINE not in out.splitlines()
     # ... and is told what a requeued run then loses.
     assert "--open-mode=truncate: each run writes over the output file" in err, err
+
+
+class CheckingBackend(MemoryBackend):
+    """The memory scheduler with a stand-in for Slurm's dry run (``sbatch --test-only``): it
+    refuses with ``refusal`` when given one, and notes the thread each check was asked from."""
+
+    def __init__(self, refusal: str = "") -> None:
+        super().__init__(auto_run=True)
+        self.refusal = refusal
+        self.asked_from: list[threading.Thread] = []
+
+    def check(self, req: StartRequest) -> str:
+        self.asked_from.append(threading.current_thread())
+        if self.refusal:
+            raise RejectedError(self.refusal)
+        return f"job {req.spec.name} would start now"
+
+
+def test_slurms_check_waits_beside_the_command_and_its_refusal_records_nothing(
+    site: Site,
+) -> None:
+    # The command makes the record's schemas ready while the scheduler checks the request.
+    site.backend = checking = CheckingBackend()
+    code, out, err = sbatch(site, "--parsable", "train.sbatch")
+    assert code == 0, err
+    assert recorded(site) == [out.strip()]
+    [thread] = checking.asked_from
+    assert thread is not threading.main_thread()
+    code, out, _ = sbatch(site, "--plan", "train.sbatch")
+    assert code == 0 and "Slurm would take it: job train.sbatch would start now" in out
+    site.backend = CheckingBackend("Requested node configuration is not available")
+    code, _, err = sbatch(site, "--parsable", "train.sbatch")
+    assert code == 2
+    assert err == (
+        "error: dispatch: invalid: Slurm refuses the job as it stands: Requested node "
+        "configuration is not available; nothing was recorded\n"
+    )
+    assert len(recorded(site)) == 1
 
 
 def test_the_script_may_come_on_stdin_as_with_sbatch(site: Site) -> None:
