@@ -463,7 +463,7 @@ class SlurmBackend:
             return []
         self._check(reply, "squeue")
         if self.squeue_json:
-            return self._ours(parse.parse_squeue_json(reply.stdout))
+            return self._ours(parse.parse_squeue_json(reply.stdout, set(names)))
         return self._ours(parse.parse_squeue_text(reply.stdout))
 
     def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:

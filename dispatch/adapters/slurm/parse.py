@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from dispatch.adapters.slurm.row import Origin, Row, split_state
@@ -129,11 +129,15 @@ def _named(fields: Sequence[str], values: list[str]) -> dict[str, str]:
     return defaultdict(str, zip(fields, values, strict=True))
 
 
-def parse_squeue_json(text: str | Mapping[str, Any]) -> list[Row]:
-    """Rows from a controller JSON reply (``squeue --json``, ``scontrol show job --json``)."""
+def parse_squeue_json(text: str | Mapping[str, Any], names: Collection[str] = ()) -> list[Row]:
+    """Rows from a controller JSON reply (``squeue --json``, ``scontrol show job --json``);
+    given ``names``, only the rows of jobs so named. 22.05's squeue ignores ``--name`` and
+    prints every job in the controller: the others are skipped before they are read."""
     doc = _load(text)
     rows = []
     for job in doc.get("jobs") or []:
+        if names and str(job.get("name") or "") not in names:
+            continue
         state, by = split_state(_state_word(job.get("job_state")))
         code, sig = _exit_json(job.get("exit_code"))
         rows.append(

@@ -244,3 +244,15 @@ def test_sacct_names_a_one_index_array_task_by_its_job_id_as_squeue_and_sbatch_d
     text = f"184_7|dj-g_7|COMPLETED{blank}\n185_[3]|dj-g_3|PENDING{blank}\n"
     rows = parse_sacct_text(text)
     assert [r.job_id for r in rows] == ["184", "185"]
+
+
+def test_a_22_05_squeue_reply_of_every_job_gives_the_rows_of_the_names_asked_for_alone() -> None:
+    # 22.05's squeue --json ignores --name: the reply holds every job in the controller.
+    text = (DATA / "cancelled" / "squeue.json").read_text()
+    every = parse_squeue_json(text)
+    assert len({r.name for r in every}) > 2
+    wanted = {"dj-high", "dj-completed"}
+    named = parse_squeue_json(text, wanted)
+    assert {r.name for r in named} == wanted
+    assert named == [r for r in every if r.name in wanted]
+    assert parse_squeue_json(text, {"dj-none-such"}) == []
