@@ -11,7 +11,14 @@ the user + system time the kernel reports for it and its children through ``wait
 are ``sleep 8`` in the low partition; they are stopped at the end. Medians; the machine is
 shared, so the load average is printed beside them.
 
+With ``--parts``, where this tree's call spends its wall time, in as many rounds of fresh
+processes, each round starting one of each (medians): Python's start alone, then with click's
+and pydantic's imports, then with the import of the command's module (dispatch's own modules
+and the model classes they make), then a whole call; each part is what it adds to the one
+before.
+
     LOCALCLUSTER_PORT_BASE=... .venv/bin/python benchmarks/sbatch.py [--baseline REF] [--runs 15]
+        [--parts]
 """
 
 from __future__ import annotations
@@ -33,6 +40,15 @@ BASELINE = "1d8dc3d"
 GOAL_S, GOAL_COMMANDS = 0.5, 4
 SLURM = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "id")
 MAIN = "from dispatch.cli.main import main; main()"
+# The starts ``--parts`` times, each adding to the one before it.
+PARTS = (
+    ("Python's start", "pass"),
+    ("click's and pydantic's imports", "import click; from pydantic import BaseModel, Field"),
+    (
+        "the command's module",
+        "from dispatch.cli.main import _import; _import('dispatch.cli.sbatch')",
+    ),
+)
 
 
 def cluster_env() -> dict[str, str]:
@@ -85,6 +101,12 @@ class Tree:
         }
         self.jobs: list[str] = []
 
+    def start(self, code: str) -> float:
+        """Wall seconds of one fresh process running ``code`` from this tree."""
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], cwd=self.folder, env=self.env, check=True)
+        return time.perf_counter() - t0
+
     def call(self) -> tuple[float, float, collections.Counter[str]]:
         """One ``dispatch sbatch``: wall s, CPU s (with its children), commands by program."""
         self.log.write_text("")
@@ -113,10 +135,36 @@ class Tree:
             )
 
 
+def parts(tree: Tree, runs: int) -> None:
+    """Print where ``tree``'s call spends its wall time (module docstring): each round runs
+    every part's start, then a whole call, so that all see the same load."""
+    loads: list[float] = []
+    times: dict[str, list[float]] = {name: [] for name, _ in PARTS}
+    calls = []
+    for _, code in PARTS:
+        tree.start(code)  # warm-up
+    for _ in range(runs):
+        loads.append(os.getloadavg()[0])
+        for name, code in PARTS:
+            times[name].append(tree.start(code))
+        calls.append(tree.call()[0])
+    print(
+        f"where this tree's call goes, medians of {runs} rounds of fresh processes; load "
+        f"average {min(loads):.1f}-{max(loads):.1f}"
+    )
+    print(f"{'part':<34}{'wall s':>8}{'up to':>8}")
+    before = 0.0
+    medians = [(n, statistics.median(t)) for n, t in times.items()]
+    for name, upto in [*medians, ("the call itself", statistics.median(calls))]:
+        print(f"{name:<34}{upto - before:>8.3f}{upto:>8.3f}")
+        before = upto
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=BASELINE)
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--parts", action="store_true", help="where this tree's call goes")
     args = parser.parse_args()
     cluster = cluster_env()
     work = Path(tempfile.mkdtemp(prefix="dispatch-sbatch-bench-"))
@@ -153,6 +201,8 @@ def main() -> None:
             print(f"{t.name:<10}{wall:>8.3f}{cpu:>8.3f}{sum(per.values()):>10}  {which}")
         this = got["this"]
         wall = statistics.median(r[0] for r in this)
+        if args.parts:
+            parts(trees[1], args.runs)
         most = max(sum(r[2].values()) for r in this)
         print(
             f"goal: <= {GOAL_S} s wall on an idle cluster: {wall:.3f} s at load "
