@@ -94,6 +94,22 @@ class User:
             patience=patience,
         )
 
+    def ended_in_sacct(self, names: str, fields: str, count: int) -> list[list[str]]:
+        """``sacct``'s rows (``fields``, times as epoch seconds, ``End`` last) of the jobs
+        named ``names`` once ``count`` of them have ended: slurmdbd records a job's end a
+        moment after the controller."""
+        return wait_for(
+            f"sacct to record {count} ended jobs",
+            lambda: [
+                line.split("|")
+                for line in self.sh(
+                    f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} -o {fields},End"
+                ).splitlines()
+            ],
+            lambda rows: len(rows) >= count and all(row[-1].isdigit() for row in rows),
+            patience=60,
+        )
+
     def cron(self) -> Cron:
         """cron, for the line ``dispatch supervise install --cron`` wrote in the crontab for the
         user's config file."""
@@ -213,3 +229,13 @@ def s3_env(url: str, store: str) -> dict[str, str]:
         "AWS_ACCESS_KEY_ID": S3_KEYS["aws_access_key_id"],
         "AWS_SECRET_ACCESS_KEY": S3_KEYS["aws_secret_access_key"],
     }
+
+
+def most_at_once(runs: list[tuple[int, int]]) -> int:
+    """The most runs (start, end) that overlapped at one moment."""
+    edges = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
+    now = most = 0
+    for _, step in edges:  # an end sorts before a start at the same second
+        now += step
+        most = max(most, now)
+    return most

@@ -14,7 +14,7 @@ from typing import cast
 
 import pytest
 from live_cluster import REPO, wait_for
-from live_user import User, kept_crontab
+from live_user import User, kept_crontab, most_at_once
 
 from dispatch.batch.directives import OPTIONS
 
@@ -235,16 +235,6 @@ time.sleep(300 if sys.argv[1] == "5" and first else 1)
 """
 
 
-def _most_at_once(runs: list[tuple[int, int]]) -> int:
-    """The most runs (start, end) that overlapped at one moment."""
-    edges = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
-    now = most = 0
-    for _, step in edges:  # an end sorts before a start at the same second
-        now += step
-        most = max(most, now)
-    return most
-
-
 @pytest.mark.live
 def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_throttle(
     own_home: Path, tmp_path: Path
@@ -280,19 +270,7 @@ def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_
     log = (folder / "sweep.log").read_text().splitlines()
     expected = [f"task {i} submission 1" for i in range(16)] + ["task 5 submission 2"]
     assert sorted(log) == sorted(expected)
-    # slurmdbd records a job's end a moment after the controller: wait until all 17 have ended.
-    rows = wait_for(
-        "sacct to record 17 ended jobs",
-        lambda: [
-            line.split("|")
-            for line in user.sh(
-                f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} "
-                "-o JobID,JobName,State,Start,End"
-            ).splitlines()
-        ],
-        lambda rows: len(rows) >= 17 and all(row[4].isdigit() for row in rows),
-        patience=60,
-    )
+    rows = user.ended_in_sacct(names, "JobID,JobName,State,Start", 17)
     assert len(rows) == 17, rows
     by_task: dict[str, list[str]] = {}
     for job_id, name, state, _, _ in rows:
@@ -301,4 +279,4 @@ def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_
         by_task.setdefault(index, []).append(state.split()[0])
     assert by_task.pop("5") == ["PREEMPTED", "COMPLETED"]
     assert all(states == ["COMPLETED"] for states in by_task.values()), by_task
-    assert _most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4
+    assert most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4

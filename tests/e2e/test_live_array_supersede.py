@@ -11,7 +11,7 @@ from typing import cast
 
 import pytest
 from live_cluster import wait_for
-from live_user import User
+from live_user import User, most_at_once
 
 pytestmark = [pytest.mark.live]
 
@@ -26,16 +26,6 @@ if [ "$SLURM_ARRAY_TASK_ID" = 0 ] && [ ! -e fixed ]; then exit 3; fi
 sleep 6
 echo "end $SLURM_ARRAY_TASK_ID $SLURM_JOB_NAME" >> runs.log
 """
-
-
-def _most_at_once(runs: list[tuple[int, int]]) -> int:
-    """The most runs (start, end) that overlap at any second; an end frees its place first."""
-    edges = sorted([(s, 1) for s, _ in runs] + [(e, -1) for _, e in runs])
-    now = most = 0
-    for _, step in edges:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
@@ -71,21 +61,11 @@ def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
     assert whole["states"] == {"failed": 1, "succeeded": 3}, whole
     log = (folder / "runs.log").read_text().splitlines()
     assert f"start 0 dj-{later}" in log and f"end 0 dj-{later}" in log, log
-    rows = wait_for(
-        "sacct to record 4 ended jobs",
-        lambda: [
-            line.split("|")
-            for line in user.sh(
-                f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} -o JobID,JobName,Start,End"
-            ).splitlines()
-        ],
-        lambda rows: len(rows) >= 4 and all(row[3].isdigit() for row in rows),
-        patience=60,
-    )
+    rows = user.ended_in_sacct(names, "JobID,JobName,Start", 4)
     assert len(rows) == 4, rows
     by_name = {name: (job_id, int(start), int(end)) for job_id, name, start, end in rows}
     job_id, start, _ = by_name[f"dj-{later}"]
     assert re.fullmatch(r"\d+_0", job_id), job_id  # a one-index array: SLURM_ARRAY_TASK_ID=0
     # It started only once the tasks ahead of it ended; never two at once.
     assert start >= max(by_name[f"dj-{group}_{i}"][2] for i in (1, 2)), by_name
-    assert _most_at_once([(s, e) for _, s, e in by_name.values()]) <= 1, by_name
+    assert most_at_once([(s, e) for _, s, e in by_name.values()]) <= 1, by_name
