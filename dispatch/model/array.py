@@ -52,20 +52,27 @@ def later_of(job: str) -> tuple[str, int] | None:
     return (m.group("group"), int(m.group("n"))) if m else None
 
 
+def member_of(job: str) -> tuple[str, tuple[int, int]] | None:
+    """The group a job id names as one of its members, and where the member stands in the
+    group's order: its tasks by index, ``(0, index)``, then the jobs that supersede them as
+    they were made, ``(1, n)``. None for any other id."""
+    if (t := task_of(job)) is not None:
+        return t[0], (0, t[1])
+    if (t := later_of(job)) is not None:
+        return t[0], (1, t[1])
+    return None
+
+
 def group_of(job: str) -> str | None:
     """The group a job id names as one of its members (a task or a superseding job)."""
-    member = task_of(job) or later_of(job)
+    member = member_of(job)
     return member[0] if member else None
 
 
 def member_order(job: str) -> tuple[int, int]:
-    """Where a member of a group stands in its order: its tasks by index, then the jobs that
-    supersede them as they were made; any other id sorts last."""
-    if (t := task_of(job)) is not None:
-        return (0, t[1])
-    if (t := later_of(job)) is not None:
-        return (1, t[1])
-    return (2, 0)
+    """Where a member stands in its group's order (``member_of``); any other id sorts last."""
+    member = member_of(job)
+    return member[1] if member else (2, 0)
 
 
 def next_later_id(group: str, jobs: list[str]) -> str:

@@ -16,7 +16,7 @@ from bisect import bisect_left
 from collections.abc import Iterable
 
 from dispatch.core.job import Job
-from dispatch.model.array import later_of, task_of
+from dispatch.model.array import member_of
 from dispatch.model.objects import Discovery
 from dispatch.model.values import JobID
 
@@ -28,31 +28,27 @@ def waits_for_slot(job: Job) -> bool:
 
 
 class Slots:
-    """The unsettled members of every group on one listing of the ledger's unsettled jobs."""
+    """The unsettled members of every group on one listing of the ledger's unsettled jobs,
+    each group's in its order (``model/array.py``, ``member_of``)."""
 
     def __init__(self, unsettled: Iterable[JobID]) -> None:
-        tasks: dict[str, list[int]] = {}
-        later: dict[str, list[int]] = {}
+        groups: dict[str, list[tuple[int, int]]] = {}
         for job in unsettled:
-            if (t := task_of(job)) is not None:
-                tasks.setdefault(t[0], []).append(t[1])
-            elif (t := later_of(job)) is not None:
-                later.setdefault(t[0], []).append(t[1])
-        self._tasks = {g: sorted(ix) for g, ix in tasks.items()}
-        self._later = {g: sorted(ns) for g, ns in later.items()}
+            if (member := member_of(job)) is not None:
+                groups.setdefault(member[0], []).append(member[1])
+        self._groups = {g: sorted(places) for g, places in groups.items()}
 
     def tasks_before(self, group: str, index: int) -> int:
         """The number of unsettled tasks of ``group`` with an index below ``index``."""
-        return bisect_left(self._tasks.get(group, []), index)
+        return bisect_left(self._groups.get(group, []), (0, index))
 
     def count(self, job: JobID) -> int | None:
         """The number of unsettled members of ``job``'s group before it, or None when
         ``job``'s id names no member of a group."""
-        if (t := task_of(job)) is not None:
-            return self.tasks_before(*t)
-        if (t := later_of(job)) is not None:
-            return len(self._tasks.get(t[0], [])) + bisect_left(self._later.get(t[0], []), t[1])
-        return None
+        member = member_of(job)
+        if member is None:
+            return None
+        return bisect_left(self._groups.get(member[0], []), member[1])
 
     def ahead(self, job: Job, found: Discovery) -> Discovery:
         """``found`` with the number of unsettled members of ``job``'s group before it. A job
@@ -62,7 +58,7 @@ class Slots:
         if n is None:
             task = job.header.spec.task
             assert task is not None
-            n = len(self._tasks.get(task.group, [])) + len(self._later.get(task.group, []))
+            n = len(self._groups.get(task.group, []))
         return Discovery(
             objects=found.objects,
             at=found.at,
