@@ -10,12 +10,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from dispatch.model.array import group_of, task_of
+from dispatch.model.array import group_of, member_order, task_of
 
 
 def counts(values: list[str]) -> str:
     """``3 running, 1 pending``: each value with how often it appears, the most first."""
     return ", ".join(f"{n} {v}" for v, n in Counter(values).most_common())
+
+
+def in_group_order(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``docs`` (rows in the ledger's order of ids) with each array's members together, in the
+    array's own order: its tasks by index, then the jobs that supersede them as they were made
+    (``model/array.member_of``). Ids alone would put ``G_10`` before ``G_2`` and ``G-1``
+    before ``G_0``."""
+    return sorted(docs, key=lambda d: (group_of(d["job"]) or d["job"], member_order(d["job"])))
 
 
 def gathered(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from dispatch.cli.describe import Look, Story, damaged, discovery, document, look, summary
-from dispatch.cli.groups import array_row, gathered, task_lines
+from dispatch.cli.groups import array_row, gathered, in_group_order, task_lines
 from dispatch.cli.listing import Rows
 from dispatch.cli.refs import complete_job, resolve_all
 from dispatch.cli.render import age, clean, table, when
@@ -330,6 +330,7 @@ def list_jobs(
         and (not escalated or d["waiting"])
         and (not user or d["created_by"] == f"human:{user}")
     ]
+    docs = in_group_order(docs)
     if not tasks:
         docs = gathered(docs)
     if as_json:

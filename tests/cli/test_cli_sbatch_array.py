@@ -233,3 +233,23 @@ def test_a_superseded_task_is_followed_by_a_member_of_its_array_that_waits_for_a
     code, out, err = dispatch(site, "cancel", group)
     assert code == 0 and out.startswith(f"cancel committed on 6 tasks of array {group}"), out
     assert site.store.read(f"{group}-1").commits[-1].entries[0].kind == "cancel"
+
+
+def test_list_tasks_gives_an_arrays_members_in_its_own_order(site: Site) -> None:
+    code, out, err = dispatch(site, "sbatch", "--parsable", "--array=0-11%2", "sweep.sbatch")
+    assert code == 0, err
+    group = out.strip()
+    (single,) = site.submit()
+    assert dispatch(site, "cancel", f"{group}:10", "--reason", "wrong seed")[0] == 0
+    assert site.sweep().exit_code == 0
+    assert dispatch(site, "supersede", f"{group}:10", "--reason", "seed fixed")[0] == 0
+    members = [*(task_id(group, i) for i in range(12)), f"{group}-1"]
+    code, out, _ = dispatch(site, "list", "--all", "--tasks")
+    listed = [line.split()[0] for line in out.splitlines()[1:]]
+    assert code == 0 and [j for j in listed if j != single] == members
+    got = json.loads(dispatch(site, "list", "--all", "--tasks", "--json")[1])
+    assert [d["job"] for d in got if d["job"] != single] == members
+    # Without --tasks the array is one line, counting every member.
+    code, out, _ = dispatch(site, "list", "--all", "--json")
+    (arr,) = [d for d in json.loads(out) if d["job"] == group]
+    assert arr["tasks"] == 13
