@@ -312,26 +312,19 @@ class View(Value):
     commits: tuple[Commit, ...] = ()
 
     @classmethod
-    def model_rebuild(
-        cls,
-        *,
-        force: bool = False,
-        raise_errors: bool = True,
-        _parent_namespace_depth: int = 2,
-        _types_namespace: Any = None,
-    ) -> bool | None:
+    def model_rebuild(cls, **options: Any) -> bool | None:
         """Build the schema of ``Header`` and ``Commit`` first, where this one is built on its
         first use: it then holds theirs as they are, rather than a copy built for it alone
-        that a ``Commit`` validated by itself would build again."""
+        that a ``Commit`` validated by itself would build again. ``options`` are pydantic's
+        own, passed on as they came (one more frame stands between the caller and pydantic's
+        look at the caller's namespace, so its depth grows by one)."""
         if not cls.__pydantic_complete__:
+            raise_errors = options.get("raise_errors", True)
             Header.model_rebuild(raise_errors=raise_errors)
             Commit.model_rebuild(raise_errors=raise_errors)
-        return super().model_rebuild(
-            force=force,
-            raise_errors=raise_errors,
-            _parent_namespace_depth=_parent_namespace_depth + 1 if _parent_namespace_depth else 0,
-            _types_namespace=_types_namespace,
-        )
+        depth = options.get("_parent_namespace_depth", 2)
+        options["_parent_namespace_depth"] = depth + 1 if depth else 0
+        return super().model_rebuild(**options)
 
     @property
     def revision(self) -> int:
