@@ -227,21 +227,35 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     assert not failed["submissions"]
 
 
-# The user's program for the array: task 5's first submission runs until it is preempted, every
-# other run takes a second, so the test decides when task 5 is preempted.
+# The user's program for the array: a task checkpoints its step to ckpt-<index> and resumes
+# from it. Tasks 5 and 9 train until they are preempted on their first submission, every other
+# run does one step, so the test decides when 5 and 9 are preempted.
 ARRAY_POINT = """import os, sys, time
-first = os.environ["DISPATCH_SUBMISSION"] == "1"
-time.sleep(300 if sys.argv[1] == "5" and first else 1)
+task = sys.argv[1]
+path = f"ckpt-{task}"
+step = 0
+if os.path.exists(path):
+    owner, done = open(path).read().split()
+    step = int(done)
+    with open("resumed.log", "a") as log:
+        log.write(f"task {task} resumed from the checkpoint of task {owner} at step {step}\\n")
+steps = 1500 if task in ("5", "9") and step == 0 else 1
+for step in range(step + 1, step + 1 + steps):
+    with open(path + ".tmp", "w") as out:
+        out.write(f"{task} {step}")
+    os.replace(path + ".tmp", path)
+    time.sleep(0.2)
 """
 
 
 @pytest.mark.live
-def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_throttle(
+def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_throttle(
     own_home: Path, tmp_path: Path
 ) -> None:
-    """The page's array, typed as written: 16 tasks, at most 4 at once; task 5 is preempted
-    and resubmitted alone as a one-index array (SLURM_ARRAY_TASK_ID unchanged) while the other
-    15 run once each; sacct shows 17 Slurm jobs, never more than 4 running at once."""
+    """The page's array, typed as written: 16 tasks, at most 4 at once; tasks 5 and 9 are
+    preempted, and each is resubmitted alone as a one-index array (SLURM_ARRAY_TASK_ID
+    unchanged) and resumes from its own checkpoint, while the other 14 run once each; sacct
+    shows 18 Slurm jobs, never more than 4 running at once."""
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "point.py").write_text(ARRAY_POINT)
@@ -253,30 +267,39 @@ def test_an_array_runs_as_written_and_a_preempted_task_recovers_alone_under_the_
     assert big.returncode == 2 and big.stderr.count("\n") == 1, big
     assert "the highest index, 5000, must be below the cluster's MaxArraySize" in big.stderr
     names = ",".join(f"dj-{group}_{i}" for i in range(16))
-    preemptor = ""
+    preemptors: list[str] = []
     try:
         with user.following(folder):
-            node = _running_on(user, f"{group}:5", 1)
-            preemptor = user.sh(
-                f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
-                "--output=/dev/null --job-name=preemptor --wrap='sleep 2'"
-            ).strip()
+            for task in (5, 9):
+                node = _running_on(user, f"{group}:{task}", 1)
+                wait_for(f"task {task}'s first checkpoint", (folder / f"ckpt-{task}").exists, bool)
+                preemptors.append(
+                    user.sh(
+                        f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
+                        "--output=/dev/null --job-name=preemptor --wrap='sleep 2'"
+                    ).strip()
+                )
             whole = user.settled(group)
     finally:
-        if preemptor:
+        for preemptor in preemptors:
             user.run(f"scancel {preemptor}")
         user.run(f"scancel --name={names}")
     assert whole["states"] == {"succeeded": 16}, whole
     log = (folder / "sweep.log").read_text().splitlines()
-    expected = [f"task {i} submission 1" for i in range(16)] + ["task 5 submission 2"]
-    assert sorted(log) == sorted(expected)
-    rows = user.ended_in_sacct(names, "JobID,JobName,State,Start", 17)
-    assert len(rows) == 17, rows
+    expected = [f"task {i} submission 1" for i in range(16)]
+    assert sorted(log) == sorted([*expected, "task 5 submission 2", "task 9 submission 2"])
+    resumed = sorted((folder / "resumed.log").read_text().splitlines())
+    assert [line.rpartition(" at step ")[0] for line in resumed] == [
+        f"task {t} resumed from the checkpoint of task {t}" for t in (5, 9)
+    ], resumed
+    assert all(int(line.rpartition(" ")[2]) >= 1 for line in resumed), resumed
+    rows = user.ended_in_sacct(names, "JobID,JobName,State,Start", 18)
+    assert len(rows) == 18, rows
     by_task: dict[str, list[str]] = {}
     for job_id, name, state, _, _ in rows:
         index = name.rpartition("_")[2]
         assert job_id.endswith(f"_{index}"), (job_id, name)  # one-index arrays: <id>_<index>
         by_task.setdefault(index, []).append(state.split()[0])
-    assert by_task.pop("5") == ["PREEMPTED", "COMPLETED"]
+    assert by_task.pop("5") == by_task.pop("9") == ["PREEMPTED", "COMPLETED"]
     assert all(states == ["COMPLETED"] for states in by_task.values()), by_task
     assert most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4
