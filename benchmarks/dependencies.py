@@ -1,12 +1,12 @@
 """Benchmark: an idle sweep over jobs waiting on a dependency, against one over idle running jobs.
 
-A job waiting for another (``--dependency=afterok:JOB``) gets a whole pass every sweep: it is
-never remembered by the sweep's memo (``dispatch/supervise/memo.py``), because what it waits
-for is another job's record, which find does not show, and each pass reads and folds the
-record of the job it waits on. This prints what that costs: N jobs waiting on one running
-upstream job, against N running jobs (the baseline), each on its own file ledger in the same
-run, timed over the same number of idle sweeps after one untimed sweep (which leaves the memo,
-as every cron tick but the first has). Run from the repository root:
+A job waiting for another (``--dependency=afterok:JOB``) is remembered by the sweep's memo
+(``dispatch/supervise/memo.py``) as a running job is, with the records its pass read of the
+job it waits on: a sweep skips its pass while its own record and that one are both unchanged
+(two ``lstat`` each, the upstream's once per sweep). This prints what that costs: N jobs
+waiting on one running upstream job, against N running jobs (the baseline), each on its own
+file ledger in the same run, timed over the same number of idle sweeps after one untimed sweep
+(which leaves the memo, as every cron tick but the first has). Run from the repository root:
 
     .venv/bin/python benchmarks/dependencies.py [--sizes 1000,10000] [--runs 3] [--dir DIR]
 """

@@ -21,8 +21,9 @@ from dispatch.model.enums import CauseKind, DependencyKind, Provenance, State
 from dispatch.model.objects import Discovery, UpstreamObs
 from dispatch.model.values import Cause, Dependency
 
-# How often a job waiting on another looks at it again: under one sweep interval (a minute
-# of cron), so a waiting job is never remembered past the next sweep.
+# How often a job waiting on another (or for its place in an array) looks again: under one
+# sweep interval (a minute of cron), for a loop that sleeps until a pass's wake. The sweep's
+# memo checks those records and places itself, and ignores this look (``supervise/memo.py``).
 UPSTREAM_LOOK = timedelta(seconds=30)
 
 

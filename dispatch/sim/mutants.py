@@ -34,6 +34,7 @@ from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
+from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.supervisor import Supervisor
 from dispatch.supervise.throttle import Slots
@@ -84,6 +85,8 @@ MUTANTS: dict[str, str] = {
     "its index, so it starts beside as many tasks as the throttle allows",
     "commit-unfolded": "the stores commit entries the fold would refuse, leaving a record "
     "nobody can read",
+    "memo-upstream-unchecked": "a sweep skips the pass of a job waiting on another on its memo "
+    "while its own record is unchanged, though the job it waits on has moved since",
 }
 
 
@@ -261,6 +264,11 @@ def _ahead_by_index(self: Slots, job: Job, found: Discovery) -> Discovery:
     return found.model_copy(update={"ahead": self.tasks_before(task.group, task.index)})
 
 
+def _upstream_unmoved(self: SweepMemos, waited: Waited) -> bool:
+    """Every upstream record taken as unmoved, unchecked."""
+    return True
+
+
 # How each mutant is installed: by substituting a table row, a check or a method.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "open-before-canonical": _open_before_canonical,
@@ -288,6 +296,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "dependency-never-broken": lambda: _without_rows(Fact.DEPENDENCY_BROKEN),
     "throttle-ignored": lambda: _without_rows(Fact.AWAITING_SLOT),
     "later-member-by-index": lambda: _substituted(Slots, "ahead", _ahead_by_index),
+    "memo-upstream-unchecked": lambda: _substituted(SweepMemos, "unmoved", _upstream_unmoved),
 }
 
 

@@ -42,6 +42,7 @@ from dispatch.sim.jobs import submit_jobs
 from dispatch.sim.memos import MemoFaults, release_of, running
 from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
 from dispatch.sim.wrappers import SimBackend, SimShardedStore, SimStore
+from dispatch.supervise.upstream import look_upstream, waits_on_upstream
 
 # Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
 FAULT_STEPS = 250
@@ -268,10 +269,13 @@ class World:
         self._checking = True
         try:
             view = self._reader.read(job)
+            view = View(header=view.header, commits=view.commits[: revision - 1])
+            j = fold(view, now)
+            if waits_on_upstream(j):
+                # What the jobs it waits on are now, as the skipped pass would have read them.
+                found = look_upstream(self._reader, j, found, now)
         finally:
             self._checking = False
-        view = View(header=view.header, commits=view.commits[: revision - 1])
-        j = fold(view, now)
         steps = next_steps(j, found, now)
         offered = not j.settled and any(not e.delivered for e in j.escalations.values())
         if len(steps) != 1 or not isinstance(steps[0], Wait) or offered:

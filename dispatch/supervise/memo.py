@@ -56,6 +56,11 @@ class Waited:
     # For an array task that waited for its place: its group's throttle. The pass waits the
     # same way only while at least that many tasks ahead of it hold a place.
     slot: int | None = None
+    # For a job that waited on the jobs it depends on: each record the pass read of them (those
+    # superseding them included), its revision and its stamp. The pass waits the same way only
+    # while each is still at that revision (``upstream.upstream_of``), which the sweep checks
+    # with the job's own stamp (two ``lstat`` a record, once per sweep however many wait on it).
+    upstream: tuple[tuple[JobID, int, str], ...] = ()
 
     def holds(self, seen: str, now: datetime, ahead: int | None = None) -> bool:
         """Whether the same pass now would wait the same way (the record being unchanged),
@@ -110,6 +115,7 @@ def dump(entries: dict[JobID, Waited], channel: str = "") -> bytes:
         {
             job: [w.revision, w.stamp, w.seen, w.until.isoformat()]
             + ([] if w.slot is None else [w.slot])
+            + ([[list(u) for u in w.upstream]] if w.upstream else [])
             for job, w in sorted(entries.items())
         },
         separators=(",", ":"),
@@ -138,9 +144,10 @@ def load(data: bytes | None, channel: str = "") -> dict[JobID, Waited]:
                 stamp=str(t),
                 seen=str(s),
                 until=datetime.fromisoformat(u),
-                slot=_slot(slot),
+                slot=_slot([x for x in rest if not isinstance(x, list)]),
+                upstream=_upstream([x for x in rest if isinstance(x, list)]),
             )
-            for job, (r, t, s, u, *slot) in raw.items()
+            for job, (r, t, s, u, *rest) in raw.items()
             if datetime.fromisoformat(u).tzinfo is not None  # a time without zone is no lapse
         }
     except (ValueError, TypeError, AttributeError):
@@ -157,6 +164,27 @@ def _slot(rest: list[object]) -> int | None:
     return slot
 
 
+def _upstream(rest: list[list[object]]) -> tuple[tuple[JobID, int, str], ...]:
+    """The upstream records an entry's list item gives (none: no such item); a bad one is
+    refused."""
+    if not rest:
+        return ()
+    (items,) = rest
+    out = []
+    for item in items:
+        if not isinstance(item, list) or len(item) != 3:
+            raise ValueError(f"bad upstream record {item!r}")
+        job, revision, stamp = item
+        if not (isinstance(job, str) and isinstance(stamp, str)):
+            raise ValueError(f"bad upstream record {item!r}")
+        if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+            raise ValueError(f"bad upstream revision {revision!r}")
+        out.append((job, revision, stamp))
+    if not out:
+        raise ValueError("an empty upstream item")
+    return tuple(out)
+
+
 class SweepMemos:
     """A sharded sweep's memos: the jobs whose memo entry held when the shard was claimed, and
     the entries it leaves for the next sweep, per claimed shard."""
@@ -166,6 +194,34 @@ class SweepMemos:
         self.recalled: dict[int, dict[JobID, Waited]] = {}
         self.candidates: dict[JobID, Waited] = {}
         self.left: dict[int, dict[JobID, Waited]] = {}
+        # The stamps of the upstream records this sweep checked, each looked up once however
+        # many jobs wait on it.
+        self._stamps: dict[tuple[JobID, int], str | None] = {}
+
+    def stamp(self, job: JobID, revision: int) -> str | None:
+        """``store.stamp_at(job, revision)``, asked once per sweep."""
+        key = (job, revision)
+        if key not in self._stamps:
+            self._stamps[key] = self.store.stamp_at(job, revision)
+        return self._stamps[key]
+
+    def unmoved(self, waited: Waited) -> bool:
+        """Whether each upstream record ``waited`` names is still at the revision it was."""
+        return all(self.stamp(job, r) == stamp for job, r, stamp in waited.upstream)
+
+    def stamped(
+        self, reads: tuple[tuple[JobID, int], ...]
+    ) -> tuple[tuple[JobID, int, str], ...] | None:
+        """The upstream records a pass read, each with its stamp now; None when one of them
+        has moved since (or cannot be stamped): the pass is not remembered then."""
+        out = []
+        for job, revision in reads:
+            # Asked anew: the pass may have read a record after this sweep stamped it.
+            stamp = self.store.stamp_at(job, revision)
+            if stamp is None:
+                return None
+            out.append((job, revision, stamp))
+        return tuple(out)
 
     def recall(self, shard: int) -> dict[JobID, Waited]:
         """The entries of ``shard``'s memo, which this sweep has just claimed."""

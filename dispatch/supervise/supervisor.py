@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core import steps as st
+from dispatch.core.deadlines import wake as deadline_after
 from dispatch.core.fold import Folding, fold
 from dispatch.core.next import next_steps
 from dispatch.model.enums import ActorKind
@@ -33,7 +34,7 @@ from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.throttle import Slots, waits_for_slot
-from dispatch.supervise.upstream import look_upstream, waits_on_upstream
+from dispatch.supervise.upstream import upstream_of, waits_on_upstream
 
 if TYPE_CHECKING:
     # Imported by ``sweep``, which alone keeps memos: a lone job's passes have none.
@@ -72,6 +73,14 @@ class PassResult:
     # For an array task waiting for its place: its group's throttle, which a memo of the pass
     # keeps (the pass waits the same only while as many tasks ahead of it hold a place).
     slot: int | None = None
+    # For a job waiting on the jobs it depends on: the records the pass read of them, each at
+    # its revision, which a memo of the pass keeps (``upstream.upstream_of``).
+    upstream: tuple[tuple[JobID, int], ...] = ()
+    # For a pass that waited on other jobs or for a place: its next deadline, the wake without
+    # the core's look again soon (``core.upstream.UPSTREAM_LOOK``). A memo of the pass checks
+    # those jobs' records and the places itself, so only a deadline ends what it trusts.
+    deadline: datetime | None = None
+    polled: bool = False
 
     @property
     def waited(self) -> bool:
@@ -244,12 +253,16 @@ class Supervisor:
             len(j.submissions),
         )
         if waits_on_upstream(j):
-            found = look_upstream(self.store, j, found, now)
-            result.asked = True
+            found, reads = upstream_of(self.store, j, found, now)
+            # An upstream the ledger does not hold: the memo keeps no answer about it.
+            result.asked = reads is None
+            result.upstream = reads or ()
         if waits_for_slot(j):
             found = self._slots_now().ahead(j, found)
             result.slot = j.header.spec.task.throttle if j.header.spec.task else None
         owner, steps = j.owner, next_steps(j, found, now, stop_stale=self._stop_stale)
+        if result.slot is not None or result.upstream:
+            result.polled, result.deadline = True, deadline_after(j, now)
         # The steps first: a protocol check costs tens of microseconds, and most passes wait.
         if any(not isinstance(s, st.Wait) for s in steps) and isinstance(self.store, Folded):
             # The store checks each commit with a fold: it goes on from this one. ``j`` is not
@@ -426,7 +439,12 @@ class Supervisor:
                 try:
                     # A job the memo says waits needs only that its record has not moved.
                     waited = recalled.get(job)
-                    if waited is not None and store.stamp_at(job, waited.revision) == waited.stamp:
+                    if (
+                        waited is not None
+                        and store.stamp_at(job, waited.revision) == waited.stamp
+                        and self._memos is not None
+                        and self._memos.unmoved(waited)
+                    ):
                         peeked[job] = waited.revision
                         assert self._memos is not None
                         self._memos.candidates[job] = waited
@@ -464,10 +482,13 @@ class Supervisor:
             if self._memos is not None and isinstance(view, int):
                 self._memos.drop(job)
                 stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
-                if result is not None and stamp is not None:
-                    until = memo.lapse(job, self.clock.now(), result.wake)
+                ups = self._memos.stamped(result.upstream) if result and stamp else None
+                if result is not None and stamp is not None and ups is not None:
+                    wake = result.deadline if result.polled else result.wake
+                    until = memo.lapse(job, self.clock.now(), wake)
                     seen = memo.seen(found[job])
-                    self._memos.keep(job, memo.Waited(view, stamp, seen, until, result.slot))
+                    waited = memo.Waited(view, stamp, seen, until, result.slot, ups)
+                    self._memos.keep(job, waited)
         return moved
 
     def _changed_first(

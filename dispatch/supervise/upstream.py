@@ -15,7 +15,7 @@ from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.model.errors import NotFoundError
 from dispatch.model.objects import Discovery, UpstreamObs
-from dispatch.model.values import NO_CAUSE
+from dispatch.model.values import NO_CAUSE, JobID
 from dispatch.records.contract import Records
 
 
@@ -29,12 +29,25 @@ def look_upstream(store: Records, job: Job, found: Discovery, now: datetime) -> 
     was superseded is followed to the job superseding it (and on, to the newest of its
     lineage): the dependency waits for that one's outcome, since the person who superseded the
     upstream asked for its work to be done again."""
+    return upstream_of(store, job, found, now)[0]
+
+
+def upstream_of(
+    store: Records, job: Job, found: Discovery, now: datetime
+) -> tuple[Discovery, tuple[tuple[JobID, int], ...] | None]:
+    """``look_upstream``, and every record it read with the revision it read it at (the jobs
+    ``job`` depends on and those superseding them), or None when one is missing. What it
+    found of them is a function of those records alone (an outcome, once committed, never
+    changes), so it stands while each is still at that revision: what the sweep's memo
+    checks before it skips a pass that waited on them (``memo.Waited.upstream``)."""
     seen: list[UpstreamObs] = []
+    reads: list[tuple[JobID, int]] | None = []
     for dep in job.header.spec.after:
         try:
-            up = _newest(store, fold(store.read(dep.job), now), now)
+            up = _newest(store, _read(store, dep.job, now, reads), now, reads)
         except NotFoundError:
             seen.append(UpstreamObs(job=dep.job, missing=True))
+            reads = None
             continue
         out = up.outcome
         seen.append(
@@ -46,22 +59,35 @@ def look_upstream(store: Records, job: Job, found: Discovery, now: datetime) -> 
                 settled=up.settled,
             )
         )
-    return Discovery(
+    looked = Discovery(
         objects=found.objects,
         at=found.at,
         complete=found.complete,
         upstream=tuple(seen),
         ahead=found.ahead,
     )
+    return looked, None if reads is None else tuple(reads)
 
 
-def _newest(store: Records, up: Job, now: datetime) -> Job:
+def _read(store: Records, job: JobID, now: datetime, reads: list[tuple[JobID, int]] | None) -> Job:
+    """The fold of ``job``'s record, noted in ``reads`` with the revision it was read at."""
+    view = store.read(job)
+    if reads is not None:
+        reads.append((job, view.revision))
+    return fold(view, now)
+
+
+def _newest(store: Records, up: Job, now: datetime, reads: list[tuple[JobID, int]] | None) -> Job:
     """The newest job of ``up``'s lineage: ``up`` followed through every supersede."""
     seen = {up.header.job}
     while up.superseded_by and up.superseded_by not in seen:
         try:
-            up = fold(store.read(up.superseded_by), now)
+            up = _read(store, up.superseded_by, now, reads)
         except NotFoundError:
-            break  # the supersede died before the new record was made: the old one answers
+            # The supersede died before the new record was made: the old one answers. Noted
+            # at revision 0, which no stamp names, so no memo trusts this answer.
+            if reads is not None:
+                reads.append((up.superseded_by, 0))
+            break
         seen.add(up.header.job)
     return up

@@ -12,6 +12,7 @@ from sweep_world import ADA, World
 import dispatch
 from dispatch.model.enums import CauseKind, DependencyKind, State
 from dispatch.model.values import Dependency
+from dispatch.records.file import FileRecords
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -121,15 +122,67 @@ def test_a_dependency_on_a_job_the_ledger_does_not_hold_ends_the_job(world: Worl
     assert (evaluate, "dependency:nosuchjob0000000") in world.delivered
 
 
-def test_a_waiting_dependent_is_looked_at_again_by_every_sweep(world: World) -> None:
+def test_a_waiting_dependent_is_remembered_until_the_job_it_waits_on_moves(
+    world: World,
+) -> None:
+    """The sweep's memo (a file ledger's) skips the pass of a job waiting on another while
+    neither record moved; a revision of the job it waits on (a preemption, an end) brings the
+    pass back at the next sweep."""
+    remembers = isinstance(world.store, FileRecords)
+    (train,) = world.submit(1)
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    sup = world.supervisor()
+    reports = []
+    for _ in range(2):
+        world.clock.advance(timedelta(minutes=1))
+        reports.append(sup.sweep())
+    assert all(evaluate in r.passed for r in reports)
+    assert (evaluate in reports[-1].remembered) is remembers
+    assert not world.job(evaluate).submissions
+    # train is preempted: the sweep that records it moves train's record (evaluate's memo was
+    # checked before, as the shard was claimed), so the next sweep makes evaluate's pass again.
+    world.backend.env().preempt(world.canonical(train))
+    world.clock.advance(timedelta(minutes=1))
+    assert train in sup.sweep().progressed
+    world.clock.advance(timedelta(minutes=1))
+    report = sup.sweep()
+    assert evaluate in report.passed and evaluate not in report.remembered
+    world.sweep_until_idle(sup)
+    assert len(world.job(train).submissions) == 2 and not world.job(evaluate).submissions
+    world.backend.env().complete(world.canonical(train))
+    world.clock.advance(timedelta(minutes=1))
+    world.sweep_until_idle(sup)
+    assert len(world.job(evaluate).submissions) == 1
+
+
+def test_a_remembered_dependent_follows_a_supersede_of_the_job_it_waits_on(
+    tmp_path: Path,
+) -> None:
+    """evaluate's pass is remembered while train runs; train fails in a sweep that skipped
+    evaluate's pass (its memo held when the sweep began) and is superseded before any pass of
+    evaluate saw it failed: train's record moved, so evaluate's next pass is made, follows the
+    supersede and waits on the new job, then starts after it."""
+    world = World("file", tmp_path, rule_budget=2)
     (train,) = world.submit(1)
     evaluate = _after(world, DependencyKind.AFTEROK, train)
     _sweep(world)
     sup = world.supervisor()
     world.clock.advance(timedelta(minutes=1))
+    sup.sweep()
+    world.backend.env().fail(world.canonical(train), 1)
+    world.clock.advance(timedelta(minutes=1))
+    report = sup.sweep()
+    assert evaluate in report.remembered and world.job(train).outcome is not None
+    again = world.cluster.operator.supersede(train, ADA, "data fixed", supervised=True).job
+    world.clock.advance(timedelta(minutes=1))
     report = sup.sweep()
     assert evaluate in report.passed and evaluate not in report.remembered
-    world.backend.env().complete(world.canonical(train))
+    for _ in range(3):
+        world.clock.advance(timedelta(minutes=1))
+        world.sweep_until_idle(sup)
+    assert not world.job(evaluate).submissions and world.job(evaluate).outcome is None
+    world.backend.env().complete(world.canonical(again))
     world.clock.advance(timedelta(minutes=1))
     world.sweep_until_idle(sup)
     assert len(world.job(evaluate).submissions) == 1
