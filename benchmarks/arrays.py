@@ -3,11 +3,11 @@
 An array (``dispatch sbatch --array=0-(N-1)%T``) is N ordinary dispatch jobs whose ids name
 their group and index (``dispatch/model/array.py``). This prints what that costs beside N jobs
 submitted one by one: the time to record them, the ledger's size, the sweeps that launch them,
-and an idle sweep once they run. The array is throttled (``--throttle``, 16 by default): only
-T tasks run, and every other task waits for its place, which costs it a whole pass each sweep
-(its count comes from one listing of the ledger per sweep, ``dispatch/supervise/throttle.py``,
-but the sweep's memo cannot see a task ahead settle). ``--throttle 0`` runs all of them. Run
-from the repository root:
+and an idle sweep once they run (sweeps a minute apart on the benchmark's clock, as cron's).
+The array is throttled (``--throttle``, 16 by default): only T tasks run, and every other
+task waits for its place; the sweep's memo skips its pass while as many tasks ahead of it hold
+a place (counted on one listing of the ledger per sweep, ``dispatch/supervise/throttle.py``).
+``--throttle 0`` runs all of them. Run from the repository root:
 
     .venv/bin/python benchmarks/arrays.py [--sizes 1000,10000] [--throttle 16] [--runs 3]
 """
@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dependencies import idle_sweep_seconds  # noqa: E402
+from dependencies import idle_sweep_seconds, ticking  # noqa: E402
 
-from dispatch.adapters.memory import MemoryBackend
 from dispatch.batch.array import Array, tasks
 from dispatch.cluster import Config, compose
 from dispatch.model.enums import ActorKind
@@ -47,10 +46,10 @@ def _world(root: Path, n: int, throttle: int | None) -> tuple[Supervisor, float,
     """A file ledger with ``n`` jobs (``throttle`` None) or an ``n``-task array: the supervisor,
     the seconds to record them, the seconds of the sweeps that launched them, the ledger's
     bytes."""
-    backend = MemoryBackend(auto_run=True)
+    clock, backend = ticking()
     store = FileRecords(root)
-    op = compose(backend, Config(store=store)).operator
-    sup = Supervisor(backend, store)
+    op = compose(backend, Config(store=store, clock=clock)).operator
+    sup = Supervisor(backend, store, clock=clock)
     t = time.perf_counter()
     if throttle is None:
         for _ in range(n):

@@ -6,7 +6,9 @@ job it waits on: a sweep skips its pass while its own record and that one are bo
 (two ``lstat`` each, the upstream's once per sweep). This prints what that costs: N jobs
 waiting on one running upstream job, against N running jobs (the baseline), each on its own
 file ledger in the same run, timed over the same number of idle sweeps after one untimed sweep
-(which leaves the memo, as every cron tick but the first has). Run from the repository root:
+(which leaves the memo, as every cron tick but the first has). The sweeps run on a clock that
+moves a minute before each, as cron's do, so an entry that would not outlive the minute
+between two ticks is seen not to. Run from the repository root:
 
     .venv/bin/python benchmarks/dependencies.py [--sizes 1000,10000] [--runs 3] [--dir DIR]
 """
@@ -18,9 +20,11 @@ import os
 import statistics
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dispatch.adapters.memory import MemoryBackend
+from dispatch.clock import ManualClock
 from dispatch.cluster import Config, compose
 from dispatch.model.enums import ActorKind, DependencyKind
 from dispatch.model.values import Actor, Dependency, JobSpec
@@ -31,14 +35,22 @@ ADA = Actor(kind=ActorKind.HUMAN, id="ada")
 SPEC = JobSpec(name="bench", command=("torchrun", "train.py"))
 # Authorize, start, canonical, open and one observe before a running job's passes only wait.
 SETUP_SWEEPS = 8
+# The time between two idle sweeps: cron's.
+TICK = timedelta(minutes=1)
+
+
+def ticking() -> tuple[ManualClock, MemoryBackend]:
+    """A clock the benchmark moves a tick before each idle sweep, and a memory scheduler on it."""
+    clock = ManualClock(datetime.now(UTC))
+    return clock, MemoryBackend(auto_run=True, clock=clock.now)
 
 
 def _world(root: Path, n: int, waiting: bool) -> Supervisor:
     """A file ledger with ``n`` idle jobs: running ones, or ones waiting on a running job."""
-    backend = MemoryBackend(auto_run=True)
+    clock, backend = ticking()
     store = FileRecords(root)
-    op = compose(backend, Config(store=store)).operator
-    sup = Supervisor(backend, store)
+    op = compose(backend, Config(store=store, clock=clock)).operator
+    sup = Supervisor(backend, store, clock=clock)
     if waiting:
         upstream = op.submit(SPEC, ADA, supervised=True).job
         after = (Dependency(kind=DependencyKind.AFTEROK, job=upstream),)
@@ -54,10 +66,14 @@ def _world(root: Path, n: int, waiting: bool) -> Supervisor:
 
 
 def idle_sweep_seconds(sup: Supervisor, runs: int) -> float:
-    """The median time of ``runs`` sweeps that change nothing, after one that leaves the memo."""
+    """The median time of ``runs`` sweeps that change nothing, a tick apart, after one that
+    leaves the memo."""
+    assert isinstance(sup.clock, ManualClock)
+    sup.clock.t += TICK
     sup.sweep()  # leaves the memo, as the tick before does
     times = []
     for _ in range(runs):
+        sup.clock.t += TICK
         t = time.perf_counter()
         report = sup.sweep()
         times.append(time.perf_counter() - t)
