@@ -42,9 +42,15 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
         rand=w.rand_bytes,
     )
 
-    def remembered(job: JobID, revision: int, found: Discovery, now: datetime) -> None:
+    def remembered(
+        job: JobID,
+        revision: int,
+        found: Discovery,
+        now: datetime,
+        upstream: tuple[tuple[JobID, int, str], ...],
+    ) -> None:
         w.check_trusted(p, job)
-        w.check_remembered(job, revision, found, now)
+        w.check_remembered(p, job, revision, found, now, upstream)
 
     sup.check_remembered = remembered
     if w.mix.sweep_mode:

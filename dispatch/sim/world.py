@@ -91,6 +91,8 @@ class Proc(Mover):
         # first line of each shard's memo as its last sweep of the shard recalled it.
         self.release = w.memo_faults.release
         self.recalled: dict[int, bytes] = {}
+        # The step at which it last recalled each shard's memo (as its sweep claimed it).
+        self.recalled_at: dict[int, int] = {}
 
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
@@ -123,6 +125,8 @@ class World:
         self.shared: MemoryRecords | None = None if self.root else MemoryRecords()
         self.quiet = False
         self.n = 0
+        # The step at which each revision of each record was last committed.
+        self.committed_at: dict[tuple[JobID, int], int] = {}
         self.depth = 0
         self.procs: list[Proc] = []
         self.restarts: list[datetime] = []
@@ -263,17 +267,42 @@ class World:
             self._checking = False
         self.checker.truth(views)
 
-    def check_remembered(self, job: JobID, revision: int, found: Discovery, now: datetime) -> None:
-        """A sweep skipped ``job``'s pass on its memo: the pass it skipped, on the record at
-        ``revision`` and what find showed, must have been a lone Wait that offered nothing."""
+    def check_remembered(
+        self,
+        p: Proc,
+        job: JobID,
+        revision: int,
+        found: Discovery,
+        now: datetime,
+        upstream: tuple[tuple[JobID, int, str], ...] = (),
+    ) -> None:
+        """A sweep of ``p`` skipped ``job``'s pass on its memo: the pass it skipped, on the
+        record at ``revision``, what find showed and the jobs it waits on, must have been a
+        lone Wait that offered nothing.
+
+        A job waiting on others is skipped on the upstream records its entry names, each at a
+        revision; each must still have been at it when ``p``'s sweep claimed the job's shard
+        (its next revision, if any, committed since), and the pass is decided on them as they
+        were then. A memo that trusted an upstream record that had moved before the claim is
+        reported."""
         self._checking = True
         try:
             view = self._reader.read(job)
             view = View(header=view.header, commits=view.commits[: revision - 1])
             j = fold(view, now)
             if waits_on_upstream(j):
-                # What the jobs it waits on are now, as the skipped pass would have read them.
-                found = look_upstream(self._reader, j, found, now)
+                assert isinstance(p.store, SimShardedStore)
+                claimed = p.recalled_at.get(p.store.shard_of(job), 0)
+                for up, r, _ in upstream:
+                    moved = self.committed_at.get((up, r + 1))
+                    if self._reader.read(up).revision > r and (moved is None or moved < claimed):
+                        self.report(
+                            "memo-waits",
+                            f"job {job}: a sweep skipped its pass on its memo, trusting job "
+                            f"{up} at r{r}, which had moved before the sweep claimed the shard",
+                        )
+                pins = {up: r for up, r, _ in upstream}
+                found = look_upstream(_Pinned(self._reader, pins), j, found, now)
         finally:
             self._checking = False
         steps = next_steps(j, found, now)
@@ -513,3 +542,17 @@ def _run(world: World) -> None:
     with contextlib.suppress(_Stop):
         world.run()
     world.describe()
+
+
+class _Pinned:
+    """A reader of the records as they were at the given revisions (``pins``), the others as
+    they are: what a skipped pass would have read of the jobs it waits on."""
+
+    def __init__(self, reader: Records, pins: dict[JobID, int]) -> None:
+        self.reader, self.pins = reader, pins
+
+    def read(self, job: JobID) -> View:
+        """The record of ``job``, up to its pinned revision when it has one."""
+        view = self.reader.read(job)
+        r = self.pins.get(job)
+        return view if r is None else View(header=view.header, commits=view.commits[: r - 1])

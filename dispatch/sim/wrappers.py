@@ -73,6 +73,7 @@ class SimStore:
             raise
         if self.proc is None:
             self.w.people_commits.append(f"{job} r{revision} {kinds}")
+        self.w.committed_at[(job, revision)] = self.w.n
         self.w.after(self.proc, f"committed r{revision}")
         return revision
 
@@ -174,6 +175,7 @@ class SimShardedStore(SimStore):
         data = self.sharded.recall(shard)
         if self.proc is not None:
             self.proc.recalled[shard] = (data or b"").partition(b"\n")[0]
+            self.proc.recalled_at[shard] = self.w.n
         self.w.after(self.proc, f"recalled {len(data or b'')} bytes", effect=False)
         return data
 

@@ -194,12 +194,12 @@ class SweepMemos:
         self.recalled: dict[int, dict[JobID, Waited]] = {}
         self.candidates: dict[JobID, Waited] = {}
         self.left: dict[int, dict[JobID, Waited]] = {}
-        # The stamps of the upstream records this sweep checked, each looked up once however
-        # many jobs wait on it.
+        # The stamps of the upstream records checked since the last shard was claimed, each
+        # looked up once however many jobs of the shard wait on it.
         self._stamps: dict[tuple[JobID, int], str | None] = {}
 
     def stamp(self, job: JobID, revision: int) -> str | None:
-        """``store.stamp_at(job, revision)``, asked once per sweep."""
+        """``store.stamp_at(job, revision)``, asked once per claimed shard."""
         key = (job, revision)
         if key not in self._stamps:
             self._stamps[key] = self.store.stamp_at(job, revision)
@@ -226,6 +226,9 @@ class SweepMemos:
     def recall(self, shard: int) -> dict[JobID, Waited]:
         """The entries of ``shard``'s memo, which this sweep has just claimed."""
         entries = load(self.store.recall(shard), self.channel)
+        # Upstream stamps are asked again for each shard: what a skip trusts is then never
+        # older than the claim of the skipped job's shard.
+        self._stamps.clear()
         self.recalled[shard] = entries
         self.left[shard] = {}
         return entries

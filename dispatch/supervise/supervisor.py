@@ -120,9 +120,10 @@ class SweepReport:
 # sharded store) only its revision, read again at the pass so no sweep holds every record.
 Seen = View | int
 
-Remembered = Callable[[JobID, int, Discovery, datetime], None]
+Remembered = Callable[[JobID, int, Discovery, datetime, tuple[tuple[JobID, int, str], ...]], None]
 """Told of each job a sweep skipped because its memo showed the pass would wait: the revision,
-what find showed and ``now``. The simulator checks there that the pass would have waited."""
+what find showed, ``now``, and the upstream records the entry trusted (each at its revision).
+The simulator checks there that the pass would have waited."""
 
 
 class Supervisor:
@@ -532,7 +533,7 @@ class Supervisor:
             return False
         if self.check_remembered is not None:
             seen = found if ahead is None else found.model_copy(update={"ahead": ahead})
-            self.check_remembered(job, waited.revision, seen, now)
+            self.check_remembered(job, waited.revision, seen, now, waited.upstream)
         assert self._memos is not None
         self._memos.keep(job, waited)
         if job not in report._passed:
