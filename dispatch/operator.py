@@ -44,7 +44,7 @@ from dispatch.model.record import (
 )
 from dispatch.model.values import AbandonTarget, Actor, JobID, JobSpec, Plan
 from dispatch.records.contract import Records
-from dispatch.spi import Backend, CessationSignal, Fencer, Requeuer
+from dispatch.spi import Backend, CessationSignal, Fencer, Requeuer, find_all
 from dispatch.submission import new_job_id, plan_with, submit_options
 
 # How often a control commit is retried after losing a race; each retry re-reads the record.
@@ -136,35 +136,47 @@ class Operator:
 
     def cancel(self, job: JobID, by: Actor, reason: str) -> CancelReceipt:
         """Commit the cancel, then stop what runs; the receipt separates the two."""
-        try:
-            self._control(job, lambda j, now: _cancel(j, now, by, reason))
-        except _Declined as no:
-            return CancelReceipt(
-                committed=False,
-                already=no.state,
-                line=no.judgement.line,
-                holds=no.judgement.ruling is Ruling.REPEAT,
-            )
-        if isinstance(self._backend, Fencer):
-            # Nothing of a cancelled job may start again (best effort, as every fence).
-            with contextlib.suppress(DispatchError):
-                self._backend.advance(job, None)
-        found = self._backend.find(job)
-        live = []
+        return self.cancel_all([job], by, reason)[job]
+
+    def cancel_all(self, jobs: list[JobID], by: Actor, reason: str) -> dict[JobID, CancelReceipt]:
+        """Cancel each of ``jobs``, in their order: commit every cancel first, then stop what
+        runs of the jobs cancelled, asking the scheduler once for all of them before the stops
+        and once after (not twice a job: an array of a thousand tasks is two questions)."""
+        receipts: dict[JobID, CancelReceipt] = {}
+        cancelled: list[JobID] = []
+        for job in jobs:
+            try:
+                self._control(job, lambda j, now: _cancel(j, now, by, reason))
+            except _Declined as no:
+                receipts[job] = CancelReceipt(
+                    committed=False,
+                    already=no.state,
+                    line=no.judgement.line,
+                    holds=no.judgement.ruling is Ruling.REPEAT,
+                )
+                continue
+            cancelled.append(job)
+            if isinstance(self._backend, Fencer):
+                # Nothing of a cancelled job may start again (best effort, as every fence).
+                with contextlib.suppress(DispatchError):
+                    self._backend.advance(job, None)
+        if not cancelled:
+            return receipts
         why = f"cancelled by {by}" + (f": {reason}" if reason else "")
-        for obs in found.objects:
-            if obs.state.live and not obs.foreign:
-                self._backend.stop(obs.ref, why)
-                live.append(obs.ref)
-        after = self._backend.find(job)
-        still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)
-        ended = [o.ref for o in after.objects if not o.state.live and not o.foreign]
-        return CancelReceipt(
-            committed=True,
-            cleanup_complete=not still,
-            live=still,
-            unproven=self._unproven(ended),
-        )
+        for found in find_all(self._backend, cancelled).values():
+            for obs in found.objects:
+                if obs.state.live and not obs.foreign:
+                    self._backend.stop(obs.ref, why)
+        for job, after in find_all(self._backend, cancelled).items():
+            still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)
+            ended = [o.ref for o in after.objects if not o.state.live and not o.foreign]
+            receipts[job] = CancelReceipt(
+                committed=True,
+                cleanup_complete=not still,
+                live=still,
+                unproven=self._unproven(ended),
+            )
+        return receipts
 
     def _unproven(self, ended: list[ObjectRef]) -> tuple[str, ...]:
         """What the site's cessation signal could not prove gone of the ended objects (the

@@ -230,9 +230,10 @@ def _cancel_array(as_json: bool, act: Acting, reason: str) -> None:
     cancelled: list[JobID] = []
     live: list[str] = []
     # Last task first: a waiting task is cancelled before a task ahead of it frees its place,
-    # so no sweep launches a task this cancel is about to stop.
-    for job in reversed(act.jobs):
-        receipt = act.cluster.operator.cancel(job, act.by, reason)
+    # so no sweep launches a task this cancel is about to stop. Every cancel is committed
+    # before anything is stopped, and Slurm is asked once for all the tasks.
+    receipts = act.cluster.operator.cancel_all(list(reversed(act.jobs)), act.by, reason)
+    for job, receipt in receipts.items():
         if receipt.committed:
             cancelled.append(job)
             live += [r.id for r in receipt.live]

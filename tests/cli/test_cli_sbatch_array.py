@@ -150,6 +150,36 @@ def test_cancel_of_a_group_cancels_every_task_and_again_records_nothing(site: Si
     assert before == after
 
 
+def test_cancel_of_a_group_commits_every_cancel_then_asks_the_scheduler_twice(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not twice a task: before the stops and after them, once for every task."""
+    group = _group(site)
+    asked: list[tuple[str, ...]] = []
+    commits_then: list[int] = []
+    find_many = type(site.backend).find_many
+
+    def counting(self: object, jobs: list[str], *rest: object) -> object:
+        asked.append(tuple(jobs))
+        commits_then.append(
+            sum(
+                e.kind == "cancel"
+                for j in site.store.jobs(include_settled=True)
+                for c in site.store.read(j).commits
+                for e in c.entries
+            )
+        )
+        return find_many(self, jobs, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(site.backend), "find_many", counting)
+    code, out, err = dispatch(site, "cancel", group)
+    assert code == 0, err
+    tasks = [task_id(group, i) for i in range(6)]
+    assert [sorted(a) for a in asked] == [tasks, tasks]
+    assert commits_then == [6, 6]
+    assert not any(o.running for o in site.backend.objects.values())
+
+
 def test_two_cancels_of_a_group_at_once_cancel_each_task_once(site: Site) -> None:
     group = _group(site)
     codes: list[int] = []
