@@ -145,8 +145,8 @@ def _hold_array(as_json: bool, act: Acting, reason: str, until: datetime | None)
         "hold",
         f"held {len(held)} tasks of array {act.job}"
         + (f" ({over} over already)" if over else "")
-        + "; nothing of them starts or opens until each is released with "
-        f"`dispatch release {act.job}:INDEX`",
+        + "; nothing of them starts or opens until released with "
+        f"`dispatch release {act.job}` (one task: `dispatch release {act.job}:INDEX`)",
         holds={j: i for j, i in held.items()},
         until=until.isoformat() if until else None,
     )
@@ -163,9 +163,13 @@ def release(
 
     A hold someone else placed needs --override. A recovery hold (placed by a hold rule after
     an execution ended) is never released: answer it with resubmit, cancel or give-up.
+    JOB may name an array (its group id): the hold of every task held is released.
     """
     with refusals():
-        act = Acting(config, job, actor)
+        act = Acting(config, job, actor, whole=True)
+        if act.array:
+            _release_array(as_json, act, override)
+            return
         j = act.folded()
         asked(j, Verb.RELEASE, act.by)
         h = j.active_hold()
@@ -184,6 +188,58 @@ def release(
         f"hold {h.instance} of job {act.job} released{noted}; the next sweep lets it run",
         instance=h.instance,
         override=h.hold.by != act.by,
+    )
+
+
+def _release_array(as_json: bool, act: Acting, override: bool) -> None:
+    """Release the hold of every task that has one this person may release; refused when no
+    task has."""
+    released: dict[JobID, int] = {}
+    others: list[JobID] = []
+    kept: list[str] = []
+    now = datetime.now(UTC)
+    for job in act.jobs:
+        j = fold(act.session.ledger.read(job), now)
+        try:
+            asked(j, Verb.RELEASE, act.by)
+        except RepeatedError:
+            continue  # no hold in force: nothing to release
+        except RejectedError as err:
+            kept.append(err.message)  # a recovery hold: answered otherwise
+            continue
+        h = j.active_hold()
+        assert h is not None, "the request table accepts a release of a hold in force"
+        if h.hold.by != act.by and not override:
+            others.append(job)
+            continue
+        try:
+            act.cluster.operator.release(job, act.by)
+        except RepeatedError:
+            continue  # released by someone else meanwhile
+        released[job] = h.instance
+    if not released:
+        why = (
+            f"{len(others)} held by someone else (release them anyway with --override)"
+            if others
+            else "none is held"
+            if not kept
+            else f"{len(kept)} with a recovery hold, which resubmit, cancel or give-up answer"
+        )
+        raise RejectedError(f"array {act.job}: no task's hold released: {why}")
+    n, s = len(released), "s" if len(released) != 1 else ""
+    line = f"released the hold{s} of {n} task{s} of array {act.job}"
+    if others:
+        line += f" ({len(others)} held by someone else kept: release them with --override)"
+    if kept:
+        line += f" ({len(kept)} recovery holds kept: answer each with resubmit, cancel or give-up)"
+    done(
+        as_json,
+        act,
+        "release",
+        line + "; the next sweep lets them run",
+        released=released,
+        kept_held_by_others=others,
+        recovery_holds=kept,
     )
 
 

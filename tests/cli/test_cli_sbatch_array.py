@@ -5,6 +5,7 @@ repeated and racing input refused or answered once, with nothing recorded twice.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def test_a_task_outside_the_group_is_refused_in_one_line(
 
 def test_a_verb_on_one_job_asks_for_a_task_when_given_a_whole_array(site: Site) -> None:
     group = _group(site)
-    code, _, err = dispatch(site, "release", group)
+    code, _, err = dispatch(site, "resubmit", group, "--reason", "again")
     assert code == 2 and err.count("\n") == 1
     assert f"names array {group} of 6 tasks: name one task as {group}:INDEX" in err
 
@@ -203,8 +204,22 @@ def test_hold_of_a_group_holds_every_task_and_report_reports_each(site: Site) ->
     assert code == 0, err
     assert out.startswith(f"held 6 tasks of array {group}; nothing of them starts or opens")
     assert all(site.cluster.observer.get(task_id(group, i)).hold for i in range(6))
-    code, out, err = dispatch(site, "release", f"{group}:5")
+    # The two commands the line prints, run as printed.
+    one, whole = re.findall(r"`dispatch (release [^`]+)`", out)[::-1]
+    assert one == f"release {group}:INDEX" and whole == f"release {group}"
+    code, out, err = dispatch(site, *one.replace("INDEX", "5").split())
     assert code == 0, err
+    assert site.cluster.observer.get(task_id(group, 5)).hold is None
+    code, out, err = dispatch(site, *whole.split())
+    assert code == 0, err
+    assert out.startswith(f"released the holds of 5 tasks of array {group}; the next sweep")
+    assert not any(site.cluster.observer.get(task_id(group, i)).hold for i in range(6))
+    # Asked again: nothing is held, nothing recorded.
+    before = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
+    code, out, err = dispatch(site, *whole.split())
+    assert code != 0 and f"array {group}: no task's hold released: none is held" in err, err
+    after = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
+    assert before == after
     code, out, _ = dispatch(site, "report", group, "--json")
     assert code == 0 and [d["job"] for d in json.loads(out)] == [
         task_id(group, i) for i in range(6)
@@ -283,3 +298,22 @@ def test_list_tasks_gives_an_arrays_members_in_its_own_order(site: Site) -> None
     code, out, _ = dispatch(site, "list", "--all", "--json")
     (arr,) = [d for d in json.loads(out) if d["job"] == group]
     assert arr["tasks"] == 13
+
+
+def test_release_of_a_group_keeps_a_hold_someone_else_placed_unless_overridden(
+    site: Site,
+) -> None:
+    group = _group(site)
+    code, _, err = dispatch(site, "hold", f"{group}:0", "--as", "human:bob", "-m", "mine")
+    assert code == 0, err
+    assert dispatch(site, "hold", f"{group}:1", "-m", "data being rebuilt")[0] == 0
+    code, out, err = dispatch(site, "release", group)
+    assert code == 0, err
+    assert f"released the hold of 1 task of array {group} (1 held by someone else kept" in out
+    assert site.cluster.observer.get(task_id(group, 0)).hold is not None
+    code, _, err = dispatch(site, "release", group)
+    assert code != 0 and "1 held by someone else (release them anyway with --override)" in err
+    code, out, err = dispatch(site, "release", group, "--override", "--json")
+    assert code == 0, err
+    assert json.loads(out)["released"] == {task_id(group, 0): 1}
+    assert site.cluster.observer.get(task_id(group, 0)).hold is None
