@@ -140,6 +140,8 @@ def refusals() -> Iterator[None]:
         fail(str(err), EXIT_USAGE)
     except DispatchError as err:
         fail(str(err))
+    except BrokenPipeError:
+        raise  # the output's reader went away (`| head`): click ends the command quietly
     except OSError as err:
         fail(f"{err}; check the path and its permissions")
 

@@ -5,7 +5,10 @@ repeated and racing input refused or answered once, with nothing recorded twice.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -317,3 +320,19 @@ def test_release_of_a_group_keeps_a_hold_someone_else_placed_unless_overridden(
     assert code == 0, err
     assert json.loads(out)["released"] == {task_id(group, 0): 1}
     assert site.cluster.observer.get(task_id(group, 0)).hold is None
+
+
+def test_status_of_a_group_piped_to_head_ends_quietly(site: Site) -> None:
+    """`dispatch status GROUP | head -1` in a shell: the reader goes away after one line, and
+    the command stops without an error line (it used to blame the path's permissions)."""
+    code, out, err = dispatch(site, "sbatch", "--parsable", "--array=0-299", "sweep.sbatch")
+    assert code == 0, err
+    config = site.tmp / "plain.toml"
+    config.write_text(f'ledger = "{site.ledger}"\n[backend]\nname = "memory"\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = f"{sys.executable} -m dispatch.cli status {out.strip()} --config {config} | head -1"
+    done = subprocess.run(
+        ["sh", "-c", command], capture_output=True, text=True, env=env, check=False
+    )
+    assert done.stdout.startswith("array") and done.stdout.count("\n") == 1, done
+    assert done.stderr == "", done.stderr
