@@ -55,7 +55,7 @@ def checking(world: World, skipped: list[str]) -> Remembered:
     """Decides again each pass a sweep skips on its memo, on the record it remembered: one
     that would not have been a lone Wait fails the test (the simulator's ``memo-waits``)."""
 
-    def check(job: str, revision: int, found: Discovery, now: datetime) -> None:
+    def check(job: str, revision: int, found: Discovery, now: datetime, upstream: object) -> None:
         whole = world.store.read(job)
         j = fold(View(header=whole.header, commits=whole.commits[: revision - 1]), now)
         steps = next_steps(j, found, now)
