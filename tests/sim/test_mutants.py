@@ -15,6 +15,7 @@ from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim import mutants as sim_mutants
 from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
+from dispatch.supervise.memo import SweepMemos
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.supervisor import Supervisor
 from dispatch.supervise.throttle import Slots
@@ -52,7 +53,8 @@ def test_no_module_outside_the_simulator_knows_of_mutants() -> None:
 
 def _substituted_parts() -> list[object]:
     """What the installed mutants substitute: the core's tables, the performer's, the
-    supervisor's, the throttle's and the file ledger's methods, the store contract's checks."""
+    supervisor's, the throttle's, the sweep memo's and the file ledger's methods, the store
+    contract's checks."""
     return [
         Performer.run,
         Performer._unknown_reply,
@@ -70,6 +72,7 @@ def _substituted_parts() -> list[object]:
         sim_mutants.requests.REQUESTS,
         contract.FoldCheck.check,
         Slots.ahead,
+        SweepMemos.unmoved,
     ]
 
 
