@@ -138,13 +138,22 @@ class Operator:
         """Commit the cancel, then stop what runs; the receipt separates the two."""
         return self.cancel_all([job], by, reason)[job]
 
-    def cancel_all(self, jobs: list[JobID], by: Actor, reason: str) -> dict[JobID, CancelReceipt]:
+    def cancel_all(
+        self,
+        jobs: list[JobID],
+        by: Actor,
+        reason: str,
+        progress: Callable[[int], None] | None = None,
+    ) -> dict[JobID, CancelReceipt]:
         """Cancel each of ``jobs``, in their order: commit every cancel first, then stop what
         runs of the jobs cancelled, asking the scheduler once for all of them before the stops
-        and once after (not twice a job: an array of a thousand tasks is two questions)."""
+        and once after (not twice a job: an array of a thousand tasks is two questions).
+        ``progress`` is told how many jobs were decided so far, after each."""
         receipts: dict[JobID, CancelReceipt] = {}
         cancelled: list[JobID] = []
-        for job in jobs:
+        for n, job in enumerate(jobs, start=1):
+            if progress is not None and n > 1:
+                progress(n - 1)
             try:
                 self._control(job, lambda j, now: _cancel(j, now, by, reason))
             except _Declined as no:
@@ -160,6 +169,8 @@ class Operator:
                 # Nothing of a cancelled job may start again (best effort, as every fence).
                 with contextlib.suppress(DispatchError):
                     self._backend.advance(job, None)
+        if progress is not None:
+            progress(len(jobs))
         if not cancelled:
             return receipts
         why = f"cancelled by {by}" + (f": {reason}" if reason else "")

@@ -24,6 +24,7 @@ from dispatch.cli.session import (
     echo_json,
     json_option,
     me,
+    progress,
     refusals,
 )
 from dispatch.cluster import Cluster, Config, compose
@@ -131,11 +132,13 @@ def _hold_array(as_json: bool, act: Acting, reason: str, until: datetime | None)
     """Hold every task of the array that is not over; refused when none is left to hold."""
     held: dict[JobID, int] = {}
     # Last task first: a waiting task is held before a task ahead of it can free its place.
-    for job in reversed(act.jobs):
+    for gone, job in enumerate(reversed(act.jobs), start=1):
         try:
             held[job] = act.cluster.operator.hold(job, act.by, reason, until)
         except RejectedError:
             continue  # a task that ended or settled has nothing left to hold
+        finally:
+            progress(gone, len(act.jobs), "holding")
     if not held:
         raise RejectedError(f"array {act.job}: every task is over; nothing to hold")
     over = len(act.jobs) - len(held)
@@ -191,6 +194,32 @@ def release(
     )
 
 
+def _release_one(
+    act: Acting, job: JobID, now: datetime, override: bool, others: list[JobID], kept: list[str]
+) -> int | None:
+    """Release the hold of one task of the array when this person may; the instance released,
+    or None (noted in ``others`` when someone else's hold is kept, in ``kept`` for a recovery
+    hold)."""
+    j = fold(act.session.ledger.read(job), now)
+    try:
+        asked(j, Verb.RELEASE, act.by)
+    except RepeatedError:
+        return None  # no hold in force: nothing to release
+    except RejectedError as err:
+        kept.append(err.message)  # a recovery hold: answered otherwise
+        return None
+    h = j.active_hold()
+    assert h is not None, "the request table accepts a release of a hold in force"
+    if h.hold.by != act.by and not override:
+        others.append(job)
+        return None
+    try:
+        act.cluster.operator.release(job, act.by)
+    except RepeatedError:
+        return None  # released by someone else meanwhile
+    return h.instance
+
+
 def _release_array(as_json: bool, act: Acting, override: bool) -> None:
     """Release the hold of every task that has one this person may release; refused when no
     task has."""
@@ -198,25 +227,13 @@ def _release_array(as_json: bool, act: Acting, override: bool) -> None:
     others: list[JobID] = []
     kept: list[str] = []
     now = datetime.now(UTC)
-    for job in act.jobs:
-        j = fold(act.session.ledger.read(job), now)
+    for gone, job in enumerate(act.jobs, start=1):
         try:
-            asked(j, Verb.RELEASE, act.by)
-        except RepeatedError:
-            continue  # no hold in force: nothing to release
-        except RejectedError as err:
-            kept.append(err.message)  # a recovery hold: answered otherwise
-            continue
-        h = j.active_hold()
-        assert h is not None, "the request table accepts a release of a hold in force"
-        if h.hold.by != act.by and not override:
-            others.append(job)
-            continue
-        try:
-            act.cluster.operator.release(job, act.by)
-        except RepeatedError:
-            continue  # released by someone else meanwhile
-        released[job] = h.instance
+            instance = _release_one(act, job, now, override, others, kept)
+        finally:
+            progress(gone, len(act.jobs), "releasing")
+        if instance is not None:
+            released[job] = instance
     if not released:
         why = (
             f"{len(others)} held by someone else (release them anyway with --override)"
@@ -288,7 +305,10 @@ def _cancel_array(as_json: bool, act: Acting, reason: str) -> None:
     # Last task first: a waiting task is cancelled before a task ahead of it frees its place,
     # so no sweep launches a task this cancel is about to stop. Every cancel is committed
     # before anything is stopped, and Slurm is asked once for all the tasks.
-    receipts = act.cluster.operator.cancel_all(list(reversed(act.jobs)), act.by, reason)
+    n = len(act.jobs)
+    receipts = act.cluster.operator.cancel_all(
+        list(reversed(act.jobs)), act.by, reason, lambda gone: progress(gone, n, "cancelling")
+    )
     for job, receipt in receipts.items():
         if receipt.committed:
             cancelled.append(job)

@@ -17,7 +17,7 @@ import click
 from dispatch.batch import array
 from dispatch.batch.request import Request
 from dispatch.cli.render import clean
-from dispatch.cli.session import Session, echo_json, fail, me
+from dispatch.cli.session import Session, echo_json, fail, me, progress
 from dispatch.cluster import Config, compose
 from dispatch.core.fold import fold
 from dispatch.core.project import project
@@ -41,8 +41,9 @@ def submit_group(
     specs = array.tasks(req.spec, req.array, group)
     cluster = compose(session.backend, Config(store=session.store))
     plan: Plan | None = None
-    for spec in specs:
+    for done, spec in enumerate(specs, start=1):
         plan = cluster.operator.submit(spec, me(), **req.submit)
+        progress(done, len(specs), "recording")
     assert plan is not None
     now_n = min(req.array.throttle or LAUNCH_NOW, LAUNCH_NOW, len(specs))
     supervisor = session.supervisor()

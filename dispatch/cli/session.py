@@ -146,6 +146,19 @@ def refusals() -> Iterator[None]:
         fail(f"{err}; check the path and its permissions")
 
 
+# Work over more items than this (the tasks of a large array) says how far it got on stderr,
+# every so many items.
+PROGRESS_EVERY = 1000
+
+
+def progress(done: int, total: int, doing: str) -> None:
+    """Say on stderr that ``doing`` (recording, cancelling, ...) went through ``done`` of
+    ``total`` tasks, every ``PROGRESS_EVERY`` tasks of work over more than that, and at its
+    end."""
+    if total > PROGRESS_EVERY and done and (done % PROGRESS_EVERY == 0 or done == total):
+        click.echo(f"{doing}: {done} of {total} tasks", err=True)
+
+
 def echo_json(data: Any) -> None:
     """Print ``data`` as one JSON document."""
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

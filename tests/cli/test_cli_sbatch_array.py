@@ -336,3 +336,28 @@ def test_status_of_a_group_piped_to_head_ends_quietly(site: Site) -> None:
     )
     assert done.stdout.startswith("array") and done.stdout.count("\n") == 1, done
     assert done.stderr == "", done.stderr
+
+
+def test_long_work_on_a_large_array_says_how_far_it_got(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PROGRESS_EVERY tasks (1,000; 10 here), recording, holding, releasing and
+    cancelling say on stderr how far they got, and at their end; stdout keeps its one line."""
+    from dispatch.cli import session
+
+    monkeypatch.setattr(session, "PROGRESS_EVERY", 10)
+    code, out, err = dispatch(site, "sbatch", "--parsable", "--array=0-24", "sweep.sbatch")
+    assert code == 0 and out.count("\n") == 1, err
+    group = out.strip()
+    said = [line for line in err.splitlines() if line.startswith("recording")]
+    assert said == [f"recording: {n} of 25 tasks" for n in (10, 20, 25)], err
+    for verb, doing in (("hold", "holding"), ("release", "releasing"), ("cancel", "cancelling")):
+        code, out, err = (
+            dispatch(site, verb, group, "-m", "x")
+            if verb != "release"
+            else (dispatch(site, verb, group))
+        )
+        assert code == 0 and out.count("\n") == 1, (verb, err)
+        assert [line for line in err.splitlines() if line.startswith(doing)] == [
+            f"{doing}: {n} of 25 tasks" for n in (10, 20, 25)
+        ], (verb, err)
