@@ -20,7 +20,7 @@ from dispatch.model.record import View
 from dispatch.model.values import NO_CAUSE, JobID
 
 
-class Reader(Protocol):
+class RecordReader(Protocol):
     """What these functions need of a store: a job's record as it is now."""
 
     def read(self, job: JobID) -> View:
@@ -33,7 +33,7 @@ def waits_on_upstream(job: Job) -> bool:
     return bool(job.header.spec.after) and not job.submissions and job.outcome is None
 
 
-def look_upstream(store: Reader, job: Job, found: Discovery, now: datetime) -> Discovery:
+def look_upstream(store: RecordReader, job: Job, found: Discovery, now: datetime) -> Discovery:
     """``found`` with what ``store`` holds of each job ``job`` depends on. An upstream job that
     was superseded is followed to the job superseding it (and on, to the newest of its
     lineage): the dependency waits for that one's outcome, since the person who superseded the
@@ -42,7 +42,7 @@ def look_upstream(store: Reader, job: Job, found: Discovery, now: datetime) -> D
 
 
 def upstream_of(
-    store: Reader, job: Job, found: Discovery, now: datetime
+    store: RecordReader, job: Job, found: Discovery, now: datetime
 ) -> tuple[Discovery, tuple[tuple[JobID, int], ...] | None]:
     """``look_upstream``, and every record it read with the revision it read it at (the jobs
     ``job`` depends on and those superseding them), or None when one is missing. What it
@@ -78,7 +78,9 @@ def upstream_of(
     return looked, None if reads is None else tuple(reads)
 
 
-def _read(store: Reader, job: JobID, now: datetime, reads: list[tuple[JobID, int]] | None) -> Job:
+def _read(
+    store: RecordReader, job: JobID, now: datetime, reads: list[tuple[JobID, int]] | None
+) -> Job:
     """The fold of ``job``'s record, noted in ``reads`` with the revision it was read at."""
     view = store.read(job)
     if reads is not None:
@@ -86,7 +88,9 @@ def _read(store: Reader, job: JobID, now: datetime, reads: list[tuple[JobID, int
     return fold(view, now)
 
 
-def _newest(store: Reader, up: Job, now: datetime, reads: list[tuple[JobID, int]] | None) -> Job:
+def _newest(
+    store: RecordReader, up: Job, now: datetime, reads: list[tuple[JobID, int]] | None
+) -> Job:
     """The newest job of ``up``'s lineage: ``up`` followed through every supersede."""
     seen = {up.header.job}
     while up.superseded_by and up.superseded_by not in seen:
