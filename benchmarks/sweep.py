@@ -9,12 +9,14 @@ process that built it, so its RSS includes the setup. The setup writes the ledge
 fsync (the timed sweep commits nothing). Run from the repository root:
 
     .venv/bin/python benchmarks/sweep.py [--sizes 1000,10000,100000] [--dir DIR]
-        [--baseline REF] [--runs 3] [--memory]
+        [--baseline REF] [--runs 3] [--memory] [--changed PCT] [--changed-first] [--upgrade]
 
 ``--dir`` picks the filesystem under test (default: a temporary folder under /tmp). The
-baseline commit is checked out with ``git worktree`` and its own copy of this script times its
-sweep on the same ledger, alternating with this tree's; each row prints issue 17's goal, the
-figure and the ratio to the baseline.
+baseline commit is checked out with ``git worktree``; this script's child, run over the
+baseline's ``dispatch``, times its sweep on the same ledger, alternating with this tree's (the
+baseline's own copy of this script writes the ledger and is the one traced by strace). The table
+prints, per size, issue 17's goals, the warm tick's wall and the ratio to the baseline; the line
+under it gives both trees' wall and CPU seconds with the load.
 
 This tree's ``dispatch`` (and this script) is copied when the benchmark starts and every child
 of this tree runs from the copy: a run at 10,000 jobs or more lasts long enough for the tree to
@@ -35,7 +37,15 @@ seconds with the load. A cold row per size times ticks without a memo (the first
 after the memo was lost or lapsed): ``--runs`` pairs, the baseline's dispatch then this tree's,
 alternately on the same ledger, each tree's CPU per job (the sweep's own, without start-up),
 wall and the load they ran at. ``no memo s`` is this tree's first cold tick, and its system
-calls per job are printed too. The figures measured are in ``docs/supervising.md``
+calls per job are printed too. ``--changed PCT`` (default 1; 0 leaves it out) is the tick after
+PCT % of the jobs changed between two ticks: their objects completed (exit code 0; the jobs'
+spec has no recovery rule, so a preempted object would end its job failed rather than be
+resubmitted). Each of ``--runs`` rounds times, in a fresh process, the baseline's dispatch then
+this tree's on a copy of the ledger whose files are hard links to the ledger's (so the memo
+each tree left holds in it) with that tree's memo: wall, CPU, CPU per changed job (and over the
+warm tick's CPU), and the load. The row fails unless the tick passed every job, acted on and
+settled exactly the changed ones, and skipped none of them on the memo; it prints how many
+passes it skipped. The figures measured are in ``docs/supervising.md``
 ("How long a sweep takes") and, per step of a pass, in ``docs/ledger.md`` ("What an idle sweep
 costs per job").
 """
@@ -199,6 +209,59 @@ def child_changed_first(ledger: Path, objects_path: Path, n: int, limit: float) 
     print(json.dumps(out))
 
 
+def child_changed(ledger: Path, objects_path: Path, n: int, pct: float) -> None:
+    """The tick after ``pct`` % of the jobs' objects completed (exit code 0), on a ledger whose
+    memo the tree's tick before left: wall, CPU, and what the tick passed and acted on. Every
+    job is passed, the others skipped on the memo; each changed job records its outcome and
+    settles (succeeded). Fails when the tick did not do exactly that."""
+    backend = running_backend(json.loads(objects_path.read_text()))
+    jobs = sorted({o.job for o in backend.objects.values()})
+    k = changed_count(n, pct)
+    hit = {jobs[i * len(jobs) // k] for i in range(k)}
+    for obj in list(backend.objects.values()):
+        if obj.job in hit:
+            backend.env().complete(obj.ref)
+    backend.calls.clear()
+    load = os.getloadavg()[0]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    report = Supervisor(backend, FileRecords(ledger)).sweep()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    remembered = set(getattr(report, "remembered", ()))
+    out = {
+        "jobs": n,
+        "changed": k,
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "load": load,
+        "passed": len(report.passed),
+        "progressed": len(report.progressed),
+        "settled": len(report.settled),
+        "changed_settled": len(hit & set(report.settled)),
+        "remembered": len(remembered),
+        "changed_remembered": len(hit & remembered),
+        "find_many": backend.calls["find_many"],
+    }
+    if (
+        report.failed
+        or report.not_reached
+        or len(report.passed) != n
+        or set(report.progressed) != hit
+        or set(report.settled) != hit
+        or hit & remembered
+    ):
+        failed = next(iter(report.failed.values()), "none")
+        raise SystemExit(
+            f"the changed tick did not settle exactly the {k} changed jobs of {n}: {out}; "
+            f"first failure: {failed}"
+        )
+    print(json.dumps(out))
+
+
+def changed_count(n: int, pct: float) -> int:
+    """How many of ``n`` jobs change in the changed row: ``pct`` % of them, at least one."""
+    return max(1, round(n * pct / 100))
+
+
 def child_memory(n: int) -> None:
     backend = MemoryBackend(shape=Shape.SLURM, auto_run=True)
     store = MemoryRecords()
@@ -293,6 +356,76 @@ def changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | N
         )
 
 
+def link_copy(source: Path, into: Path) -> None:
+    """A copy of a ledger whose files are hard links to the source's (``cp -al``): the same
+    inodes, sizes and times, on which a memo entry is keyed, so a tree's memo holds in the copy
+    as in the source. A tick writes only new files and renames them into place, so the source
+    keeps its records; the copy's ``sweep`` folder is replaced by a real copy (``memo_of``)."""
+    subprocess.run(["cp", "-al", str(source), str(into)], check=True)
+
+
+def changed_ticks(
+    base: Path,
+    ledger: Path,
+    objects: Path,
+    n: int,
+    pct: float,
+    runs: int,
+    memos: dict[str, tuple[Path, Path]],
+    warm: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Print the changed rows: ``runs`` rounds of the tick after ``pct`` % of the jobs'
+    objects completed, each tree (the baseline's dispatch first, run by this script's child)
+    on a linked copy of the ledger holding its own warm memo; CPU per changed job is the whole
+    tick's CPU over the changed jobs, and beside it what the tick cost over the warm one."""
+    unsettled = len(os.listdir(ledger / "unsettled"))
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in memos}
+    for _ in range(runs):
+        for name, (tree, saved) in memos.items():
+            scratch = base / f"changed-{n}"
+            link_copy(ledger, scratch)
+            memo_of(scratch, saved)
+            try:
+                r = run_child(
+                    "changed", str(scratch), str(objects), str(n), f"{pct:g}", tree=tree, own=True
+                )
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+            rows[name].append(r)
+    if len(os.listdir(ledger / "unsettled")) != unsettled:
+        raise SystemExit(f"the changed ticks changed the ledger {ledger} they copied")
+    k = changed_count(n, pct)
+    cpu = {name: statistics.median(r["cpu_s"] for r in rs) for name, rs in rows.items()}
+    for name, rs in rows.items():
+        r = rs[0]
+        wall = statistics.median(x["wall_s"] for x in rs)
+        over = (cpu[name] - statistics.median(w["cpu_s"] for w in warm[name])) / k * 1e3
+        loads = [x["load"] for x in rs]
+        ratio = ""
+        if name == "this" and "baseline" in rows:
+            pairs = zip(rs, rows["baseline"], strict=True)
+            wall_ratio = statistics.median(t["wall_s"] / b["wall_s"] for t, b in pairs)
+            ratio = (
+                f" (ratio to the baseline: wall {wall_ratio:.2f}, "
+                f"CPU {cpu['this'] / cpu['baseline']:.2f})"
+            )
+        print(
+            f"{pct:g} %-changed tick, {name}, N={n}, {k} jobs' objects completed since the tick "
+            f"before, warm memo, medians of {runs}: {r['passed']} passed, {r['progressed']} "
+            f"acted on, {r['changed_settled']} of the {k} changed settled, {r['remembered']} "
+            f"skipped on the memo; {wall:.2f} s wall, {cpu[name]:.2f} CPU s, "
+            f"{cpu[name] / k * 1e3:.1f} ms CPU per changed job ({over:.1f} ms over the warm "
+            f"tick's CPU){ratio}; load {min(loads):.1f}-{max(loads):.1f}",
+            flush=True,
+        )
+        if r["remembered"] < n - k:
+            print(
+                f"warning: the {name} changed tick remembered {r['remembered']} of the {n - k} "
+                "unchanged passes: its figures are not those of a warm tick",
+                flush=True,
+            )
+
+
 def forget_memo(ledger: Path) -> None:
     """Remove the sweep memo: the next tick is cold (the first one, or one after it was lost)."""
     for memo in (ledger / "sweep").glob("memo-*"):
@@ -333,6 +466,23 @@ def cold_ticks(ledger: Path, child: tuple[str, ...], old: Path | None, runs: int
         flush=True,
     )
     return this[0]
+
+
+def warm_line(n: int, runs: int, this: list[dict[str, Any]], was: list[dict[str, Any]]) -> None:
+    """Print the warm row's wall and CPU per tree with the load (the table gives the wall)."""
+
+    def med(rows: list[dict[str, Any]], key: str) -> float:
+        return statistics.median(r[key] for r in rows) if rows else float("nan")
+
+    loads = [r["load"] for r in (*this, *was)]
+    print(
+        f"warm tick (idle, memo holds), N={n}, medians of {runs} pairs: wall "
+        f"{med(was, 'wall_s'):.2f} s baseline, {med(this, 'wall_s'):.2f} s this; CPU "
+        f"{med(was, 'cpu_s'):.2f} s baseline, {med(this, 'cpu_s'):.2f} s this; "
+        f"{was[0]['remembered'] if was else '-'} and {this[0]['remembered']} of {n} passes "
+        f"skipped on the memo; load {min(loads):.1f}-{max(loads):.1f}",
+        flush=True,
+    )
 
 
 def upgraded(tree: Path, into: Path) -> Path:
@@ -380,6 +530,14 @@ def main() -> None:
         action="store_true",
         help="also the tick after an upgrade that changed no decision, on each tree's warm memo",
     )
+    parser.add_argument(
+        "--changed",
+        type=float,
+        default=1.0,
+        metavar="PCT",
+        help="the changed row's share of jobs whose objects completed since the tick before "
+        "(default 1; 0: no changed row)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -388,6 +546,8 @@ def main() -> None:
             child_memory(int(rest[0]))
         elif kind == "changed-first":
             child_changed_first(Path(rest[0]), Path(rest[1]), int(rest[2]), float(rest[3]))
+        elif kind == "changed":
+            child_changed(Path(rest[0]), Path(rest[1]), int(rest[2]), float(rest[3]))
         elif kind == "setup-file":
             child_setup_file(Path(rest[0]), Path(rest[1]), int(rest[2]))
         else:
@@ -453,7 +613,7 @@ def main() -> None:
             for _ in range(args.runs):
                 if old is not None:
                     memo_of(ledger, saved_old)
-                    was.append(run_child(*child, tree=old))
+                    was.append(run_child(*child, tree=old, own=True))
                 memo_of(ledger, saved)
                 this.append(run_child(*child))
             if args.upgrade:
@@ -502,6 +662,14 @@ def main() -> None:
                     "moved since the tick before)",
                     flush=True,
                 )
+            warm_line(n, args.runs, this, was)
+            if args.changed:
+                memos = {"this": (THIS[0], saved)}
+                warm = {"this": this}
+                if old is not None:
+                    memos = {"baseline": (old, saved_old), **memos}
+                    warm["baseline"] = was
+                changed_ticks(base, ledger, objects, n, args.changed, args.runs, memos, warm)
     finally:
         if old is not None:
             subprocess.run(
