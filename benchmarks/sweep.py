@@ -43,11 +43,11 @@ spec has no recovery rule, so a preempted object would end its job failed rather
 resubmitted). Each of ``--runs`` rounds times, in a fresh process, the baseline's dispatch then
 this tree's on a copy of the ledger whose files are hard links to the ledger's (so the memo
 each tree left holds in it) with that tree's memo: wall, CPU, CPU per changed job (and over the
-warm tick's CPU), and the load. The row fails unless the tick passed every job, acted on and
-settled exactly the changed ones, and skipped none of them on the memo; it prints how many
-passes it skipped. The figures measured are in ``docs/supervising.md``
-("How long a sweep takes") and, per step of a pass, in ``docs/ledger.md`` ("What an idle sweep
-costs per job").
+warm tick's CPU), and the load. The tick commits the changed jobs' records with fsync, as
+any tick does. The row fails unless the tick passed every job, acted on and settled exactly
+the changed ones, and skipped none of them on the memo; it prints how many passes it skipped.
+The figures measured are in ``docs/supervising.md`` ("How long a sweep takes") and, per step
+of a pass, in ``docs/ledger.md`` ("What an idle sweep costs per job").
 """
 
 from __future__ import annotations
