@@ -12,7 +12,7 @@ from enum import Enum
 
 from dispatch.core.calls import CALL_DEADLINE, after_cessation, requeue
 from dispatch.core.current import VANISHED, Current
-from dispatch.core.ending import ending, own_requeue
+from dispatch.core.ending import asked_outcome, ending, own_requeue
 from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.situation import Situation
 from dispatch.core.steps import (
@@ -20,7 +20,6 @@ from dispatch.core.steps import (
     Canonical,
     Escalate,
     Open,
-    Outcome,
     Retire,
     Start,
     Step,
@@ -71,21 +70,17 @@ def _canonical(s: Situation) -> ObjectRef:
 
 
 def _cancel(s: Situation) -> list[Step]:
-    c = s.job.cancel
-    assert c is not None
-    said = f": {c.reason}" if c.reason else ""
-    cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=f"by {c.by}{said}")
-    return [Outcome(state=State.CANCELLED, cause=cause), *stops(s.job, s.cur, s.now)]
+    fixed = asked_outcome(s.job)
+    assert fixed is not None and fixed.state is State.CANCELLED
+    return [fixed, *stops(s.job, s.cur, s.now)]
 
 
 def _give_up(s: Situation) -> list[Step]:
     g = s.job.give_up
-    assert g is not None
-    hold = s.hold
-    # The job fails for what ended it: the cause a recovery hold was placed for, if any.
-    cause = hold.cause if hold is not None and hold.cause is not None else s.job.last_end_cause()
+    fixed = asked_outcome(s.job)
+    assert g is not None and fixed is not None
     detail = f"{g.by} gave up" + (f": {g.reason}" if g.reason else "")
-    return [Outcome(state=State.FAILED, cause=cause), Escalate(id="give-up", detail=detail)]
+    return [fixed, Escalate(id="give-up", detail=detail)]
 
 
 def _resubmit(s: Situation) -> list[Step]:

@@ -10,8 +10,29 @@ from datetime import datetime
 from dispatch.core.calls import requeue, requeued
 from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.steps import Authorize, Escalate, Outcome, PlaceHold, Step, Stop
-from dispatch.model.enums import Action, CauseKind, Enforcer, State
+from dispatch.model.enums import Action, CauseKind, Enforcer, Provenance, State
 from dispatch.model.values import NO_CAUSE, Cause, Plan, RuleAssignment
+
+
+def asked_outcome(job: Job) -> Outcome | None:
+    """The outcome a person's word has fixed, which the job's next pass commits whatever else
+    holds: a cancel's (cancelled, by whom and why), else a give-up's (failed, for what ended
+    the job: the cause a recovery hold in force was placed for, if any). None when nobody asked
+    or an outcome is committed already."""
+    if job.outcome is not None:
+        return None
+    if (c := job.cancel) is not None:
+        said = f": {c.reason}" if c.reason else ""
+        detail = f"by {c.by}{said}"
+        return Outcome(
+            state=State.CANCELLED,
+            cause=Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR, detail=detail),
+        )
+    if job.give_up is not None:
+        hold = job.active_hold()
+        cause = hold.cause if hold is not None and hold.cause is not None else None
+        return Outcome(state=State.FAILED, cause=cause or job.last_end_cause())
+    return None
 
 
 def covering_rule(plan: Plan, kind: CauseKind) -> RuleAssignment | None:

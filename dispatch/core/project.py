@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from dispatch.core.current import Current, blockers
-from dispatch.core.ending import recovers
+from dispatch.core.ending import asked_outcome, recovers
 from dispatch.core.job import Job
 from dispatch.model.enums import CauseKind, CleanupState, Level, ObjectState, State
 from dispatch.model.objects import Discovery, ObjectObs
@@ -46,6 +46,10 @@ def project(job: Job, d: Discovery, now: datetime) -> Status:
 def _state(job: Job, cur: Current) -> tuple[State, Cause]:
     if job.outcome is not None:
         return job.outcome.state, job.outcome.cause
+    if (fixed := asked_outcome(job)) is not None:
+        # A committed cancel or give-up is final: shown as the outcome it fixes, before the
+        # next pass commits it (the clean-up says what still runs).
+        return fixed.state, fixed.cause
     latest = job.latest()
     if latest is None or latest.canonical is None:
         return _between_executions(job)
@@ -75,7 +79,7 @@ def _ended(job: Job, cause: Cause) -> tuple[State, Cause]:
 
 
 def _cleanup(job: Job, cur: Current) -> CleanupState:
-    if job.outcome is None or job.settled:
+    if (job.outcome is None and asked_outcome(job) is None) or job.settled:
         return CleanupState.CLEAR
     left = blockers(job, cur)
     if not left:

@@ -109,6 +109,14 @@ def test_cancel_says_what_clean_up_still_waits_for(tmp_path: Path) -> None:
         f"cancel committed; clean-up: 1 object still alive ({stuck.id}), checked again next sweep\n"
     )
     assert last_control(site, job).kind == "cancel"
+    # The cancel is final once committed: before any sweep the job reads cancelled, by whom and
+    # why, with its clean-up still to come.
+    code, out, err = act(site, "status", job, "--json")
+    assert code == 0, err
+    st = json.loads(out)
+    assert (st["state"], st["cause"]["kind"]) == ("cancelled", "cancelled"), st
+    assert st["cause"]["detail"] == "by human:ada: wrong config"
+    assert (st["cleanup"], st["settled"]) == ("pending", False)
     site.backend.unstoppable.clear()
     other = running(site)
     code, out, _ = act(site, "cancel", other, "--json")
@@ -197,9 +205,14 @@ def test_give_up_fails_the_job_with_the_cause_that_ended_it(tmp_path: Path) -> N
     code, out, err = act(site, "give-up", job)
     assert code == 0, err
     assert out == f"job {job} given up; the next sweep fails it with the cause that ended it\n"
+    # Final once committed: it reads failed for the hold's cause before the sweep commits it.
+    st = site.cluster.observer.get(job)
+    assert st.state is dispatch.State.FAILED and st.cause.kind is dispatch.CauseKind.PREEMPTED
+    assert not st.settled
     sweeps(site)
     st = site.cluster.observer.get(job)
     assert st.state is dispatch.State.FAILED and st.cause.kind is dispatch.CauseKind.PREEMPTED
+    assert st.settled
 
 
 def test_abandon_takes_the_escalation_id_and_only_from_a_human(tmp_path: Path) -> None:

@@ -147,6 +147,15 @@ def test_cancel_of_a_group_cancels_every_task_and_again_records_nothing(site: Si
     code, out, err = dispatch(site, "cancel", group)
     assert code == 0, err
     assert out.startswith(f"cancel committed on 6 tasks of array {group}; clean-up: ")
+    # Before any sweep, every task reads cancelled: those launched and those never launched.
+    code, out, err = dispatch(site, "list", "--tasks", "--json")
+    assert code == 0, err
+    rows = json.loads(out)
+    assert len(rows) == 6
+    assert {(r["state"], r["cause"]) for r in rows} == {("cancelled", "cancelled")}, rows
+    code, out, err = dispatch(site, "list")
+    assert code == 0, err
+    assert f"{group}  " in out and "6 cancelled" in out, out
     before = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
     code, out, err = dispatch(site, "cancel", group)
     assert code == 0 and "every task was over or cancelled already; nothing recorded" in out
