@@ -138,6 +138,18 @@ def test_status_reports_every_daemon_running(slurm_env: dict[str, str]) -> None:
         assert f"{daemon}" in proc.stdout
 
 
+def test_up_on_a_running_cluster_leaves_its_config_files_untouched(
+    slurm_env: dict[str, str],
+) -> None:
+    """Every live test runs ``up``: the config it finds as it would write it keeps its times,
+    since the kept probe answers of dispatch's clients are keyed on ``slurm.conf``'s."""
+    conf = Path(slurm_env["SLURM_CONF"])
+    files = [conf, *(conf.parent / n for n in ("cgroup.conf", "slurmdbd.conf"))]
+    before = {f: (f.stat().st_ctime_ns, f.stat().st_mtime_ns) for f in files}
+    run([str(LOCALCLUSTER), "up"], slurm_env)
+    assert {f: (f.stat().st_ctime_ns, f.stat().st_mtime_ns) for f in files} == before
+
+
 def test_four_nodes_are_up(slurm_env: dict[str, str]) -> None:
     # Idle on a fresh cluster; the cluster is shared by everyone using this state
     # folder, so a node running someone's job counts as up too.
