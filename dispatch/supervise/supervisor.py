@@ -23,6 +23,7 @@ from dispatch.core import steps as st
 from dispatch.core.deadlines import wake as deadline_after
 from dispatch.core.fold import Folding, fold
 from dispatch.core.next import next_steps
+from dispatch.model.array import group_of
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.objects import Discovery
@@ -35,6 +36,7 @@ from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.throttle import Slots, waits_for_slot
 from dispatch.supervise.upstream import upstream_of, waits_on_upstream
+from dispatch.supervise.wakes import Wakes, place
 
 if TYPE_CHECKING:
     # Imported by ``sweep``, which alone keeps memos: a lone job's passes have none.
@@ -157,6 +159,8 @@ class Supervisor:
         # A sweep's one listing of the array tasks that hold a place (``throttle.py``).
         self._slots: Slots | None = None
         self._sweeping = False
+        # Which of a sweep's jobs wait on which, and which moved: ``wakes.py``.
+        self._wakes = Wakes()
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -349,7 +353,7 @@ class Supervisor:
         from dispatch.supervise.memo import SweepMemos
 
         self._memos = None if sharded is None else SweepMemos(sharded, self.deliveries.via)
-        self._sweeping = True
+        self._sweeping, self._wakes = True, Wakes()
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
@@ -380,7 +384,7 @@ class Supervisor:
                 self._forget({*seen, *report.skipped, *report.not_reached})
             finally:
                 self._memos = None
-                self._sweeping, self._slots = False, None
+                self._sweeping, self._slots, self._wakes = False, None, Wakes()
                 for job in locked:
                     self.store.unlock(job, token)
                 if sharded is not None:
@@ -478,8 +482,13 @@ class Supervisor:
             if self._remembered(job, found[job], report):
                 continue
             result = self._sweep_pass(job, token, view, found[job], report)
-            if result is not None and result.progressed and not result.settled:
-                moved.append(job)
+            if result is not None and result.progressed:
+                if result.settled or "outcome" in result.steps:
+                    self._ended(job, result.settled)
+                if not result.settled:
+                    moved.append(job)
+            elif result is not None and (result.upstream or result.slot is not None):
+                self._wakes.waited(job, _waits_on(job, result.upstream, result.slot))
             if self._memos is not None and isinstance(view, int):
                 self._memos.drop(job)
                 stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
@@ -536,11 +545,22 @@ class Supervisor:
             self.check_remembered(job, waited.revision, seen, now, waited.upstream)
         assert self._memos is not None
         self._memos.keep(job, waited)
+        if waited.upstream or waited.slot is not None:
+            ups = tuple((up, r) for up, r, _ in waited.upstream)
+            self._wakes.waited(job, _waits_on(job, ups, waited.slot), remembered=True)
         if job not in report._passed:
             report._passed.add(job)
             report.passed.append(job)
             report.remembered.append(job)
         return True
+
+    def _ended(self, job: JobID, settled: bool) -> None:
+        """``job``'s pass committed its outcome or settled it (``settled``): the jobs waiting
+        on it may go, and a member of an array that settled frees its place now."""
+        group = group_of(job) if settled else None
+        if group is not None and self._slots is not None:
+            self._slots.settled(job)
+        self._wakes.ended(job, group)
 
     def _carry(
         self, moved: list[JobID], token: str, report: SweepReport, deadline: datetime | None
@@ -551,9 +571,12 @@ class Supervisor:
         the next submission's start; after a start, its canonical object and the open. Each
         round keeps the pass's order: the records of the jobs that moved are read again, then
         the scheduler is asked once for all of them, then each gets a pass. A job that only
-        waits drops out, so an idle sweep asks the scheduler once, as before.
+        waits drops out, so an idle sweep asks the scheduler once, as before; one that waits on
+        a job that ended or settled after its pass is carried too (``wakes.py``).
         """
         for _ in range(LAUNCH_PASSES - 1):
+            # And the jobs waiting on one that moved after their pass (``wakes.py``).
+            moved = [*moved, *self._wakes.woken(moved)]
             if not moved:
                 return
             views: dict[JobID, Seen] = {}
@@ -678,6 +701,13 @@ class Supervisor:
         if result.settled:
             report.settled.append(job)
         return result
+
+
+def _waits_on(job: JobID, upstream: tuple[tuple[JobID, int], ...], slot: int | None) -> list[str]:
+    """What a pass that waited waits on (``wakes.py``): the jobs it depends on, and, for an
+    array member waiting for its place, its group's places."""
+    group = group_of(job) if slot is not None else None
+    return [*(up for up, _ in upstream), *([place(group)] if group is not None else [])]
 
 
 @contextlib.contextmanager

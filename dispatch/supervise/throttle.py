@@ -2,9 +2,10 @@
 
 Counted from the ledger's list of unsettled jobs (a member's id names its group and its place in
 the group's order, ``model/array.py``), not from each record, so a 10,000-task array costs one
-listing per sweep. A sweep lists once and counts every waiting member on that list: a member
-that settles during the sweep still counts until the next one, which only ever makes a member
-wait longer (``core/throttle.py``).
+listing per sweep. A sweep lists once and counts every waiting member on that list, less the
+members its own passes settled since (``settled``): a record that settled stays settled, so the
+place is free. A member another sweeper settles meanwhile still counts until the next listing,
+which only ever makes a member wait longer (``core/throttle.py``).
 
 The order: the array's tasks by index, then the jobs that supersede its tasks by the order they
 were made in. A member counts the unsettled members before it.
@@ -37,6 +38,16 @@ class Slots:
             if (member := member_of(job)) is not None:
                 groups.setdefault(member[0], []).append(member[1])
         self._groups = {g: sorted(places) for g, places in groups.items()}
+
+    def settled(self, job: JobID) -> None:
+        """``job``'s record settled: it holds no place from now on."""
+        member = member_of(job)
+        if member is None:
+            return
+        places = self._groups.get(member[0], [])
+        i = bisect_left(places, member[1])
+        if i < len(places) and places[i] == member[1]:
+            del places[i]
 
     def tasks_before(self, group: str, index: int) -> int:
         """The number of unsettled tasks of ``group`` with an index below ``index``."""

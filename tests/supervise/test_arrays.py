@@ -207,3 +207,20 @@ def test_a_new_member_takes_the_next_name_not_one_another_member_holds(world: Wo
     assert world.job(second).header.supersedes == jobs[0]
     with pytest.raises(InvalidError, match="give no idempotency key"):
         world.cluster.operator.supersede(second, ADA, "x", idempotency_key="k")
+
+
+def test_a_task_starts_in_the_sweep_that_settles_the_task_ahead_of_it(world: World) -> None:
+    """The sweep that settles a task frees its place at once: the first waiting task (passed
+    before, or skipped on the memo as its shard was claimed) is passed again and launched in
+    the same sweep, and never more than the throttle hold a place."""
+    jobs = _array(world, "0-5%2")
+    _sweep(world)
+    _sweep(world)  # the waiting tasks wait again; on the file ledger the memo stands for them
+    assert _holding(world, jobs) == jobs[:2]
+    for n in range(2, len(jobs)):
+        world.backend.env().complete(world.canonical(jobs[n - 2]))
+        world.clock.advance(timedelta(minutes=1))
+        report = world.supervisor().sweep()
+        assert not report.failed and jobs[n - 2] in report.settled
+        assert _holding(world, jobs) == jobs[n - 1 : n + 1], n
+        assert _running(world, jobs) == jobs[n - 1 : n + 1], n

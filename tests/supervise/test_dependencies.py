@@ -127,7 +127,7 @@ def test_a_waiting_dependent_is_remembered_until_the_job_it_waits_on_moves(
 ) -> None:
     """The sweep's memo (a file ledger's) skips the pass of a job waiting on another while
     neither record moved; a revision of the job it waits on (a preemption, an end) brings the
-    pass back at the next sweep."""
+    pass back at the next sweep, and the end of that job brings it back in the same sweep."""
     remembers = isinstance(world.store, FileRecords)
     (train,) = world.submit(1)
     evaluate = _after(world, DependencyKind.AFTEROK, train)
@@ -150,30 +150,31 @@ def test_a_waiting_dependent_is_remembered_until_the_job_it_waits_on_moves(
     assert evaluate in report.passed and evaluate not in report.remembered
     world.sweep_until_idle(sup)
     assert len(world.job(train).submissions) == 2 and not world.job(evaluate).submissions
+    world.clock.advance(timedelta(minutes=1))
+    assert (evaluate in sup.sweep().remembered) is remembers
     world.backend.env().complete(world.canonical(train))
     world.clock.advance(timedelta(minutes=1))
-    world.sweep_until_idle(sup)
-    assert len(world.job(evaluate).submissions) == 1
+    report = sup.sweep()
+    assert train in report.settled and len(world.job(evaluate).submissions) == 1
 
 
 def test_a_remembered_dependent_follows_a_supersede_of_the_job_it_waits_on(
     tmp_path: Path,
 ) -> None:
-    """evaluate's pass is remembered while train runs; train fails in a sweep that skipped
-    evaluate's pass (its memo held when the sweep began) and is superseded before any pass of
-    evaluate saw it failed: train's record moved, so evaluate's next pass is made, follows the
-    supersede and waits on the new job, then starts after it."""
+    """evaluate's pass is remembered while train runs; train fails and its own supervisor
+    (``dispatch supervise JOB``, not a sweep) settles it, and it is superseded before any pass
+    of evaluate saw it failed: train's record moved, so evaluate's next pass is made, follows
+    the supersede and waits on the new job, then starts after it."""
     world = World("file", tmp_path, rule_budget=2)
     (train,) = world.submit(1)
     evaluate = _after(world, DependencyKind.AFTEROK, train)
     _sweep(world)
     sup = world.supervisor()
     world.clock.advance(timedelta(minutes=1))
-    sup.sweep()
+    assert evaluate in sup.sweep().remembered
     world.backend.env().fail(world.canonical(train), 1)
-    world.clock.advance(timedelta(minutes=1))
-    report = sup.sweep()
-    assert evaluate in report.remembered and world.job(train).outcome is not None
+    world.supervisor().run(train)
+    assert world.job(train).outcome is not None and world.job(train).settled
     again = world.cluster.operator.supersede(train, ADA, "data fixed", supervised=True).job
     world.clock.advance(timedelta(minutes=1))
     report = sup.sweep()
@@ -203,3 +204,27 @@ def test_a_dependency_on_a_superseded_job_follows_the_job_superseding_it(world: 
     world.backend.env().complete(world.canonical(again))
     _sweep(world)
     assert len(world.job(evaluate).submissions) == 1
+
+
+def test_a_dependent_starts_in_the_sweep_its_upstream_succeeds_whatever_the_passes_order(
+    world: World,
+) -> None:
+    """One sweep: the upstream's pass settles it and the dependent's launches it, whether the
+    dependent's pass came after, or came first or was skipped on the memo (checked as its shard
+    was claimed, before any pass): then it is passed again once the upstream settled."""
+    trains = world.submit(6)
+    evaluates = [_after(world, DependencyKind.AFTEROK, t) for t in trains]
+    _sweep(world)
+    _sweep(world)  # every evaluate waits; on the file ledger the memo now stands for them
+    assert not any(world.job(e).submissions for e in evaluates)
+    for t in trains:
+        world.backend.env().complete(world.canonical(t))
+    world.clock.advance(timedelta(minutes=1))
+    report = world.supervisor().sweep()
+    assert not report.failed
+    assert all(world.job(t).settled for t in trains)
+    for e in evaluates:
+        assert len(world.job(e).submissions) == 1, e
+        assert world.backend.objects[world.canonical(e).id].running, e
+    if isinstance(world.store, FileRecords):
+        assert set(evaluates) & set(report.remembered), "some evaluate was skipped on the memo"
