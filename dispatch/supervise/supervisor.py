@@ -159,7 +159,7 @@ class Supervisor:
         # A sweep's one listing of the array tasks that hold a place (``throttle.py``).
         self._slots: Slots | None = None
         self._sweeping = False
-        # Which of a sweep's jobs wait on which, and which moved: ``wakes.py``.
+        # Which of a sweep's jobs wait on which, and which ended: ``wakes.py``.
         self._wakes = Wakes()
 
     def _token(self) -> str:
@@ -575,7 +575,7 @@ class Supervisor:
         a job that ended or settled after its pass is carried too (``wakes.py``).
         """
         for _ in range(LAUNCH_PASSES - 1):
-            # And the jobs waiting on one that moved after their pass (``wakes.py``).
+            # And the jobs waiting on one that ended after their pass (``wakes.py``).
             moved = [*moved, *self._wakes.woken(moved)]
             if not moved:
                 return
