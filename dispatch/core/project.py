@@ -21,7 +21,10 @@ from dispatch.model.values import NO_CAUSE, Cause, Plan, RuleAssignment
 def project(job: Job, d: Discovery, now: datetime) -> Status:
     """The status of ``job`` given discovery ``d``."""
     cur = Current(job, d)
-    state, cause = _state(job, cur)
+    # A committed cancel or give-up is final: shown as the outcome it fixes, before the next
+    # pass commits it (the clean-up says what still runs).
+    fixed = asked_outcome(job)
+    state, cause = (fixed.state, fixed.cause) if fixed is not None else _state(job, cur)
     hold = job.active_hold()
     return Status(
         job=job.header.job,
@@ -30,7 +33,7 @@ def project(job: Job, d: Discovery, now: datetime) -> Status:
         state=state,
         cause=cause,
         unattended=job.header.options.supervised and not job.owner,
-        cleanup=_cleanup(job, cur),
+        cleanup=_cleanup(job, cur, ended=job.outcome is not None or fixed is not None),
         hold=hold.hold if hold else None,
         submissions=tuple(_submission(job, cur, s.n) for s in job.submissions),
         history=tuple(job.history),
@@ -46,10 +49,6 @@ def project(job: Job, d: Discovery, now: datetime) -> Status:
 def _state(job: Job, cur: Current) -> tuple[State, Cause]:
     if job.outcome is not None:
         return job.outcome.state, job.outcome.cause
-    if (fixed := asked_outcome(job)) is not None:
-        # A committed cancel or give-up is final: shown as the outcome it fixes, before the
-        # next pass commits it (the clean-up says what still runs).
-        return fixed.state, fixed.cause
     latest = job.latest()
     if latest is None or latest.canonical is None:
         return _between_executions(job)
@@ -78,8 +77,8 @@ def _ended(job: Job, cause: Cause) -> tuple[State, Cause]:
     return job.state, cause
 
 
-def _cleanup(job: Job, cur: Current) -> CleanupState:
-    if (job.outcome is None and asked_outcome(job) is None) or job.settled:
+def _cleanup(job: Job, cur: Current, ended: bool) -> CleanupState:
+    if not ended or job.settled:
         return CleanupState.CLEAR
     left = blockers(job, cur)
     if not left:

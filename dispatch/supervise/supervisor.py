@@ -12,7 +12,7 @@ import contextlib
 import gc
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -488,7 +488,8 @@ class Supervisor:
                 if not result.settled:
                     moved.append(job)
             elif result is not None and (result.upstream or result.slot is not None):
-                self._wakes.waited(job, _waits_on(job, result.upstream, result.slot))
+                waits_on = _waits_on(job, (up for up, _ in result.upstream), result.slot)
+                self._wakes.waited(job, waits_on)
             if self._memos is not None and isinstance(view, int):
                 self._memos.drop(job)
                 stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
@@ -546,7 +547,7 @@ class Supervisor:
         assert self._memos is not None
         self._memos.keep(job, waited)
         if waited.upstream or waited.slot is not None:
-            ups = tuple((up, r) for up, r, _ in waited.upstream)
+            ups = (up for up, _, _ in waited.upstream)
             self._wakes.waited(job, _waits_on(job, ups, waited.slot), remembered=True)
         if job not in report._passed:
             report._passed.add(job)
@@ -703,11 +704,11 @@ class Supervisor:
         return result
 
 
-def _waits_on(job: JobID, upstream: tuple[tuple[JobID, int], ...], slot: int | None) -> list[str]:
+def _waits_on(job: JobID, upstream: Iterable[JobID], slot: int | None) -> list[str]:
     """What a pass that waited waits on (``wakes.py``): the jobs it depends on, and, for an
     array member waiting for its place, its group's places."""
     group = group_of(job) if slot is not None else None
-    return [*(up for up, _ in upstream), *([place(group)] if group is not None else [])]
+    return [*upstream, *([place(group)] if group is not None else [])]
 
 
 @contextlib.contextmanager
