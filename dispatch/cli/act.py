@@ -206,8 +206,10 @@ def _release_one(
     except RepeatedError:
         return None  # no hold in force: nothing to release
     except RejectedError as err:
-        kept.append(err.message)  # a recovery hold: answered otherwise
-        return None
+        h = j.active_hold()
+        if h is not None and h.recovery:
+            kept.append(err.message)  # a recovery hold: answered otherwise
+        return None  # else a task that is over (cancelled, ended): nothing to release
     h = j.active_hold()
     assert h is not None, "the request table accepts a release of a hold in force"
     if h.hold.by != act.by and not override:

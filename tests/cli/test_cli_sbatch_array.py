@@ -156,6 +156,9 @@ def test_cancel_of_a_group_cancels_every_task_and_again_records_nothing(site: Si
     code, out, err = dispatch(site, "list")
     assert code == 0, err
     assert f"{group}  " in out and "6 cancelled" in out, out
+    # Cancelled tasks hold nothing a release could lift (no recovery hold among them).
+    code, _, err = dispatch(site, "release", group)
+    assert code == 1 and err.endswith("no task's hold released: none is held\n"), err
     before = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
     code, out, err = dispatch(site, "cancel", group)
     assert code == 0 and "every task was over or cancelled already; nothing recorded" in out
