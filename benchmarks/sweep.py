@@ -10,6 +10,7 @@ fsync (the timed sweep commits nothing). Run from the repository root:
 
     .venv/bin/python benchmarks/sweep.py [--sizes 1000,10000,100000] [--dir DIR]
         [--baseline REF] [--runs 3] [--memory] [--changed PCT] [--changed-first] [--upgrade]
+        [--changed-first-only]
 
 ``--dir`` picks the filesystem under test (default: a temporary folder under /tmp). The
 baseline commit is checked out with ``git worktree``; this script's child, run over the
@@ -30,7 +31,8 @@ but the first does: that sweep leaves the memo of the passes that only waited
 baseline's dispatch (a ledger of an earlier release, which this tree reads as it is).
 ``--changed-first`` adds, per size, a cold tick over a copy of the ledger with 10 jobs
 preempted and ``--time-limit 5s``, run by this script over each tree's dispatch: how many of
-the 10 it recovered. ``--upgrade`` adds, per size and tree, the first tick of the tree's next
+the 10 it recovered (``--changed-first-only``: that row alone, after the ledger's setup and
+the tick before). ``--upgrade`` adds, per size and tree, the first tick of the tree's next
 release (a copy of its ``dispatch`` with a comment added to every core and model source) on the
 warm memo the tree left: the tick after an upgrade that changed no decision, wall and CPU
 seconds with the load. A cold row per size times ticks without a memo (the first tick, one
@@ -538,6 +540,11 @@ def main() -> None:
         help="the changed row's share of jobs whose objects completed since the tick before "
         "(default 1; 0: no changed row)",
     )
+    parser.add_argument(
+        "--changed-first-only",
+        action="store_true",
+        help="only the changed-first row (no warm, cold, changed or upgrade ticks)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -591,6 +598,9 @@ def main() -> None:
             run_child(*child)  # the tick before: it leaves the memo that every later tick has
             saved = base / f"memo-{n}"
             shutil.copytree(ledger / "sweep", saved)
+            if args.changed_first_only:
+                changed_first(base, ledger, objects, n, old)
+                continue
             cold = cold_ticks(ledger, child, old, args.runs)
             calls_cold = float("nan")
             if traced:

@@ -8,6 +8,7 @@ acquire, read and find around the real ``pass_once`` and ``_last_look``.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -54,7 +55,12 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
 
     sup.check_remembered = remembered
     if w.mix.sweep_mode:
+        # A sweep's first look (``Supervisor._first_look``), which the simulator's sweeps, having
+        # no time limit, would never take by themselves: a third of them take it, drawn from a
+        # generator of its own so that a seed's other draws stay as they were.
+        firsts = random.Random(f"{w.seed}/first-look/{p.name}")
         while True:
+            sup.first_look = True if firsts.random() < 1 / 3 else None
             report = sup.sweep()
             yield None if report.progressed else w.clock.now() + POLL
     while True:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -197,6 +198,8 @@ class SweepMemos:
         # The stamps of the upstream records checked since the last shard was claimed, each
         # looked up once however many jobs of the shard wait on it.
         self._stamps: dict[tuple[JobID, int], str | None] = {}
+        # The memos ``cold`` read before their shards were claimed.
+        self._early: dict[int, bytes | None] = {}
 
     def stamp(self, job: JobID, revision: int) -> str | None:
         """``store.stamp_at(job, revision)``, asked once per claimed shard."""
@@ -223,9 +226,29 @@ class SweepMemos:
             out.append((job, revision, stamp))
         return tuple(out)
 
+    def cold(self, shards: Iterable[int]) -> bool:
+        """Whether fewer than half of ``shards`` have a memo this release trusts.
+
+        Read before their claims, and kept for them: an entry holds only while the record is at
+        its revision with the same stamp, so one that another sweep replaced in between is as
+        safe to go by (its jobs, if they moved, get their passes)."""
+        wanted = list(shards)
+        trusted = 0
+        for shard in wanted:
+            data = self._early[shard] = self.store.recall(shard)
+            if data and _trusted(data.partition(b"\n")[0], self.channel):
+                trusted += 1
+        return trusted * 2 < len(wanted)
+
+    def restamp(self) -> None:
+        """Stamp the upstream records anew from now on: a pass of this sweep may have moved
+        them since the last claim."""
+        self._stamps.clear()
+
     def recall(self, shard: int) -> dict[JobID, Waited]:
         """The entries of ``shard``'s memo, which this sweep has just claimed."""
-        entries = load(self.store.recall(shard), self.channel)
+        data = self._early.pop(shard) if shard in self._early else self.store.recall(shard)
+        entries = load(data, self.channel)
         # Upstream stamps are asked again for each shard: what a skip trusts is then never
         # older than the claim of the skipped job's shard.
         self._stamps.clear()

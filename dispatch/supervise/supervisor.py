@@ -161,6 +161,10 @@ class Supervisor:
         self._sweeping = False
         # Which of a sweep's jobs wait on which, and which ended: ``wakes.py``.
         self._wakes = Wakes()
+        # Whether a sweep over a sharded store looks at the scheduler once before it claims
+        # anything, to claim and pass first the jobs that show something to act on
+        # (``_first_look``): None decides by itself, True and False force it.
+        self.first_look: bool | None = None
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -357,7 +361,15 @@ class Supervisor:
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
-                    self._claim_and_peek(sharded, token, report, deadline, claimed, seen)
+                    claims = _Claims(sharded, token, claimed, self.store.jobs())
+                    first = self._first_look(claims, deadline)
+                    if first:
+                        # The jobs the first look shows something of, claimed, read and passed
+                        # before any other job is read (``_first_look``).
+                        self._claim_and_peek(claims, report, None, seen, first)
+                        if not self._look_and_pass(seen, found, token, report, deadline):
+                            return report
+                    self._claim_and_peek(claims, report, deadline, seen)
                 else:
                     for job in self.store.jobs():
                         if deadline is not None and self.clock.now() >= deadline:
@@ -366,15 +378,10 @@ class Supervisor:
                             locked.append(job)
                 if residuals:
                     self._read_residuals(set(seen) | set(report.skipped), report, settled)
-                asked = [*seen, *settled]
-                try:
-                    found = find_all(self.backend, asked) if asked else {}
-                except DispatchError as err:
-                    for job in asked:
-                        report.failed[job] = f"the scheduler was not asked: {err}"
+                # The jobs a first look's part did not pass yet: all of them without one.
+                rest = {job: view for job, view in seen.items() if job not in found}
+                if not self._look_and_pass(rest, found, token, report, deadline, settled):
                     return report
-                moved = self._round(seen, found, token, report, deadline)
-                self._carry(moved, token, report, deadline)
                 for job, view in settled.items():
                     if deadline is not None and self.clock.now() >= deadline:
                         break
@@ -410,37 +417,104 @@ class Supervisor:
         if gone:
             log.info("removed %d spool files of jobs over: %s", len(gone), ", ".join(gone))
 
-    def _claim_and_peek(
+    def _look_and_pass(
         self,
-        store: Sharded,
+        views: dict[JobID, Seen],
+        found: dict[JobID, Discovery],
         token: str,
         report: SweepReport,
         deadline: datetime | None,
-        claimed: list[int],
+        settled: dict[JobID, View] | None = None,
+    ) -> bool:
+        """Ask the scheduler once about the jobs of ``views`` (and the ``settled`` ones with
+        residuals), adding what it said to ``found``, then give each job its pass and carry
+        those that moved; False when the scheduler could not be asked (each job failed)."""
+        asked = [*views, *(settled or ())]
+        try:
+            found.update(find_all(self.backend, asked) if asked else {})
+        except DispatchError as err:
+            for job in asked:
+                report.failed[job] = f"the scheduler was not asked: {err}"
+            return False
+        moved = self._round(views, found, token, report, deadline)
+        self._carry(moved, token, report, deadline)
+        return True
+
+    def _first_look(self, claims: _Claims, deadline: datetime | None) -> set[JobID]:
+        """The unsettled jobs whose shards a sweep claims, reads and passes before the others:
+        those a look at the scheduler before any claim shows something of that a pass may act
+        on (an ending, a requeue, an object gone, nothing at all); none when the sweep goes in
+        one part.
+
+        A pass decides on a record read before its look, so this look decides nothing: the
+        jobs it picks are read, looked at again and passed, then the others. It costs one more
+        question to the scheduler, so it is asked only when the time limit could cut the passes
+        before the usual read of every record ends: with a time limit, and the memo cold (the
+        first sweep, a lost memo, an upgrade that changed the decisions), when that read lists
+        each job's folder. A warm sweep reads the memo instead and already passes first the
+        jobs it does not know."""
+        want = self.first_look
+        if want is None:
+            want = (
+                deadline is not None
+                and self._memos is not None
+                and self._memos.cold(claims.members)
+            )
+        if not want or not claims.members:
+            return set()
+        jobs = [job for members in claims.members.values() for job in members]
+        try:
+            found = find_all(self.backend, jobs)
+        except DispatchError as err:
+            log.warning("the first look failed; the sweep reads every job first: %s", err)
+            return set()
+        first = {job for job in jobs if not found[job].quiet}
+        return first if len(first) < len(jobs) else set()
+
+    def _claim_and_peek(
+        self,
+        claims: _Claims,
+        report: SweepReport,
+        deadline: datetime | None,
         seen: dict[JobID, Seen],
+        only: set[JobID] | None = None,
     ) -> None:
         """Claim the unsettled jobs shard by shard, from a random one on, and note each
         claimed job's revision: a shard another sweeper holds is skipped, so two sweepers that
-        start together split the shards. Nothing stays open per job."""
-        by_shard: dict[int, list[JobID]] = {}
-        for job in self.store.jobs():
-            by_shard.setdefault(store.shard_of(job), []).append(job)
-        start = int(token, 16) % store.shards  # the token is random: so is where it starts
+        start together split the shards. Nothing stays open per job. With ``only``, just the
+        shards holding those jobs, and just those jobs of them; else every job not noted yet.
+        """
+        store = claims.store
         peeked: dict[JobID, int] = {}
-        for i in range(store.shards):
-            shard = (start + i) % store.shards
-            members = by_shard.get(shard)
+        for shard in claims.order:
+            members = claims.members.get(shard)
+            if not members or shard in claims.refused:
+                continue
+            if only is not None:
+                members = [job for job in members if job in only]
+            elif shard in claims.held:
+                members = [job for job in members if job not in claims.noted]
             if not members:
                 continue
-            if deadline is not None and self.clock.now() >= deadline:
-                report.not_reached.extend(members)
-                continue
-            if not store.claim(shard, token):
-                report.skipped.extend(members)
-                continue
-            claimed.append(shard)
-            recalled = self._memos.recall(shard) if self._memos is not None else {}
+            if shard not in claims.held:
+                if deadline is not None and self.clock.now() >= deadline:
+                    report.not_reached.extend(members)
+                    continue
+                if not store.claim(shard, claims.token):
+                    claims.refused.add(shard)
+                    report.skipped.extend(claims.members[shard])
+                    continue
+                claims.held.add(shard)
+                claims.claimed.append(shard)
+                recalled = self._memos.recall(shard) if self._memos is not None else {}
+            else:
+                recalled = self._memos.recalled.get(shard, {}) if self._memos is not None else {}
+                if self._memos is not None:
+                    # Its upstream records are stamped anew: a pass of this sweep may have
+                    # moved them since the shard was claimed.
+                    self._memos.restamp()
             for job in members:
+                claims.noted.add(job)
                 try:
                     # A job the memo says waits needs only that its record has not moved.
                     waited = recalled.get(job)
@@ -702,6 +776,24 @@ class Supervisor:
         if result.settled:
             report.settled.append(job)
         return result
+
+
+class _Claims:
+    """A sweep's claims of a sharded store's shards: the unsettled jobs of each shard, the
+    order the shards are claimed in (from a random one on, so two sweepers that start together
+    split them), the shards claimed (``claimed``, given back when the sweep ends) and refused,
+    and the jobs whose revision was noted."""
+
+    def __init__(self, store: Sharded, token: str, claimed: list[int], jobs: list[JobID]) -> None:
+        self.store, self.token, self.claimed = store, token, claimed
+        self.members: dict[int, list[JobID]] = {}
+        for job in jobs:
+            self.members.setdefault(store.shard_of(job), []).append(job)
+        start = int(token, 16) % store.shards  # the token is random: so is where it starts
+        self.order = [(start + i) % store.shards for i in range(store.shards)]
+        self.held: set[int] = set()
+        self.refused: set[int] = set()
+        self.noted: set[JobID] = set()
 
 
 def _waits_on(job: JobID, upstream: Iterable[JobID], slot: int | None) -> list[str]:

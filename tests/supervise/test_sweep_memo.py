@@ -17,6 +17,7 @@ from dispatch.records import file_index as index
 from dispatch.records.file import FileRecords
 from dispatch.supervise import memo
 from dispatch.supervise.memo import Waited
+from dispatch.supervise.supervisor import Supervisor
 
 
 @pytest.fixture
@@ -302,6 +303,91 @@ def test_a_cold_sweep_cut_by_its_time_limit_recovers_every_preempted_job_first(
     assert set(preempted) <= set(report.progressed), report.progressed
     for job in preempted:
         assert world.job(job).latest().n == 2  # type: ignore[union-attr]
+
+
+class SlowListings(FileRecords):
+    """The file ledger on a slow filesystem: each listing of a job's folder (what a sweep does
+    to note a revision it has no memo of) takes ``step`` on ``clock``."""
+
+    def __init__(self, root: Path, clock: TickingClock, step: timedelta) -> None:
+        super().__init__(root)
+        self.clock, self.step, self.listed = clock, step, 0
+
+    def revision(self, job: str) -> int:
+        self.clock.t += self.step
+        self.listed += 1
+        return super().revision(job)
+
+
+def slow_cold_world(world: World, n: int, limit: timedelta) -> tuple[list[str], Supervisor]:
+    """``n`` idle jobs, the memo lost, 5 of them preempted; a supervisor of the ledger whose
+    every folder listing takes a tenth of ``limit`` (the clock's other reads take nothing)."""
+    jobs = idle(world, n)
+    for path in memo_files(world):
+        path.unlink()
+    for job in jobs[-5:]:
+        world.backend.env().preempt(world.canonical(job))
+    clock = TickingClock(timedelta(0))
+    clock.t = world.clock.t
+    assert isinstance(world.store, FileRecords)
+    store = SlowListings(world.store.root, clock, limit / 10)
+    sup = world.supervisor(clock=clock)
+    sup.store = store
+    return jobs, sup
+
+
+def test_a_cold_sweep_whose_reads_outlast_its_time_limit_recovers_the_preempted_jobs_first(
+    world: World,
+) -> None:
+    """Changed-first when noting every job's revision outlasts the limit (a cold tick of a
+    large ledger): a look before any claim picks the jobs whose objects show something to act
+    on; those are read, looked at again and passed first, then the rest as time allows."""
+    limit = timedelta(seconds=30)
+    jobs, sup = slow_cold_world(world, 40, limit)
+    report = sup.sweep(time_limit=limit)
+    preempted = jobs[-5:]
+    assert set(preempted) <= set(report.progressed), report.progressed
+    for job in preempted:
+        assert world.job(job).latest().n == 2  # type: ignore[union-attr]
+    assert report.not_reached and not report.failed
+    assert not set(report.not_reached) & set(report.passed)
+    assert sorted([*report.passed, *report.not_reached]) == jobs  # each job once
+    # The next sweep, unhurried, passes the rest and leaves the memo warm.
+    rest = world.supervisor().sweep()
+    assert set(report.not_reached) <= set(rest.passed) and not rest.failed
+    assert sorted(world.supervisor().sweep().remembered) == jobs
+
+
+def test_without_the_first_look_the_same_sweep_reads_until_its_limit_and_recovers_fewer(
+    world: World,
+) -> None:
+    """The same sweep with its first look turned off: what the test above guards against."""
+    limit = timedelta(seconds=30)
+    jobs, sup = slow_cold_world(world, 40, limit)
+    sup.first_look = False
+    report = sup.sweep(time_limit=limit)
+    assert not set(jobs[-5:]) <= set(report.progressed)
+
+
+def test_a_warm_sweep_with_a_time_limit_asks_the_scheduler_once(world: World) -> None:
+    """The first look is asked for only when the memo is cold: a warm tick stays one look."""
+    jobs = idle(world, 6)
+    world.supervisor().sweep()
+    world.backend.calls.clear()
+    report = world.supervisor().sweep(time_limit=timedelta(seconds=30))
+    assert sorted(report.remembered) == jobs
+    assert world.backend.calls["find_many"] + world.backend.calls["find"] == 1
+
+
+def test_a_first_look_that_shows_nothing_to_act_on_leaves_one_part(world: World) -> None:
+    jobs = idle(world, 6)
+    for path in memo_files(world):
+        path.unlink()
+    world.backend.calls.clear()
+    report = world.supervisor().sweep(time_limit=timedelta(seconds=30))
+    assert sorted(report.passed) == jobs and not report.progressed
+    # The first look, then the usual one: no part of its own for no job.
+    assert world.backend.calls["find_many"] + world.backend.calls["find"] == 2
 
 
 def test_an_array_task_waiting_for_its_place_is_remembered_until_a_task_ahead_settles(
