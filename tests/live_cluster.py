@@ -5,6 +5,8 @@ Importable from any test folder (``tests/conftest.py`` puts this folder on ``sys
 
 from __future__ import annotations
 
+import fcntl
+import os
 import re
 import subprocess
 import time
@@ -55,9 +57,13 @@ def forget_job(env: dict[str, str], slurm_job: str) -> None:
     """Make the controller forget ``slurm_job``, a job that ended, as ``MinJobAge`` (300 s
     here) does minutes later: ``MinJobAge=2`` in the cluster's slurm.conf and ``scontrol
     reconfigure`` until ``scontrol show job`` no longer knows it (the controller purges ended
-    jobs about once a minute), then the config as it was, reconfigured again."""
+    jobs about once a minute), then the config as it was, reconfigured again.
+
+    The cluster is shared with tests running beside this one (CI's other stages): the file is
+    replaced whole, never truncated in place, so a client reading it meanwhile reads one
+    config or the other; and ``localcluster``'s own lock is held throughout, so a ``localcluster
+    up`` meanwhile waits instead of writing the config back and restarting the daemons."""
     conf = Path(env["SLURM_CONF"])
-    before = conf.read_text()
 
     def reconfigure() -> None:
         subprocess.run(["scontrol", "reconfigure"], env=env, check=True, timeout=WAIT)
@@ -66,10 +72,21 @@ def forget_job(env: dict[str, str], slurm_job: str) -> None:
         show = ["scontrol", "show", "job", slurm_job]
         return subprocess.run(show, env=env, capture_output=True, timeout=WAIT).returncode == 0
 
-    try:
-        conf.write_text(re.sub(r"(?m)^MinJobAge=\d+$", "MinJobAge=2", before))
-        reconfigure()
-        wait_for(f"the controller to forget job {slurm_job}", known, lambda k: not k)
-    finally:
-        conf.write_text(before)
-        reconfigure()
+    with open(conf.parent.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        before = conf.read_text()
+        try:
+            replace_text(conf, re.sub(r"(?m)^MinJobAge=\d+$", "MinJobAge=2", before))
+            reconfigure()
+            wait_for(f"the controller to forget job {slurm_job}", known, lambda k: not k)
+        finally:
+            replace_text(conf, before)
+            reconfigure()
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` at once (a temp file renamed over it), keeping its mode."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, path.stat().st_mode & 0o7777)
+    os.replace(tmp, path)

@@ -301,10 +301,11 @@ def test_prolog_marked_job_gets_a_launch_failure(
         script="echo should-not-run",
     )
     cleanup.append(job)
+    # The reason is set while the job is still COMPLETING: the held state comes after.
     state = poll(
         "the launch failure",
         lambda: squeue_state(slurm_env, job),
-        lambda s: s[1] == "launch failed requeued held",
+        lambda s: s[1] == "launch failed requeued held" and s[0] != "COMPLETING",
     )
     assert state[0] == "PENDING"
     fields = scontrol_fields(slurm_env, job)
