@@ -496,10 +496,12 @@ class Supervisor:
                 members = [job for job in members if job not in claims.noted]
             if not members:
                 continue
+            if deadline is not None and self.clock.now() >= deadline:
+                # Claimed or not, no pass would start: the next tick notes them.
+                report.not_reached.extend(members)
+                claims.noted.update(members)
+                continue
             if shard not in claims.held:
-                if deadline is not None and self.clock.now() >= deadline:
-                    report.not_reached.extend(members)
-                    continue
                 if not store.claim(shard, claims.token):
                     claims.refused.add(shard)
                     report.skipped.extend(claims.members[shard])

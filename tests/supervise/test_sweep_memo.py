@@ -311,11 +311,12 @@ class SlowListings(FileRecords):
 
     def __init__(self, root: Path, clock: TickingClock, step: timedelta) -> None:
         super().__init__(root)
-        self.clock, self.step, self.listed = clock, step, 0
+        self.clock, self.step = clock, step
+        self.listed: list[datetime] = []  # when each listing began
 
     def revision(self, job: str) -> int:
+        self.listed.append(self.clock.t)
         self.clock.t += self.step
-        self.listed += 1
         return super().revision(job)
 
 
@@ -343,8 +344,14 @@ def test_a_cold_sweep_whose_reads_outlast_its_time_limit_recovers_the_preempted_
     large ledger): a look before any claim picks the jobs whose objects show something to act
     on; those are read, looked at again and passed first, then the rest as time allows."""
     limit = timedelta(seconds=30)
-    jobs, sup = slow_cold_world(world, 40, limit)
+    # About three jobs a shard: the preempted jobs' shards hold others, left for later.
+    jobs, sup = slow_cold_world(world, 200, limit)
+    began = sup.clock.now()
     report = sup.sweep(time_limit=limit)
+    # Once the limit is spent no folder is listed: not even of a shard the sweep holds.
+    assert isinstance(sup.store, SlowListings)
+    late = [t for t in sup.store.listed if t >= began + limit]
+    assert late == [], f"{len(late)} listings after the limit"
     preempted = jobs[-5:]
     assert set(preempted) <= set(report.progressed), report.progressed
     for job in preempted:
