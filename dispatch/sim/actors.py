@@ -55,12 +55,15 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
 
     sup.check_remembered = remembered
     if w.mix.sweep_mode:
-        # A sweep's first look (``Supervisor._first_look``), which the simulator's sweeps, having
-        # no time limit, would never take by themselves: a third of them take it, drawn from a
-        # generator of its own so that a seed's other draws stay as they were.
+        # A sweep's first look (``Supervisor._first_look``) and its rounds of claims between
+        # looks (``_peek_until``), which the simulator's sweeps, having no time limit, would
+        # never take by themselves: a third of them take the first look, a third claim one to
+        # three shards a look, drawn from a generator of their own so that a seed's other draws
+        # stay as they were.
         firsts = random.Random(f"{w.seed}/first-look/{p.name}")
         while True:
             sup.first_look = True if firsts.random() < 1 / 3 else None
+            sup.shards_per_look = firsts.randint(1, 3) if firsts.random() < 1 / 3 else None
             report = sup.sweep()
             yield None if report.progressed else w.clock.now() + POLL
     while True:

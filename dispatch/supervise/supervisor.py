@@ -165,6 +165,10 @@ class Supervisor:
         # anything, to claim and pass first the jobs that show something to act on
         # (``_first_look``): None decides by itself, True and False force it.
         self.first_look: bool | None = None
+        # At most this many shards claimed and read between two looks at the scheduler (None:
+        # as the time limit says, ``_peek_until``): what the simulator sets to drive sweeps of
+        # many rounds without a clock that moves inside a sweep.
+        self.shards_per_look: int | None = None
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -352,6 +356,7 @@ class Supervisor:
         locked: list[JobID] = []
         claimed: list[int] = []
         seen: dict[JobID, Seen] = {}
+        moved: list[JobID] = []
         settled: dict[JobID, View] = {}
         found: dict[JobID, Discovery] = {}
         from dispatch.supervise.memo import SweepMemos
@@ -362,14 +367,28 @@ class Supervisor:
             try:
                 if sharded is not None:
                     claims = _Claims(sharded, token, claimed, self.store.jobs())
+                    # The jobs the first look shows something of, claimed, read and passed
+                    # before any other job is read (``_first_look``), then the others; each
+                    # part in as many rounds of claims as the time limit calls for.
                     first = self._first_look(claims, deadline)
-                    if first:
-                        # The jobs the first look shows something of, claimed, read and passed
-                        # before any other job is read (``_first_look``).
-                        self._claim_and_peek(claims, report, None, seen, first)
-                        if not self._look_and_pass(seen, found, token, report, deadline):
-                            return report
-                    self._claim_and_peek(claims, report, deadline, seen)
+                    for only in [first, None] if first else [None]:
+                        # The jobs that moved are carried once every job of the part had its
+                        # first pass: the passes of one part come before the carries of another.
+                        more = True
+                        while more:
+                            part: dict[JobID, Seen] = {}
+                            until = _peek_until(self.clock.now(), deadline)
+                            more = self._claim_and_peek(claims, report, deadline, part, only, until)
+                            seen.update(part)
+                            if only is None and not more:
+                                break  # passed below, in one look with the residuals
+                            went = self._look_and_pass(part, found, token, report, deadline)
+                            if went is None:
+                                return report
+                            moved += went
+                        if only is not None:
+                            self._carry(moved, token, report, deadline)
+                            moved = []
                 else:
                     for job in self.store.jobs():
                         if deadline is not None and self.clock.now() >= deadline:
@@ -380,8 +399,10 @@ class Supervisor:
                     self._read_residuals(set(seen) | set(report.skipped), report, settled)
                 # The jobs a first look's part did not pass yet: all of them without one.
                 rest = {job: view for job, view in seen.items() if job not in found}
-                if not self._look_and_pass(rest, found, token, report, deadline, settled):
+                went = self._look_and_pass(rest, found, token, report, deadline, settled)
+                if went is None:
                     return report
+                self._carry([*moved, *went], token, report, deadline)
                 for job, view in settled.items():
                     if deadline is not None and self.clock.now() >= deadline:
                         break
@@ -425,20 +446,18 @@ class Supervisor:
         report: SweepReport,
         deadline: datetime | None,
         settled: dict[JobID, View] | None = None,
-    ) -> bool:
+    ) -> list[JobID] | None:
         """Ask the scheduler once about the jobs of ``views`` (and the ``settled`` ones with
-        residuals), adding what it said to ``found``, then give each job its pass and carry
-        those that moved; False when the scheduler could not be asked (each job failed)."""
+        residuals), adding what it said to ``found``, then give each job its pass; the jobs
+        that moved on, or None when the scheduler could not be asked (each job failed)."""
         asked = [*views, *(settled or ())]
         try:
             found.update(find_all(self.backend, asked) if asked else {})
         except DispatchError as err:
             for job in asked:
                 report.failed[job] = f"the scheduler was not asked: {err}"
-            return False
-        moved = self._round(views, found, token, report, deadline)
-        self._carry(moved, token, report, deadline)
-        return True
+            return None
+        return self._round(views, found, token, report, deadline)
 
     def _first_look(self, claims: _Claims, deadline: datetime | None) -> set[JobID]:
         """The unsettled jobs whose shards a sweep claims, reads and passes before the others:
@@ -478,25 +497,37 @@ class Supervisor:
         deadline: datetime | None,
         seen: dict[JobID, Seen],
         only: set[JobID] | None = None,
-    ) -> None:
+        until: datetime | None = None,
+    ) -> bool:
         """Claim the unsettled jobs shard by shard, from a random one on, and note each
         claimed job's revision: a shard another sweeper holds is skipped, so two sweepers that
         start together split the shards. Nothing stays open per job. With ``only``, just the
         shards holding those jobs, and just those jobs of them; else every job not noted yet.
+        With ``until``, no further shard is taken on once it has come (one shard at least is):
+        True when some were left so, for the next call.
         """
         store = claims.store
         peeked: dict[JobID, int] = {}
+        left, taken = False, 0
         for shard in claims.order:
             members = claims.members.get(shard)
             if not members or shard in claims.refused:
                 continue
             if only is not None:
                 members = [job for job in members if job in only]
-            elif shard in claims.held:
+            if claims.noted:
                 members = [job for job in members if job not in claims.noted]
             if not members:
                 continue
-            if deadline is not None and self.clock.now() >= deadline:
+            now = self.clock.now() if deadline is not None or until is not None else None
+            if peeked and (
+                (now is not None and until is not None and now >= until)
+                or (self.shards_per_look is not None and taken >= self.shards_per_look)
+            ):
+                left = True
+                break
+            taken += 1
+            if now is not None and deadline is not None and now >= deadline:
                 # Claimed or not, no pass would start: the next tick notes them.
                 report.not_reached.extend(members)
                 claims.noted.update(members)
@@ -536,6 +567,7 @@ class Supervisor:
         seen.update(sorted(peeked.items()))
         report.skipped.sort()
         report.not_reached.sort()
+        return left
 
     def _round(
         self,
@@ -654,8 +686,8 @@ class Supervisor:
         for _ in range(LAUNCH_PASSES - 1):
             # And the jobs waiting on one that ended after their pass (``wakes.py``).
             moved = [*moved, *self._wakes.woken(moved)]
-            if not moved:
-                return
+            if not moved or (deadline is not None and self.clock.now() >= deadline):
+                return  # what moved is committed: the next tick carries it on
             views: dict[JobID, Seen] = {}
             sharded = self._sharded()
             for job in moved:
@@ -780,11 +812,24 @@ class Supervisor:
         return result
 
 
+# The share of the time a sweep has left that it spends noting revisions before it looks and
+# passes what it noted: a cold pass costs ten times a noting, so the passes get the rest.
+PEEK_SHARE = 8
+
+
+def _peek_until(now: datetime, deadline: datetime | None) -> datetime | None:
+    """Until when a sweep notes revisions before it looks and passes them: without a time
+    limit, until every job is noted (one look); with one, for ``1 / PEEK_SHARE`` of the time
+    left, so that a cold sweep whose reads alone would outlast its limit still passes jobs,
+    and a warm one, whose notes are quick, still looks once."""
+    return None if deadline is None else now + (deadline - now) / PEEK_SHARE
+
+
 class _Claims:
     """A sweep's claims of a sharded store's shards: the unsettled jobs of each shard, the
     order the shards are claimed in (from a random one on, so two sweepers that start together
     split them), the shards claimed (``claimed``, given back when the sweep ends) and refused,
-    and the jobs whose revision was noted."""
+    and the jobs whose revision was noted or that the time limit left."""
 
     def __init__(self, store: Sharded, token: str, claimed: list[int], jobs: list[JobID]) -> None:
         self.store, self.token, self.claimed = store, token, claimed

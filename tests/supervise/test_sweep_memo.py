@@ -320,13 +320,16 @@ class SlowListings(FileRecords):
         return super().revision(job)
 
 
-def slow_cold_world(world: World, n: int, limit: timedelta) -> tuple[list[str], Supervisor]:
-    """``n`` idle jobs, the memo lost, 5 of them preempted; a supervisor of the ledger whose
-    every folder listing takes a tenth of ``limit`` (the clock's other reads take nothing)."""
+def slow_cold_world(
+    world: World, n: int, limit: timedelta, preempted: int = 5
+) -> tuple[list[str], Supervisor]:
+    """``n`` idle jobs, the memo lost, the last ``preempted`` of them preempted; a supervisor
+    of the ledger whose every folder listing takes a tenth of ``limit`` (the clock's other reads
+    take nothing)."""
     jobs = idle(world, n)
     for path in memo_files(world):
         path.unlink()
-    for job in jobs[-5:]:
+    for job in jobs[len(jobs) - preempted :]:
         world.backend.env().preempt(world.canonical(job))
     clock = TickingClock(timedelta(0))
     clock.t = world.clock.t
@@ -363,6 +366,59 @@ def test_a_cold_sweep_whose_reads_outlast_its_time_limit_recovers_the_preempted_
     rest = world.supervisor().sweep()
     assert set(report.not_reached) <= set(rest.passed) and not rest.failed
     assert sorted(world.supervisor().sweep().remembered) == jobs
+
+
+def test_a_first_part_longer_than_the_time_limit_is_cut_like_any_other(world: World) -> None:
+    """More jobs show something to act on than the limit leaves time to read: the first part
+    stops at the limit too, and every job is passed or left for the next tick, once."""
+    limit = timedelta(seconds=30)
+    jobs, sup = slow_cold_world(world, 40, limit, preempted=20)
+    began = sup.clock.now()
+    report = sup.sweep(time_limit=limit)
+    assert isinstance(sup.store, SlowListings)
+    assert [t for t in sup.store.listed if t >= began + limit] == []
+    assert len(report.not_reached) == len(set(report.not_reached))
+    assert sorted([*report.passed, *report.not_reached]) == jobs
+    assert report.progressed and set(report.progressed) <= set(jobs[-20:])
+
+
+def test_a_sweep_in_rounds_of_one_shard_passes_every_job_once(world: World) -> None:
+    """A sweep whose claims go one shard between looks (what a tight time limit makes of a
+    large cold ledger): each round is read, looked at and passed in turn, each job once."""
+    jobs = idle(world, 12)
+    for path in memo_files(world):
+        path.unlink()
+    world.backend.env().preempt(world.canonical(jobs[3]))
+    assert isinstance(world.store, FileRecords)
+    shards = {world.store.shard_of(job) for job in jobs}
+    sup = world.supervisor()
+    sup.shards_per_look = 1
+    world.backend.calls.clear()
+    report = sup.sweep()
+    assert sorted(report.passed) == jobs and len(report.passed) == len(jobs)
+    assert report.progressed == [jobs[3]] and not report.failed
+    assert world.job(jobs[3]).latest().n == 2  # type: ignore[union-attr]
+    # One look a round, and the carry of the preempted job's next submission.
+    assert world.backend.calls["find_many"] + world.backend.calls["find"] >= len(shards)
+    assert sorted(world.supervisor().sweep().passed) == jobs
+
+
+def test_a_cold_sweep_whose_reads_outlast_its_limit_still_passes_jobs_and_warms_up(
+    world: World,
+) -> None:
+    """Nothing to act on, the memo lost, and listing every folder takes longer than the limit:
+    each sweep still passes some jobs (it reads in rounds), so the memo covers them all after
+    a few ticks instead of never."""
+    limit = timedelta(seconds=30)
+    jobs, sup = slow_cold_world(world, 40, limit, preempted=0)
+    passed: set[str] = set()
+    for _ in range(12):
+        report = sup.sweep(time_limit=limit)
+        assert report.passed and not report.failed
+        passed.update(report.passed)
+        if not report.not_reached:
+            break
+    assert passed == set(jobs) and not report.not_reached
 
 
 def test_without_the_first_look_the_same_sweep_reads_until_its_limit_and_recovers_fewer(
