@@ -251,7 +251,7 @@ class SweepMemos:
         entries = load(data, self.channel)
         # Upstream stamps are asked again for each shard: what a skip trusts is then never
         # older than the claim of the skipped job's shard.
-        self._stamps.clear()
+        self.restamp()
         self.recalled[shard] = entries
         self.left[shard] = {}
         return entries
