@@ -23,7 +23,15 @@ from dispatch.model.enums import (
     Tristate,
     UnmatchedPolicy,
 )
-from dispatch.model.limits import MAX_DURATION, MAX_KEY, MAX_NAME, MAX_SCRIPT, MAX_WORD, bounded
+from dispatch.model.limits import (
+    MAX_DURATION,
+    MAX_ENVIRONMENT,
+    MAX_KEY,
+    MAX_NAME,
+    MAX_SCRIPT,
+    MAX_WORD,
+    bounded,
+)
 
 JobID = str
 """A job's identity: lowercase letters and digits, made from ``Config.rand``."""
@@ -318,6 +326,18 @@ class JobSpec(Value):
         else:
             words = list(value) if isinstance(value, tuple) else [value]
         texts = [w for w in words if isinstance(w, str)]
+        if isinstance(value, dict | tuple):
+            # Texts (a command, an environment) with no NUL byte, each and all together
+            # within their bounds: the usual case, checked without naming any of them.
+            if not texts:
+                return value
+            joined = "".join(texts)
+            if (
+                max(map(len, texts)) <= limit
+                and len(joined) <= MAX_ENVIRONMENT
+                and "\0" not in joined
+            ):
+                return value
         if any("\0" in w for w in texts):
             raise ValueError(f"{info.field_name} holds a NUL byte")
         if isinstance(value, dict):  # env: name the variable

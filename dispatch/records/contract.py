@@ -18,6 +18,7 @@ through ``check_commit``, so the rules live in one place:
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -213,7 +214,7 @@ class FoldCheck:
 
     def __init__(self, jobs: int = 1024) -> None:
         self._mu = threading.Lock()
-        self._kept: dict[JobID, Folding] = {}
+        self._kept: OrderedDict[JobID, Folding] = OrderedDict()  # oldest first
         self._jobs = jobs
 
     def check(self, view: View, entries: Sequence[Entry]) -> Folding:
@@ -250,7 +251,7 @@ class FoldCheck:
             self._kept.pop(job, None)
             self._kept[job] = folding
             while len(self._kept) > self._jobs:
-                del self._kept[next(iter(self._kept))]
+                self._kept.popitem(last=False)
 
 
 @runtime_checkable

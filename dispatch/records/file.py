@@ -13,6 +13,7 @@ import os
 import stat
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -79,7 +80,9 @@ class FileRecords:
         self._snapshot_every = snapshot_every
         self._on_problem = on_problem
         self._mu = threading.Lock()
-        self._cache: dict[JobID, View] = {}
+        # The views last read or written, oldest first (an OrderedDict: dropping the oldest of
+        # a plain dict that keeps taking and dropping entries scans its dropped slots).
+        self._cache: OrderedDict[JobID, View] = OrderedDict()
         self._settled: set[JobID] = set()
         # The bytes of each revision read or written, so a snapshot is a join, not a dump.
         self._raw: dict[JobID, dict[int, bytes]] = {}
@@ -687,8 +690,7 @@ class FileRecords:
             cached = self._cache.pop(job, None)
             self._cache[job] = view if cached is None or cached.revision < view.revision else cached
             while len(self._cache) > CACHE_JOBS:
-                oldest = next(iter(self._cache))
-                del self._cache[oldest]
+                oldest, _ = self._cache.popitem(last=False)
                 self._raw.pop(oldest, None)
                 self._owners.pop(oldest, None)
             if settled:
