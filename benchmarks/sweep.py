@@ -10,7 +10,7 @@ fsync (the timed sweep commits nothing). Run from the repository root:
 
     .venv/bin/python benchmarks/sweep.py [--sizes 1000,10000,100000] [--dir DIR]
         [--baseline REF] [--runs 3] [--memory] [--changed PCT] [--changed-first] [--upgrade]
-        [--changed-first-only]
+        [--changed-first-only] [--cold-own]
 
 ``--dir`` picks the filesystem under test (default: a temporary folder under /tmp). The
 baseline commit is checked out with ``git worktree``; this script's child, run over the
@@ -39,7 +39,10 @@ seconds with the load. A cold row per size times ticks without a memo (the first
 after the memo was lost or lapsed): ``--runs`` pairs, the baseline's dispatch then this tree's,
 alternately on the same ledger, each tree's CPU per job (the sweep's own, without start-up),
 wall and the load they ran at. ``no memo s`` is this tree's first cold tick, and its system
-calls per job are printed too. ``--changed PCT`` (default 1; 0 leaves it out) is the tick after
+calls per job are printed too. ``--cold-own`` adds
+the cold row on a second ledger, written by this tree, of as many jobs (a release may write
+fewer revisions a job than the baseline did; both trees' ticks read it). ``--changed PCT``
+(default 1; 0 leaves it out) is the tick after
 PCT % of the jobs changed between two ticks: their objects completed (exit code 0; the jobs'
 spec has no recovery rule, so a preempted object would end its job failed rather than be
 resubmitted). Each of ``--runs`` rounds times, in a fresh process, the baseline's dispatch then
@@ -434,10 +437,20 @@ def forget_memo(ledger: Path) -> None:
         memo.unlink()
 
 
-def cold_ticks(ledger: Path, child: tuple[str, ...], old: Path | None, runs: int) -> dict[str, Any]:
+def files_per_job(ledger: Path) -> float:
+    """The mean number of files a job's record has (header and revisions), over the ledger."""
+    folders = [f for f in (ledger / "jobs").iterdir() if f.is_dir()]
+    files = sum(1 for f in folders for name in os.listdir(f) if name.endswith(".json"))
+    return files / len(folders)
+
+
+def cold_ticks(
+    ledger: Path, child: tuple[str, ...], old: Path | None, runs: int, *, writer: str = "baseline"
+) -> dict[str, Any]:
     """Print the cold row: ``runs`` pairs of ticks without a memo, the baseline's dispatch
-    (run by this script) then this tree's, alternately on the same ledger; CPU per job is the
-    sweep's own (``time.process_time`` around it: no start-up). Returns this tree's first."""
+    (run by this script) then this tree's, alternately on the same ledger (written by
+    ``writer``); CPU per job is the sweep's own (``time.process_time`` around it: no
+    start-up). Returns this tree's first."""
     this, was = [], []
     for _ in range(runs):
         if old is not None:
@@ -460,7 +473,8 @@ def cold_ticks(ledger: Path, child: tuple[str, ...], old: Path | None, runs: int
         else float("nan")
     )
     print(
-        f"cold tick (no memo), N={n}, medians of {runs} pairs: CPU per job "
+        f"cold tick (no memo), N={n}, ledger written by {writer} "
+        f"({files_per_job(ledger):.1f} files a job), medians of {runs} pairs: CPU per job "
         f"{ms(was):.3f} ms baseline, {ms(this):.3f} ms this (ratio {ratio:.2f}; goal "
         f"{COLD_GOAL_MS} ms: {'met' if ms(this) <= COLD_GOAL_MS else 'not met'}); wall "
         f"{wall(was):.1f} s baseline, {wall(this):.1f} s this; load {min(loads):.1f}-"
@@ -468,6 +482,18 @@ def cold_ticks(ledger: Path, child: tuple[str, ...], old: Path | None, runs: int
         flush=True,
     )
     return this[0]
+
+
+def cold_own(base: Path, n: int, old: Path | None, runs: int) -> None:
+    """The cold row again, on a ledger of as many jobs that this tree wrote: what a tick reads
+    of the jobs submitted since an upgrade."""
+    ledger, objects = base / f"ledger-own-{n}", base / f"objects-own-{n}.json"
+    run_child("setup-file", str(ledger), str(objects), str(n))
+    child = ("file", str(ledger), str(objects), str(n))
+    time.sleep(CALL_DEADLINE_S)
+    run_child(*child)
+    cold_ticks(ledger, child, old, runs, writer="this tree")
+    shutil.rmtree(ledger, ignore_errors=True)
 
 
 def warm_line(n: int, runs: int, this: list[dict[str, Any]], was: list[dict[str, Any]]) -> None:
@@ -545,6 +571,11 @@ def main() -> None:
         action="store_true",
         help="only the changed-first row (no warm, cold, changed or upgrade ticks)",
     )
+    parser.add_argument(
+        "--cold-own",
+        action="store_true",
+        help="also the cold row on a ledger this tree wrote (the baseline writes the other)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -602,6 +633,8 @@ def main() -> None:
                 changed_first(base, ledger, objects, n, old)
                 continue
             cold = cold_ticks(ledger, child, old, args.runs)
+            if args.cold_own:
+                cold_own(base, n, old, args.runs)
             calls_cold = float("nan")
             if traced:
                 forget_memo(ledger)

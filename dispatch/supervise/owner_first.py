@@ -28,11 +28,16 @@ class OwnerFirst:
         """Commit ``entries``, headed by the owner entry until one commit has landed."""
         if not self.pending:
             return self.store.commit(job, entries, expected)
-        # Built only here: most passes of a sweep wait and never commit.
-        owner = OwnerEntry(at=self.at, by=self.by, token=self.token)
-        revision = self.store.commit(job, [owner, *entries], expected)
+        revision = self.store.commit(job, self.headed(entries), expected)
         self.pending = False
         return revision
+
+    def headed(self, entries: Sequence[Entry]) -> list[Entry]:
+        """``entries`` as the next commit through this store would hold them."""
+        if not self.pending:
+            return list(entries)
+        # Built only here: most passes of a sweep wait and never commit.
+        return [OwnerEntry(at=self.at, by=self.by, token=self.token), *entries]
 
     def create(self, header: Header) -> View:
         """The wrapped store's ``create``."""

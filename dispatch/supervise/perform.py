@@ -3,6 +3,13 @@
 Intent before effect: every call with an effect on the scheduler follows a committed entry
 that names it, so a crash after the call leaves an intent for the next pass to reconcile,
 never an effect nobody recorded. A call whose outcome is unknown is recorded as unknown.
+
+A step that asks the scheduler nothing (a decision, an observation, an outcome) does not
+commit alone: its entry goes in with the pass's next commit, the one before the next call, or
+at the pass's end (``flush``). What a crash between them loses was never acted on, and one
+commit of several entries is all or nothing, so a launched job's record holds four revisions
+where it held seven. The nodes are told of an authorize or an outcome (the fences, best
+effort) once its entry is in.
 """
 
 from __future__ import annotations
@@ -25,14 +32,17 @@ from dispatch.model.errors import (
 from dispatch.model.objects import CallMeta, HoldMeta, ObjectRef, StartRequest
 from dispatch.model.record import (
     CessationEntry,
+    Commit,
     Entry,
     Header,
     RefusedEntry,
     ReplyEntry,
+    View,
 )
 from dispatch.model.values import Actor, Cause, JobID
 from dispatch.records.contract import Records
 from dispatch.spi import Backend, CessationSignal, Fencer, Holder, Requeuer
+from dispatch.supervise.owner_first import OwnerFirst
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -59,19 +69,52 @@ class Performer:
         self.acted = False
         # The job's latest submission, as this pass moves it (the fences follow it).
         self.current = current
+        # The entries of steps that call nothing, for the next commit, and what the nodes are
+        # told once it is in.
+        self._pending: list[Entry] = []
+        self._then: list[Callable[[], None]] = []
 
     def commit(self, entries: Sequence[Entry]) -> None:
-        """Commit at the revision this pass is at; ``ConflictError`` ends the pass."""
-        self.revision = self.store.commit(self.job, entries, self.revision)
+        """Commit, after the entries still pending, at the revision this pass is at;
+        ``ConflictError`` ends the pass (and drops them)."""
+        batch, then = [*self._pending, *entries], self._then
+        self._pending, self._then = [], []
+        if batch:
+            self.revision = self.store.commit(self.job, batch, self.revision)
+        for tell in then:
+            tell()
+
+    def decided(self, view: View) -> View | None:
+        """``view`` with the entries still pending as its next revision, while the pass only
+        decided (called nothing, settled nothing since its look): what it may decide on
+        again, on the same look. None when there is nothing pending or the pass called."""
+        if not self._pending or self.acted:
+            return None
+        entries = list(self._pending)
+        if isinstance(self.store, OwnerFirst):
+            entries = self.store.headed(entries)
+        last = Commit(revision=self.revision + 1, entries=tuple(entries))
+        return View(header=view.header, commits=(*view.commits, last))
+
+    def flush(self) -> None:
+        """Commit the entries still pending: before the pass reads its record again, and at
+        its end."""
+        self.commit([])
 
     def run(self, step: st.Step) -> bool:
-        """Perform one step: commit the entry it names (``core.commits``), then its effect.
+        """Perform one step: commit the entry it names (``core.commits``), then its effect; the
+        entry of a step that calls nothing waits for the pass's next commit.
 
         False when it changed nothing: a cessation answer that says what the last one said."""
         entry = entry_of(step, self.now, self.actor, self.token)
+        calls = isinstance(step, st.Start | st.Open | st.Stop | st.Call | st.Cease)
         if entry is not None:
-            self.commit([entry])
-        if isinstance(step, st.Start | st.Open | st.Stop | st.Call | st.Cease):
+            # A settle goes in at once: the pass reports it settled only once it is in.
+            if calls or isinstance(step, st.Settle):
+                self.commit([entry])
+            else:
+                self._pending.append(entry)
+        if calls:
             self.acted = True
         match step:
             case st.Start(submission=n, attempt=a):
@@ -87,13 +130,21 @@ class Performer:
                 return self._cease(ref, said)
             case st.Authorize(submission=n):
                 self.current = n
-                self._fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
+                at = self.header.lineage_base + n
+                self._told(lambda: self._fence(lambda f: f.advance(self.job, at)))
             case st.Outcome() | st.Settle():
                 # Again at the settle: a crash right after the outcome's commit left it unsaid.
-                self._fence(lambda f: f.advance(self.job, None))
+                self._told(lambda: self._fence(lambda f: f.advance(self.job, None)))
             case _:
                 pass  # a decision: its entry is all there is
         return True
+
+    def _told(self, tell: Callable[[], None]) -> None:
+        """Tell the nodes once the entries before are in: now, or after the next commit."""
+        if self._pending:
+            self._then.append(tell)
+        else:
+            tell()
 
     def _start(self, n: int, a: int) -> None:
         """Call start for attempt N.a (numbered already) and commit the reply."""

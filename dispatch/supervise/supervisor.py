@@ -284,21 +284,34 @@ class Supervisor:
         # A failed last look before a settle is recorded after the settle commit, not under it.
         with self.deliveries.holding_failures():
             try:
-                for step in steps:
-                    if isinstance(step, st.Wait):
-                        result.wake = step.wake
-                        continue
-                    if self._before(job, step, now):
-                        undelivered = []
-                        result.looked = True
-                    if not performer.run(step):
-                        # Asked, and nothing changed (a cessation answer said again): not
-                        # progress, and not a lone wait a sweep may remember either.
-                        result.asked = True
-                        continue
-                    result.progressed = True
-                    result.steps.append(step.kind)
-                    result.settled = result.settled or isinstance(step, st.Settle)
+                for _ in range(DECISION_ROUNDS):
+                    for step in steps:
+                        if isinstance(step, st.Wait):
+                            result.wake = step.wake
+                            continue
+                        if isinstance(step, st.Settle):
+                            performer.flush()  # the last look reads the record as decided
+                        if self._before(job, step, now):
+                            undelivered = []
+                            result.looked = True
+                        if not performer.run(step):
+                            # Asked, and nothing changed (a cessation answer said again): not
+                            # progress, and not a lone wait a sweep may remember either.
+                            result.asked = True
+                            continue
+                        result.progressed = True
+                        result.steps.append(step.kind)
+                        result.settled = result.settled or isinstance(step, st.Settle)
+                    # Only decisions so far, none in yet, nothing asked of the scheduler: the
+                    # launch's call that follows them (``_follows``) is decided on the same look,
+                    # and they go in with its intent.
+                    decided = performer.decided(view)
+                    if decided is None:
+                        break
+                    steps = next_steps(fold(decided, now), found, now, stop_stale=self._stop_stale)
+                    if not _follows(steps):
+                        break  # decided by the next pass, on a look taken after these are in
+                performer.flush()
             except ConflictError as err:
                 result.progressed = True
                 if owner_token(self.store.read(job)) not in (token, owner):
@@ -848,6 +861,23 @@ def _waits_on(job: JobID, upstream: Iterable[JobID], slot: int | None) -> list[s
     array member waiting for its place, its group's places."""
     group = group_of(job) if slot is not None else None
     return [*upstream, *([place(group)] if group is not None else [])]
+
+
+# How many times one pass decides again after decisions alone (an authorize, then its start;
+# an observation and the canonical object, then the open), committing them all at once.
+DECISION_ROUNDS = 4
+
+
+def _follows(steps: list[st.Step]) -> bool:
+    """Whether ``steps``, decided on the look the decisions before them were decided on, are
+    the launch's next call: the first start, or an open. Anything else (a settle, a stop, a
+    resubmission's start) is decided on a look taken after those decisions are in, as every
+    pass of a sweep's rounds is: an object that appeared since must be seen first."""
+    calls = [s for s in steps if not isinstance(s, st.Wait)]
+    if len(calls) != 1:
+        return False
+    step = calls[0]
+    return isinstance(step, st.Open) or (isinstance(step, st.Start) and step.submission == 1)
 
 
 @contextlib.contextmanager

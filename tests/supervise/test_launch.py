@@ -1,8 +1,8 @@
 """``Supervisor.launch``: a new job carried to its open with one look at the scheduler.
 
 The look is taken only when its answer could be new: not before the record holds an attempt,
-and not again after a pass that only committed while nobody else did. The memory adapter
-counts every call.
+and not again after a pass that only committed while nobody else did; decisions go in with
+the commit before the next call. The memory adapter counts every call.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import dispatch
 from dispatch.adapters.memory import MemoryBackend, Shape
 from dispatch.clock import ManualClock
 from dispatch.core.fold import fold
-from dispatch.model.record import CanonicalEntry, Entry, OpenEntry
+from dispatch.model.record import Entry, OpenEntry, ReplyEntry
 from dispatch.model.values import JobID
 from dispatch.records.memory import MemoryRecords
 from dispatch.supervise import Supervisor
@@ -22,18 +22,17 @@ from dispatch.supervise import Supervisor
 ADA = dispatch.Actor(kind=dispatch.ActorKind.HUMAN, id="ada")
 
 
-class HoldAfterCanonical(MemoryRecords):
-    """A memory store where a person holds the job right after its canonical commit lands, as
-    if their ``dispatch hold`` raced the launch."""
+class HoldAfterReply(MemoryRecords):
+    """A memory store where a person holds the job right after the start's reply lands, as if
+    their ``dispatch hold`` raced the launch."""
 
     cluster: dispatch.Cluster | None = None
 
     def commit(self, job: JobID, entries: Sequence[Entry], expected: int) -> int:
         revision = super().commit(job, entries, expected)
-        if self.cluster is not None and any(isinstance(e, CanonicalEntry) for e in entries):
+        if self.cluster is not None and any(isinstance(e, ReplyEntry) for e in entries):
             cluster, self.cluster = self.cluster, None
             cluster.operator.hold(job, ADA, "racing the launch")
-            return revision
         return revision
 
 
@@ -62,13 +61,28 @@ def test_a_launch_creates_records_and_opens_with_one_look() -> None:
     assert result.found is not None and [o.state.value for o in result.found.objects] == ["gated"]
 
 
-def test_a_commit_by_someone_else_between_passes_makes_the_launch_look_again() -> None:
-    store = HoldAfterCanonical()
+def test_a_hold_that_races_the_launch_is_seen_by_its_look_and_the_job_is_not_opened() -> None:
+    store = HoldAfterReply()
     backend, cluster, sup, job = world(store)
     store.cluster = cluster
     result = sup.launch(job)
     assert result is not None
-    assert backend.calls["find"] == 2  # the hold came after the first look: looked again
+    assert backend.calls["find"] == 1  # after the start, which the hold came after
     assert backend.calls["open"] == 0  # and the held job was not opened
     now = ManualClock().now()
     assert fold(store.read(job), now).holds and "open" not in result.steps
+
+
+def test_the_decisions_of_a_launch_go_in_with_the_commit_before_each_call() -> None:
+    """Authorize and attempt in one revision before the start, the start's reply in the next,
+    then what was seen, the canonical object and the open in one before the open: nothing is
+    called on a decision that is not in yet, and no decision has a revision of its own."""
+    store = MemoryRecords()
+    _, _, sup, job = world(store)
+    assert sup.launch(job) is not None
+    kinds = [[e.kind for e in c.entries] for c in store.read(job).commits]
+    assert kinds == [
+        ["owner", "authorize", "attempt"],
+        ["reply"],
+        ["observe", "canonical", "open"],
+    ]
