@@ -41,7 +41,7 @@ alternately on the same ledger, each tree's CPU per job (the sweep's own, withou
 wall and the load they ran at. ``no memo s`` is this tree's first cold tick, and its system
 calls per job are printed too. ``--cold-own`` adds
 the cold row on a second ledger, written by this tree, of as many jobs (a release may write
-fewer revisions a job than the baseline did; both trees' ticks read it). ``--changed PCT``
+fewer revisions a job than the baseline did), timed over this tree alone. ``--changed PCT``
 (default 1; 0 leaves it out) is the tick after
 PCT % of the jobs changed between two ticks: their objects completed (exit code 0; the jobs'
 spec has no recovery rule, so a preempted object would end its job failed rather than be
@@ -472,27 +472,32 @@ def cold_ticks(
         if was
         else float("nan")
     )
+    goal = f"goal {COLD_GOAL_MS} ms: {'met' if ms(this) <= COLD_GOAL_MS else 'not met'}"
+    if was:
+        cpu = f"{ms(was):.3f} ms baseline, {ms(this):.3f} ms this (ratio {ratio:.2f}; {goal})"
+        walls = f"{wall(was):.1f} s baseline, {wall(this):.1f} s this"
+    else:
+        cpu, walls = f"{ms(this):.3f} ms this ({goal})", f"{wall(this):.1f} s this"
     print(
         f"cold tick (no memo), N={n}, ledger written by {writer} "
-        f"({files_per_job(ledger):.1f} files a job), medians of {runs} pairs: CPU per job "
-        f"{ms(was):.3f} ms baseline, {ms(this):.3f} ms this (ratio {ratio:.2f}; goal "
-        f"{COLD_GOAL_MS} ms: {'met' if ms(this) <= COLD_GOAL_MS else 'not met'}); wall "
-        f"{wall(was):.1f} s baseline, {wall(this):.1f} s this; load {min(loads):.1f}-"
-        f"{max(loads):.1f}",
+        f"({files_per_job(ledger):.1f} files a job), medians of {runs} "
+        f"{'pairs' if was else 'ticks'}: CPU per job {cpu}; wall {walls}; "
+        f"load {min(loads):.1f}-{max(loads):.1f}",
         flush=True,
     )
     return this[0]
 
 
-def cold_own(base: Path, n: int, old: Path | None, runs: int) -> None:
+def cold_own(base: Path, n: int, runs: int) -> None:
     """The cold row again, on a ledger of as many jobs that this tree wrote: what a tick reads
-    of the jobs submitted since an upgrade."""
+    of the jobs submitted since an upgrade. This tree's ticks alone: an earlier release does
+    not read the fields added to the header since."""
     ledger, objects = base / f"ledger-own-{n}", base / f"objects-own-{n}.json"
     run_child("setup-file", str(ledger), str(objects), str(n))
     child = ("file", str(ledger), str(objects), str(n))
     time.sleep(CALL_DEADLINE_S)
     run_child(*child)
-    cold_ticks(ledger, child, old, runs, writer="this tree")
+    cold_ticks(ledger, child, None, runs, writer="this tree")
     shutil.rmtree(ledger, ignore_errors=True)
 
 
@@ -634,7 +639,7 @@ def main() -> None:
                 continue
             cold = cold_ticks(ledger, child, old, args.runs)
             if args.cold_own:
-                cold_own(base, n, old, args.runs)
+                cold_own(base, n, args.runs)
             calls_cold = float("nan")
             if traced:
                 forget_memo(ledger)
