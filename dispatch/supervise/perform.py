@@ -4,12 +4,12 @@ Intent before effect: every call with an effect on the scheduler follows a commi
 that names it, so a crash after the call leaves an intent for the next pass to reconcile,
 never an effect nobody recorded. A call whose outcome is unknown is recorded as unknown.
 
-A step that asks the scheduler nothing (a decision, an observation, an outcome) does not
-commit alone: its entry goes in with the pass's next commit, the one before the next call, or
-at the pass's end (``flush``). What a crash between them loses was never acted on, and one
-commit of several entries is all or nothing, so a launched job's record holds four revisions
-where it held seven. The nodes are told of an authorize or an outcome (the fences, best
-effort) once its entry is in.
+While the pass ``holds`` (a launch's decisions before its open: what was seen of the object,
+and that it is the canonical one), the entry of a step that calls nothing waits: it goes in
+with the open's intent, so a launched job's record holds five revisions where it held seven,
+or, when no open follows, one revision each at the pass's end (``flush``), as it always did.
+What a crash before that commit loses was never acted on, and one commit of several entries
+lands whole or not at all.
 """
 
 from __future__ import annotations
@@ -69,20 +69,17 @@ class Performer:
         self.acted = False
         # The job's latest submission, as this pass moves it (the fences follow it).
         self.current = current
-        # The entries of steps that call nothing, for the next commit, and what the nodes are
-        # told once it is in.
+        # Whether the entries of steps that call nothing wait (the pass sets it), and those.
+        self.holds = False
         self._pending: list[Entry] = []
-        self._then: list[Callable[[], None]] = []
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """Commit, after the entries still pending, at the revision this pass is at;
         ``ConflictError`` ends the pass (and drops them)."""
-        batch, then = [*self._pending, *entries], self._then
-        self._pending, self._then = [], []
+        batch = [*self._pending, *entries]
+        self._pending = []
         if batch:
             self.revision = self.store.commit(self.job, batch, self.revision)
-        for tell in then:
-            tell()
 
     def decided(self, view: View) -> View | None:
         """``view`` with the entries still pending as its next revision, while the pass only
@@ -97,23 +94,24 @@ class Performer:
         return View(header=view.header, commits=(*view.commits, last))
 
     def flush(self) -> None:
-        """Commit the entries still pending: before the pass reads its record again, and at
-        its end."""
-        self.commit([])
+        """Commit the entries still pending, one revision each, in the order of their steps:
+        no call followed them."""
+        pending, self._pending = self._pending, []
+        for entry in pending:
+            self.revision = self.store.commit(self.job, [entry], self.revision)
 
     def run(self, step: st.Step) -> bool:
-        """Perform one step: commit the entry it names (``core.commits``), then its effect; the
-        entry of a step that calls nothing waits for the pass's next commit.
+        """Perform one step: commit the entry it names (``core.commits``), then its effect;
+        while the pass holds, the entry of a step that calls nothing waits.
 
         False when it changed nothing: a cessation answer that says what the last one said."""
         entry = entry_of(step, self.now, self.actor, self.token)
         calls = isinstance(step, st.Start | st.Open | st.Stop | st.Call | st.Cease)
         if entry is not None:
-            # A settle goes in at once: the pass reports it settled only once it is in.
-            if calls or isinstance(step, st.Settle):
-                self.commit([entry])
-            else:
+            if self.holds and not calls:
                 self._pending.append(entry)
+            else:
+                self.commit([entry])
         if calls:
             self.acted = True
         match step:
@@ -130,21 +128,13 @@ class Performer:
                 return self._cease(ref, said)
             case st.Authorize(submission=n):
                 self.current = n
-                at = self.header.lineage_base + n
-                self._told(lambda: self._fence(lambda f: f.advance(self.job, at)))
+                self._fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
             case st.Outcome() | st.Settle():
                 # Again at the settle: a crash right after the outcome's commit left it unsaid.
-                self._told(lambda: self._fence(lambda f: f.advance(self.job, None)))
+                self._fence(lambda f: f.advance(self.job, None))
             case _:
                 pass  # a decision: its entry is all there is
         return True
-
-    def _told(self, tell: Callable[[], None]) -> None:
-        """Tell the nodes once the entries before are in: now, or after the next commit."""
-        if self._pending:
-            self._then.append(tell)
-        else:
-            tell()
 
     def _start(self, n: int, a: int) -> None:
         """Call start for attempt N.a (numbered already) and commit the reply."""

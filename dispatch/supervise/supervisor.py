@@ -284,13 +284,14 @@ class Supervisor:
         # A failed last look before a settle is recorded after the settle commit, not under it.
         with self.deliveries.holding_failures():
             try:
-                for _ in range(DECISION_ROUNDS):
+                # A launch's decisions wait for the commit before its open, decided in a
+                # second round on the same look.
+                performer.holds = _launching(steps)
+                for _ in range(2):
                     for step in steps:
                         if isinstance(step, st.Wait):
                             result.wake = step.wake
                             continue
-                        if isinstance(step, st.Settle):
-                            performer.flush()  # the last look reads the record as decided
                         if self._before(job, step, now):
                             undelivered = []
                             result.looked = True
@@ -303,8 +304,8 @@ class Supervisor:
                         result.steps.append(step.kind)
                         result.settled = result.settled or isinstance(step, st.Settle)
                     # Only decisions so far, none in yet, nothing asked of the scheduler: the
-                    # launch's call that follows them (``_follows``) is decided on the same look,
-                    # and they go in with its intent.
+                    # open that follows them (``_follows``) is decided on the same look, and
+                    # they go in with its intent.
                     decided = performer.decided(view)
                     if decided is None:
                         break
@@ -863,21 +864,19 @@ def _waits_on(job: JobID, upstream: Iterable[JobID], slot: int | None) -> list[s
     return [*upstream, *([place(group)] if group is not None else [])]
 
 
-# How many times one pass decides again after decisions alone (an authorize, then its start;
-# an observation and the canonical object, then the open), committing them all at once.
-DECISION_ROUNDS = 4
+def _launching(steps: list[st.Step]) -> bool:
+    """Whether ``steps`` are decisions that an open may follow on the same look: what was seen
+    of the launched object, and that it is the submission's canonical one."""
+    return all(isinstance(s, st.Observe | st.Canonical | st.Wait) for s in steps)
 
 
 def _follows(steps: list[st.Step]) -> bool:
     """Whether ``steps``, decided on the look the decisions before them were decided on, are
-    the launch's next call: the first start, or an open. Anything else (a settle, a stop, a
-    resubmission's start) is decided on a look taken after those decisions are in, as every
-    pass of a sweep's rounds is: an object that appeared since must be seen first."""
+    the launch's open. Anything else (a settle, a stop, a start) is decided on a look taken
+    after those decisions are in, as every pass of a sweep's rounds is: an object that appeared
+    since, or a person's command, must be seen first."""
     calls = [s for s in steps if not isinstance(s, st.Wait)]
-    if len(calls) != 1:
-        return False
-    step = calls[0]
-    return isinstance(step, st.Open) or (isinstance(step, st.Start) and step.submission == 1)
+    return len(calls) == 1 and isinstance(calls[0], st.Open)
 
 
 @contextlib.contextmanager

@@ -73,16 +73,17 @@ def test_a_hold_that_races_the_launch_is_seen_by_its_look_and_the_job_is_not_ope
     assert fold(store.read(job), now).holds and "open" not in result.steps
 
 
-def test_the_decisions_of_a_launch_go_in_with_the_commit_before_each_call() -> None:
-    """Authorize and attempt in one revision before the start, the start's reply in the next,
-    then what was seen, the canonical object and the open in one before the open: nothing is
-    called on a decision that is not in yet, and no decision has a revision of its own."""
+def test_what_a_launch_saw_and_its_canonical_object_go_in_with_its_open() -> None:
+    """The authorize, the attempt and the start's reply each in a revision of its own; then
+    what was seen of the object, that it is the canonical one and the open in one revision,
+    before the open is called: nothing is called on a decision that is not in yet."""
     store = MemoryRecords()
     _, _, sup, job = world(store)
     assert sup.launch(job) is not None
     kinds = [[e.kind for e in c.entries] for c in store.read(job).commits]
     assert kinds == [
-        ["owner", "authorize", "attempt"],
+        ["owner", "authorize"],
+        ["attempt"],
         ["reply"],
         ["observe", "canonical", "open"],
     ]
