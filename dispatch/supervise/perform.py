@@ -76,10 +76,8 @@ class Performer:
     def commit(self, entries: Sequence[Entry]) -> None:
         """Commit, after the entries still pending, at the revision this pass is at;
         ``ConflictError`` ends the pass (and drops them)."""
-        batch = [*self._pending, *entries]
-        self._pending = []
-        if batch:
-            self.revision = self.store.commit(self.job, batch, self.revision)
+        batch, self._pending = [*self._pending, *entries], []
+        self.revision = self.store.commit(self.job, batch, self.revision)
 
     def decided(self, view: View) -> View | None:
         """``view`` with the entries still pending as its next revision, while the pass only

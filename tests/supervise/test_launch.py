@@ -1,8 +1,9 @@
 """``Supervisor.launch``: a new job carried to its open with one look at the scheduler.
 
 The look is taken only when its answer could be new: not before the record holds an attempt,
-and not again after a pass that only committed while nobody else did; decisions go in with
-the commit before the next call. The memory adapter counts every call.
+and not again after a pass that only committed while nobody else did; what the launch saw of
+its object and that it is the canonical one go in with the open. The memory adapter counts
+every call.
 """
 
 from __future__ import annotations
