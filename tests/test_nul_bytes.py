@@ -12,7 +12,7 @@ import pytest
 
 import dispatch
 from dispatch.adapters.memory import MemoryBackend
-from dispatch.model.limits import MAX_NAME, MAX_WORD
+from dispatch.model.limits import MAX_ENVIRONMENT, MAX_NAME, MAX_WORD
 from dispatch.model.record import Header
 from dispatch.records.memory import MemoryRecords
 
@@ -64,3 +64,35 @@ def test_a_text_at_its_bound_is_kept_one_past_it_or_with_a_nul_byte_is_refused_a
             dispatch.JobSpec(**{"command": ("true",), field: bad})
         with pytest.raises(dispatch.InvalidError, match=why):
             Header.load(stored.replace("x" * longest, json.dumps(bad)[1:-1], 1))
+
+
+@pytest.mark.parametrize(
+    ("given", "why"),
+    [
+        (
+            {"env": {"TOKEN": "x" * (MAX_WORD + 1)}},
+            f"env: variable TOKEN: {MAX_WORD + 1} characters",
+        ),
+        (
+            {"env": {"A": "x" * MAX_WORD} | {f"V{i}": "x" * MAX_WORD for i in range(16)}},
+            f"env: variable: more than {MAX_ENVIRONMENT} characters together",
+        ),
+        (
+            {"command": ("python", *["x" * MAX_WORD] * 17)},
+            f"command: more than {MAX_ENVIRONMENT} characters together",
+        ),
+        ({"account": "a", "qos": "q\0"}, "qos holds a NUL byte"),
+    ],
+)
+def test_an_environment_or_a_command_over_its_bounds_is_refused_naming_what(
+    given: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(dispatch.InvalidError, match=why):
+        dispatch.JobSpec(**{"command": ("true",), **given})
+    # Within the bounds, the same shapes are kept: the check refuses only what is over.
+    kept = {k: v for k, v in given.items() if k != "qos"}
+    if "env" in kept:
+        kept["env"] = {k: v[:100] for k, v in kept["env"].items()}
+    if "command" in kept:
+        kept["command"] = tuple(w[:100] for w in kept["command"])
+    assert dispatch.JobSpec(**{"command": ("true",), **kept})

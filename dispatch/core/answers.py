@@ -35,6 +35,8 @@ from dispatch.model.values import Cause
 class Answer(Enum):
     """What a row of the decision table asks for; its value is how the docs name it."""
 
+    __hash__ = object.__hash__  # as ``Fact``'s: a member equals only itself
+
     CANCEL = "outcome cancelled; stop every object"
     GIVE_UP = "outcome failed; escalate give-up"
     DEPENDENCY_ENDING = "outcome failed (dependency); escalate dependency"

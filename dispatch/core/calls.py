@@ -84,6 +84,8 @@ def own_requeues(job: Job, ref: ObjectRef, restarts: int) -> bool:
     """Whether ``ref`` shows ``restarts`` past every requeue the record called or counted: the
     job (or someone else) requeued it, and no pass has judged that requeue yet. Never where the
     backend enforces a requeue or restart rule natively: it reruns the object by itself then."""
+    if restarts <= 0:
+        return False  # nothing reran it (most passes: no call or count to look at)
     native = (Action.REQUEUE, Action.RESTART)
     if any(
         ra.enforcer is Enforcer.BACKEND and ra.effective.action in native

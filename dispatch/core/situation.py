@@ -24,6 +24,10 @@ from dispatch.model.objects import Discovery, ObjectObs, ObjectRef
 class Fact(Enum):
     """One question about the job; its value is how ``docs/protocol.md`` prints it."""
 
+    # A member equals only itself, so its identity is its hash: a pass builds sets of facts,
+    # and ``Enum``'s own hash (of the member's name) is a Python call per fact.
+    __hash__ = object.__hash__
+
     # People's requests, read from the record.
     CANCEL_ASKED = "cancel asked"
     GIVE_UP_ASKED = "give-up asked"

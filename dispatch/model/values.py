@@ -4,7 +4,7 @@ import re
 from datetime import datetime, timedelta
 from typing import Annotated, Literal, Self
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from dispatch.model.array import ArrayTask
 from dispatch.model.base import Value, format_duration
@@ -309,44 +309,29 @@ class JobSpec(Value):
                 )
         return after
 
-    @field_validator("*")
-    @classmethod
-    def _no_nul_byte(cls, value: object, info: ValidationInfo) -> object:
+    @model_validator(mode="after")
+    def _no_nul_byte(self) -> Self:
         # A NUL byte reaches no command line or shell intact: every sweep would fail the job.
-        # Every record read checks its header's fields again, so the usual cases return early:
-        # a value that holds no text, and one text without NUL byte within its bound.
-        limit = MAX_NAME if info.field_name == "name" else MAX_WORD
-        if isinstance(value, str):
-            if "\0" not in value and len(value) <= limit:
-                return value
-        elif not isinstance(value, dict | tuple):
-            return value
-        if isinstance(value, dict):
-            words = [*value, *value.values()]
-        else:
-            words = list(value) if isinstance(value, tuple) else [value]
-        texts = [w for w in words if isinstance(w, str)]
-        if isinstance(value, dict | tuple):
-            # Texts (a command, an environment) with no NUL byte, each and all together
-            # within their bounds: the usual case, checked without naming any of them.
-            if not texts:
-                return value
-            joined = "".join(texts)
-            if (
-                max(map(len, texts)) <= limit
-                and len(joined) <= MAX_ENVIRONMENT
-                and "\0" not in joined
-            ):
-                return value
-        if any("\0" in w for w in texts):
-            raise ValueError(f"{info.field_name} holds a NUL byte")
-        if isinstance(value, dict):  # env: name the variable
-            bounded(
-                f"{info.field_name}: variable", {str(k): str(v) for k, v in value.items()}, limit
-            )
-        else:
-            bounded(str(info.field_name), texts, limit)
-        return value
+        # Every record read checks its header again, so the usual case is one call for all
+        # the texts: no NUL byte in any, each within its bound, a command's or an
+        # environment's within theirs together. Only a spec that fails it is looked at field
+        # by field, to name the culprit.
+        fields = self.__dict__
+        env, command = self.env, self.command
+        words = [fields[f] for f in _WORDS]
+        together = "".join(command), "".join(env) + "".join(env.values())
+        if (
+            len(self.name) <= MAX_NAME
+            and max(map(len, words)) <= MAX_WORD
+            and max(map(len, command)) <= MAX_WORD
+            and (not env or max(max(map(len, env)), max(map(len, env.values()))) <= MAX_WORD)
+            and max(map(len, together)) <= MAX_ENVIRONMENT
+            and "\0" not in "".join((self.name, *words, *together))
+        ):
+            return self
+        for field in _TEXTS:
+            _check_text(field, getattr(self, field))
+        return self
 
     @field_validator("pre_termination_signal")
     @classmethod
@@ -407,6 +392,36 @@ class JobSpec(Value):
         if any(isinstance(e, SharedCheckpoint) for e in self.extensions):
             return CheckpointMode.SHARED
         return CheckpointMode.ISOLATED
+
+
+# The JobSpec fields that hold one text each, besides its name, command and environment.
+_WORDS = (
+    "partition",
+    "account",
+    "qos",
+    "working_directory",
+    "output_path",
+    "image",
+    "pre_termination_signal",
+)
+# Every JobSpec field that holds text, in the order a refusal looks for the culprit.
+_TEXTS = ("name", "command", *_WORDS, "env")
+
+
+def _check_text(field: str, value: str | tuple[str, ...] | dict[str, str]) -> None:
+    """Refuse (``ValueError``, naming ``field`` and the variable) a NUL byte in ``value`` or a
+    text of it over its bound."""
+    limit = MAX_NAME if field == "name" else MAX_WORD
+    if isinstance(value, dict):
+        texts = [*value, *value.values()]
+    else:
+        texts = [value] if isinstance(value, str) else list(value)
+    if any("\0" in t for t in texts):
+        raise ValueError(f"{field} holds a NUL byte")
+    if isinstance(value, dict):  # env: name the variable
+        bounded(f"{field}: variable", value, limit)
+    else:
+        bounded(field, texts, limit)
 
 
 class Support(Value):

@@ -94,6 +94,10 @@ class FileRecords:
         self._peeked: dict[JobID, tuple[int, bool]] = {}
         # The owner token as of a revision, per job: a commit looks only at the commits since.
         self._owners: dict[JobID, tuple[int, str]] = {}
+        # The last revision read per job and its file's stamp, from the read's own ``fstat``:
+        # the stamp of a record a sweep just read costs one ``lstat`` (of the next name). It
+        # is trusted as the views of ``_cache`` are, which hold what those files said.
+        self._stamps: dict[JobID, tuple[int, str]] = {}
         self._folds = FoldCheck(CACHE_JOBS)
         self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
@@ -146,7 +150,7 @@ class FileRecords:
 
     def read(self, job: JobID) -> View:
         """The record as it is now; ``NotFoundError`` when there is none."""
-        if not fmt.is_job_id(job):
+        if not self._is_job_id(job):
             raise NotFoundError(f"no record for job {job}")
         with self._mu:
             cached = self._cache.get(job)
@@ -272,12 +276,12 @@ class FileRecords:
     def _locate(self, job: JobID) -> str:
         """The job's folder, checked; ``InvalidError`` naming the marker of an unsettled job
         whose folder is missing."""
-        if not fmt.is_job_id(job):
-            raise NotFoundError(f"no record for job {job}")
         # Plain strings: a sweep locates each job three times, and a Path costs more than that.
-        folder = os.path.join(self._jobs_s, job)
+        folder = f"{self._jobs_s}/{job}"
         if job in self._trusted:
             return folder
+        if not fmt.is_job_id(job):
+            raise NotFoundError(f"no record for job {job}")
         if not self._check_folder(job):
             marker = self._unsettled / job
             if os.path.lexists(marker):
@@ -290,8 +294,8 @@ class FileRecords:
 
     def unlock(self, job: JobID, token: str) -> None:
         """Give up the owner lock taken with ``token`` (the token stays until replaced)."""
-        if fmt.is_job_id(job):
-            OwnerLocks.give_back(os.path.join(self._jobs_s, job, fmt.OWNER_LOCK), token)
+        if self._is_job_id(job):
+            OwnerLocks.give_back(f"{self._jobs_s}/{job}/{fmt.OWNER_LOCK}", token)
 
     # --- beyond the contract: what sweeps use ---------------------------------------------------
 
@@ -341,19 +345,25 @@ class FileRecords:
         missing); None otherwise. Revision files never change once durable, and one that a
         power cut lost and a later commit wrote again has another modification time, so an
         equal stamp is the same record."""
-        if not fmt.is_job_id(job) or revision < 1:
+        if revision < 1 or not self._is_job_id(job):
             return None
         base = f"{self._jobs_s}/{job}/"  # plain strings: a list checks ten thousand of these
-        try:
-            st = os.lstat(base + fmt.revision_name(revision))
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
+        with self._mu:
+            read = self._stamps.get(job)
+        if read is not None and read[0] == revision:
+            found = read[1]
+        else:
+            try:
+                st = os.lstat(base + fmt.revision_name(revision))
+            except OSError:
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            found = fmt.stamp(st)
         try:
             os.lstat(base + fmt.revision_name(revision + 1))
         except FileNotFoundError:
-            return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+            return found
         except OSError:
             return None
         return None
@@ -504,10 +514,11 @@ class FileRecords:
         revision = view.revision + 1
         while True:
             path = f"{folder}/{fmt.revision_name(revision)}"
-            data = fmt.read_bytes(path)
-            if data is None:
+            read = fmt.read_stamped(path)
+            if read is None:
                 break
-            new.append(self._parse_commit(job, path, data, revision))
+            new.append(self._parse_commit(job, path, read[0], revision))
+            self._stamped(job, revision, read[1])
             revision += 1
         with self._mu:
             settled = job in self._settled
@@ -525,9 +536,11 @@ class FileRecords:
 
     def _load_header(self, job: JobID, path: str | Path) -> tuple[Header, bytes]:
         """The header and the bytes of its file."""
-        data = fmt.read_bytes(path)
-        if data is None:
+        read = fmt.read_stamped(path)
+        if read is None:
             raise NotFoundError(f"no record for job {job}")
+        data = read[0]
+        self._stamped(job, 1, read[1])
         try:
             header: Header = Header.load(data)
         except InvalidError as err:
@@ -537,7 +550,20 @@ class FileRecords:
         return header, data
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
-        return self._parse_commit(job, path, self._raw_of(job, path), revision)
+        read = fmt.read_stamped(path)
+        if read is None:
+            raise self._problem(path, "revision vanished while it was read")
+        commit = self._parse_commit(job, path, read[0], revision)
+        self._stamped(job, revision, read[1])
+        return commit
+
+    def _stamped(self, job: JobID, revision: int, stamp: str) -> None:
+        """Note the stamp of revision ``revision`` of ``job``, read just now, if it is the
+        last revision read of it."""
+        with self._mu:
+            known = self._stamps.get(job)
+            if known is None or known[0] <= revision:
+                self._stamps[job] = (revision, stamp)
 
     def _parse_commit(self, job: JobID, path: str | Path, data: bytes, revision: int) -> Commit:
         try:
@@ -671,6 +697,10 @@ class FileRecords:
             f"or remove {path} if no create is running"
         )
 
+    def _is_job_id(self, job: JobID) -> bool:
+        """``fmt.is_job_id``, without matching the pattern again for a folder checked."""
+        return job in self._trusted or fmt.is_job_id(job)
+
     def _check_folder(self, job: JobID) -> bool:
         """Check the job's folder once per store; False when it does not exist."""
         if job in self._trusted:
@@ -693,6 +723,7 @@ class FileRecords:
                 oldest, _ = self._cache.popitem(last=False)
                 self._raw.pop(oldest, None)
                 self._owners.pop(oldest, None)
+                self._stamps.pop(oldest, None)
             if settled:
                 self._settled.add(job)
 

@@ -53,11 +53,14 @@ TEMP_MAX_AGE_SECONDS = 15 * 60
 
 def revision_name(revision: int) -> str:
     """The file name of a revision, e.g. ``r0000000002.json``; revision 1 is the header."""
-    return f"r{revision:0{REVISION_DIGITS}d}.json"
+    return f"r{revision:010d}.json"  # REVISION_DIGITS wide, written out: a sweep names many
 
 
 def revision_of(name: str) -> int | None:
     """The revision a file name holds, or None when it is not a revision file."""
+    digits = name[1:-5]
+    if len(name) == 16 and name[0] == "r" and name[-5:] == ".json" and digits.isascii():
+        return int(digits) if digits.isdecimal() else None  # the usual name: no pattern
     match = REVISION_RE.match(name)
     return int(match.group(1)) if match else None
 
@@ -156,6 +159,12 @@ def read_bytes(path: str | Path) -> bytes | None:
     ``RejectedError`` when it is a symbolic link, another user's, or writable by others: the
     checks cost one ``fstat`` of the descriptor the read opens anyway.
     """
+    read = read_stamped(path)
+    return None if read is None else read[0]
+
+
+def read_stamped(path: str | Path) -> tuple[bytes, str] | None:
+    """``read_bytes``, with the file's ``stamp`` from the ``fstat`` the read makes anyway."""
     try:
         # Non-blocking, so that a FIFO in a file's place is refused below, not waited on.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -171,14 +180,22 @@ def read_bytes(path: str | Path) -> bytes | None:
         # Ledger files never change once named: one read of the size is the whole file, and
         # only a short read (or a file that grew) needs more until the end.
         data = os.read(fd, st.st_size + 1)
-        if len(data) == st.st_size:
-            return data
-        chunks = [data]
-        while chunk := os.read(fd, 1 << 16):
-            chunks.append(chunk)
-        return b"".join(chunks)
+        if len(data) != st.st_size:
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 16):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+            st = os.fstat(fd)
+        return data, stamp(st)
     finally:
         os.close(fd)
+
+
+def stamp(st: os.stat_result) -> str:
+    """What tells a revision file from another one of the same name: its inode, size and
+    modification time (one that a power cut lost and a later commit wrote again has another
+    modification time)."""
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def symlink_refused(path: str | Path) -> str:

@@ -83,7 +83,8 @@ def lapse(job: JobID, now: datetime, wake: datetime | None) -> datetime:
 
 def seen(d: Discovery) -> str:
     """The digest of what find showed of a job, without when it looked."""
-    data = b"".join(o.model_dump_json().encode() + b"\n" for o in d.objects)
+    # ``model_dump_json().encode()``, without the wrapper's keyword handling and a decode
+    data = b"".join(type(o).__pydantic_serializer__.to_json(o) + b"\n" for o in d.objects)
     return hashlib.blake2b(data + (b"c" if d.complete else b"i"), digest_size=12).hexdigest()
 
 

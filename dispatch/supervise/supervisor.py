@@ -243,8 +243,21 @@ class Supervisor:
             return Discovery(objects=(), complete=False)
         return self.backend.find(job)
 
-    def pass_once(self, job: JobID, token: str, view: View, found: Discovery) -> PassResult:
-        """One pass: ``view`` was read before ``found`` was looked up; decide, perform, deliver."""
+    def pass_once(
+        self,
+        job: JobID,
+        token: str,
+        view: View,
+        found: Discovery,
+        take: Callable[[], bool] | None = None,
+    ) -> PassResult:
+        """One pass: ``view`` was read before ``found`` was looked up; decide, perform, deliver.
+
+        ``take``: the caller holds no owner lock yet, and ``take()`` takes it (False when
+        another process holds it, and then the pass raises ``_LockHeld`` having done
+        nothing). It is called once the pass has decided to do something, a step or a
+        delivery: a pass that only waits does nothing another supervisor could do twice, and
+        what it decided stands on the record at ``view``'s revision, which never changes."""
         now = self.clock.now()
         folding = Folding(view)
         j = folding.job
@@ -276,8 +289,11 @@ class Supervisor:
         owner, steps = j.owner, next_steps(j, found, now, stop_stale=self._stop_stale)
         if result.slot is not None or result.upstream:
             result.polled, result.deadline = True, deadline_after(j, now)
+        acts = any(not isinstance(s, st.Wait) for s in steps)
+        if take is not None and (acts or undelivered) and not take():
+            raise _LockHeld(job)
         # The steps first: a protocol check costs tens of microseconds, and most passes wait.
-        if any(not isinstance(s, st.Wait) for s in steps) and isinstance(self.store, Folded):
+        if acts and isinstance(self.store, Folded):
             # The store checks each commit with a fold: it goes on from this one. ``j`` is not
             # read again (the store extends it in place).
             self.store.seed(folding)
@@ -796,22 +812,31 @@ class Supervisor:
         it gets; None when it failed, or when another supervisor holds the job's owner lock.
 
         ``seen`` is the record read before ``found`` was looked up, or its revision then: the
-        owner lock is taken for this pass alone, and the record read at that revision, never
-        a later one, so the pass decides on a record no newer than its look."""
-        lock = isinstance(seen, int)
+        record is read at that revision, never a later one, so the pass decides on a record
+        no newer than its look, and the owner lock is taken for this pass alone, once it has
+        something to do (``pass_once``'s ``take``)."""
+        held = False
+
+        def take() -> bool:
+            nonlocal held
+            held = self.store.lock(job, token)
+            return held
+
         try:
-            if lock and not self.store.lock(job, token):
-                if job not in report._passed:
-                    report.skipped.append(job)
-                return None
             try:
                 view = self._read_at(job, seen) if isinstance(seen, int) else seen
-                result = self.pass_once(job, token, view, found)
+                result = self.pass_once(
+                    job, token, view, found, take=take if isinstance(seen, int) else None
+                )
                 if result.settled and not result.looked:
                     self._last_look(job)
             finally:
-                if lock:
+                if held:
                     self.store.unlock(job, token)
+        except _LockHeld:
+            if job not in report._passed:
+                report.skipped.append(job)
+            return None
         except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
             report.failed[job] = _describe(err)
             return None
@@ -824,6 +849,10 @@ class Supervisor:
         if result.settled:
             report.settled.append(job)
         return result
+
+
+class _LockHeld(Exception):
+    """A pass with something to do found the job's owner lock held by another process."""
 
 
 # The share of the time a sweep has left that it spends noting revisions before it looks and

@@ -149,10 +149,12 @@ def _met() -> dict[str, Any]:
     passing: list[View] = []
     pass_once = supervisor.Supervisor.pass_once
 
-    def noted(self: supervisor.Supervisor, job: str, token: str, view: View, found: Any) -> Any:
+    def noted(
+        self: supervisor.Supervisor, job: str, token: str, view: View, found: Any, **lock: Any
+    ) -> Any:
         passing.append(view)
         try:
-            return pass_once(self, job, token, view, found)
+            return pass_once(self, job, token, view, found, **lock)
         finally:
             passing.pop()
 

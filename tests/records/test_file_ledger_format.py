@@ -445,13 +445,13 @@ def fmt_key(key: str) -> str:
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record every file the ledger reads from now on."""
     opened: list[Path] = []
-    real = fmt.read_bytes
+    real = fmt.read_stamped  # every read of a file, ``read_bytes``'s too
 
-    def counting(path: Path) -> bytes | None:
+    def counting(path: Path) -> tuple[bytes, str] | None:
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(fmt, "read_bytes", counting)
+    monkeypatch.setattr(fmt, "read_stamped", counting)
     return opened
 
 

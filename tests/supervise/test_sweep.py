@@ -129,6 +129,52 @@ def test_a_job_whose_owner_lock_another_supervisor_holds_is_skipped(world: World
     assert world.entries(held, "authorize") == []
 
 
+def test_a_pass_that_only_waits_takes_no_owner_lock_and_one_that_acts_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = World("file", tmp_path)
+    waiting, preempted = world.submit(2)
+    world.sweep_until_idle(world.supervisor())
+    world.backend.env().preempt(world.canonical(preempted))
+    locked: list[str] = []
+    lock = FileRecords.lock
+
+    def noting(self: FileRecords, job: JobID, token: str) -> bool:
+        locked.append(job)
+        return lock(self, job, token)
+
+    monkeypatch.setattr(FileRecords, "lock", noting)
+    report = world.supervisor().sweep()
+    assert sorted(report.passed) == sorted([waiting, preempted])
+    assert report.progressed == [preempted]
+    assert waiting not in locked and preempted in locked
+    assert len(world.job(preempted).submissions) == 2
+
+
+def test_a_job_whose_lock_another_process_holds_is_passed_when_its_pass_only_waits(
+    tmp_path: Path,
+) -> None:
+    world = World("file", tmp_path)
+    waiting, moving = world.submit(2)
+    world.sweep_until_idle(world.supervisor())
+    world.backend.env().preempt(world.canonical(moving))
+    # Locked as ``dispatch supervise JOB`` holds them, without a commit.
+    store = FileRecords(world.store.root)
+    for job in (waiting, moving):
+        assert store.lock(job, "other")
+    try:
+        revisions = {job: world.store.read(job).revision for job in (waiting, moving)}
+        report = world.supervisor().sweep()
+        assert report.passed == [waiting] and report.skipped == [moving]
+        assert not report.progressed and not report.failed
+        assert {job: world.store.read(job).revision for job in revisions} == revisions
+    finally:
+        for job in (waiting, moving):
+            store.unlock(job, "other")
+    world.supervisor().sweep()
+    assert len(world.job(moving).submissions) == 2
+
+
 def test_two_supervisors_sweeping_at_once_never_both_act_on_a_job(world: World) -> None:
     jobs = world.submit(4)
     first, second = world.supervisor(), world.supervisor()

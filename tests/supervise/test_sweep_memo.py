@@ -133,6 +133,31 @@ def test_a_memo_of_a_record_rewritten_after_a_power_cut_is_not_trusted(world: Wo
     assert store.stamp_at(jobs[0], revision) not in (None, stamp)
 
 
+def test_the_stamp_of_a_record_just_read_is_its_reads_own_and_costs_one_lstat(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (job,) = idle(world, 1)
+    assert isinstance(world.store, FileRecords)
+    fresh, reader = FileRecords(world.store.root), FileRecords(world.store.root)
+    revision = reader.read(job).revision
+    stats: list[str] = []
+    lstat = os.lstat
+
+    def counting(path: str) -> os.stat_result:
+        stats.append(os.path.basename(path))
+        return lstat(path)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    stamp = reader.stamp_at(job, revision)
+    # Only the next revision's name is looked up: the last file's stamp is its read's fstat.
+    assert stats == [f"r{revision + 1:010d}.json"]
+    stats.clear()
+    assert fresh.stamp_at(job, revision) == stamp is not None
+    assert stats == [f"r{revision:010d}.json", f"r{revision + 1:010d}.json"]
+    world.cluster.operator.cancel(job, ADA, "moved")
+    assert reader.stamp_at(job, revision) is None
+
+
 def test_the_stamp_is_none_once_a_later_revision_exists(world: World) -> None:
     jobs = idle(world, 1)
     store = world.store

@@ -209,9 +209,11 @@ def test_a_pass_decides_on_the_revision_noted_before_the_look_not_on_a_later_one
     sup = world.supervisor()
     pass_once = sup.pass_once
 
-    def recording(j: JobID, token: str, view: View, found: dispatch.Discovery) -> object:
+    def recording(
+        j: JobID, token: str, view: View, found: dispatch.Discovery, **lock: object
+    ) -> object:
         decided_on.append(view.revision)
-        return pass_once(j, token, view, found)
+        return pass_once(j, token, view, found, **lock)  # type: ignore[arg-type]
 
     sup.pass_once = recording  # type: ignore[assignment,method-assign]
     world.backend.find_many = cancel_during_the_look  # type: ignore[method-assign,assignment]
