@@ -60,6 +60,12 @@ class Sharded(Protocol):
         """Give back the shard's sweep lock taken with ``token``."""
         ...
 
+    def unsettled(self) -> list[JobID]:
+        """The ids of unsettled jobs, sorted, as ``jobs()`` lists them but for one thing: a job
+        whose record is being created may be among them, and ``revision`` raises
+        ``NotFoundError`` for it (what saves a sweep a look at every job's header)."""
+        ...
+
     def revision(self, job: JobID) -> int:
         """The record's last revision, found without reading the record."""
         ...

@@ -89,6 +89,9 @@ class FileRecords:
         self._problems: dict[Path, str] = {}
         # Job folders checked (this user's, private, not a link): once each per store.
         self._trusted: set[JobID] = set()
+        # Names ``jobs`` listed that can name a job (its sweep stamps each without matching the
+        # pattern again).
+        self._ids: set[JobID] = set()
         # What ``revision`` found per job (the last revision, whether a snapshot is there), so
         # the cold read after it lists nothing.
         self._peeked: dict[JobID, tuple[int, bool]] = {}
@@ -97,7 +100,7 @@ class FileRecords:
         # The last revision read per job and its file's stamp, from the read's own ``fstat``:
         # the stamp of a record a sweep just read costs one ``lstat`` (of the next name). It
         # is trusted as the views of ``_cache`` are, which hold what those files said.
-        self._stamps: dict[JobID, tuple[int, str]] = {}
+        self._stamps: dict[JobID, tuple[int, os.stat_result]] = {}
         self._folds = FoldCheck(CACHE_JOBS)
         self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
@@ -186,6 +189,14 @@ class FileRecords:
 
     def jobs(self, include_settled: bool = False) -> list[JobID]:
         """Unsettled job ids (and settled ones when asked), sorted; foreign names are skipped."""
+        return self._listed(include_settled, headers=True)
+
+    def unsettled(self) -> list[JobID]:
+        """``jobs()`` without the ``lstat`` of each header: a job whose record is being created
+        is listed, and ``revision`` raises ``NotFoundError`` for it."""
+        return self._listed(False, headers=False)
+
+    def _listed(self, include_settled: bool, headers: bool) -> list[JobID]:
         folder = self._jobs if include_settled else self._unsettled
         with self._mu:
             settled = set(self._settled)
@@ -196,8 +207,12 @@ class FileRecords:
                 if not name.startswith("."):
                     self._problem(folder / name, "not a job of the ledger; skipped")
                 continue
+            self._ids.add(name)
             if not include_settled and name in settled:
                 self._drop_marker(name)
+                continue
+            if not headers:
+                found.append(name)
                 continue
             try:
                 os.lstat(os.path.join(self._jobs_s, name, header))  # a string: no Path cost
@@ -351,7 +366,7 @@ class FileRecords:
         with self._mu:
             read = self._stamps.get(job)
         if read is not None and read[0] == revision:
-            found = read[1]
+            found = fmt.stamp(read[1])
         else:
             try:
                 st = os.lstat(base + fmt.revision_name(revision))
@@ -514,7 +529,7 @@ class FileRecords:
         revision = view.revision + 1
         while True:
             path = f"{folder}/{fmt.revision_name(revision)}"
-            read = fmt.read_stamped(path)
+            read = fmt.read_with_stat(path)
             if read is None:
                 break
             new.append(self._parse_commit(job, path, read[0], revision))
@@ -536,7 +551,7 @@ class FileRecords:
 
     def _load_header(self, job: JobID, path: str | Path) -> tuple[Header, bytes]:
         """The header and the bytes of its file."""
-        read = fmt.read_stamped(path)
+        read = fmt.read_with_stat(path)
         if read is None:
             raise NotFoundError(f"no record for job {job}")
         data = read[0]
@@ -550,14 +565,14 @@ class FileRecords:
         return header, data
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
-        read = fmt.read_stamped(path)
+        read = fmt.read_with_stat(path)
         if read is None:
             raise self._problem(path, "revision vanished while it was read")
         commit = self._parse_commit(job, path, read[0], revision)
         self._stamped(job, revision, read[1])
         return commit
 
-    def _stamped(self, job: JobID, revision: int, stamp: str) -> None:
+    def _stamped(self, job: JobID, revision: int, stamp: os.stat_result) -> None:
         """Note the stamp of revision ``revision`` of ``job``, read just now, if it is the
         last revision read of it."""
         with self._mu:
@@ -699,7 +714,7 @@ class FileRecords:
 
     def _is_job_id(self, job: JobID) -> bool:
         """``fmt.is_job_id``, without matching the pattern again for a folder checked."""
-        return job in self._trusted or fmt.is_job_id(job)
+        return job in self._ids or job in self._trusted or fmt.is_job_id(job)
 
     def _check_folder(self, job: JobID) -> bool:
         """Check the job's folder once per store; False when it does not exist."""

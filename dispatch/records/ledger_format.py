@@ -159,12 +159,16 @@ def read_bytes(path: str | Path) -> bytes | None:
     ``RejectedError`` when it is a symbolic link, another user's, or writable by others: the
     checks cost one ``fstat`` of the descriptor the read opens anyway.
     """
-    read = read_stamped(path)
+    read = read_with_stat(path)
     return None if read is None else read[0]
 
 
-def read_stamped(path: str | Path) -> tuple[bytes, str] | None:
-    """``read_bytes``, with the file's ``stamp`` from the ``fstat`` the read makes anyway."""
+# The mode bits a ledger file's ``fstat`` is tested on at once: its type and others' writes.
+_TYPE_AND_WRITES = stat.S_IFMT(0o777777) | stat.S_IWGRP | stat.S_IWOTH
+
+
+def read_with_stat(path: str | Path) -> tuple[bytes, os.stat_result] | None:
+    """``read_bytes``, with the ``fstat`` the read makes anyway (``stamp`` names the file)."""
     try:
         # Non-blocking, so that a FIFO in a file's place is refused below, not waited on.
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
@@ -176,7 +180,8 @@ def read_stamped(path: str | Path) -> tuple[bytes, str] | None:
         raise
     try:
         st = os.fstat(fd)
-        check_file(path, st)
+        if st.st_mode & _TYPE_AND_WRITES != stat.S_IFREG or st.st_uid != _me():
+            check_file(path, st)  # says what is wrong
         # Ledger files never change once named: one read of the size is the whole file, and
         # only a short read (or a file that grew) needs more until the end.
         data = os.read(fd, st.st_size + 1)
@@ -186,7 +191,7 @@ def read_stamped(path: str | Path) -> tuple[bytes, str] | None:
                 chunks.append(chunk)
             data = b"".join(chunks)
             st = os.fstat(fd)
-        return data, stamp(st)
+        return data, st
     finally:
         os.close(fd)
 

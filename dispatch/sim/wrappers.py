@@ -148,6 +148,13 @@ class SimShardedStore(SimStore):
         if self.proc is not None and self.proc.claims.get(shard) == token:
             del self.proc.claims[shard]
 
+    def unsettled(self) -> list[JobID]:
+        """The unsettled jobs, as the sweep lists them (headers not looked at)."""
+        self.w.before(self.proc, "jobs", effect=False)
+        found = self.sharded.unsettled()
+        self.w.after(self.proc, f"jobs {len(found)}", effect=False)
+        return found
+
     def revision(self, job: JobID) -> int:
         """The record's last revision, noted without reading it."""
         self.w.before(self.proc, f"revision {job}", effect=False)

@@ -25,7 +25,7 @@ from dispatch.core.fold import Folding, fold
 from dispatch.core.next import next_steps
 from dispatch.model.array import group_of
 from dispatch.model.enums import ActorKind
-from dispatch.model.errors import ConflictError, DispatchError
+from dispatch.model.errors import ConflictError, DispatchError, NotFoundError
 from dispatch.model.objects import Discovery
 from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
@@ -396,7 +396,7 @@ class Supervisor:
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
-                    claims = _Claims(sharded, token, claimed, self.store.jobs())
+                    claims = _Claims(sharded, token, claimed, sharded.unsettled())
                     # The jobs the first look shows something of, claimed, read and passed
                     # before any other job is read (``_first_look``), then the others; each
                     # part in as many rounds of claims as the time limit calls for.
@@ -592,6 +592,8 @@ class Supervisor:
                         self._memos.candidates[job] = waited
                     else:
                         peeked[job] = store.revision(job)
+                except NotFoundError:
+                    continue  # being created (no header yet), or settled and gone since
                 except Exception as err:  # noqa: BLE001 - one job's trouble must not stop it
                     report.failed[job] = _describe(err)
         seen.update(sorted(peeked.items()))

@@ -291,6 +291,24 @@ def test_a_create_that_died_before_its_header_is_not_listed_and_can_be_done_agai
     assert store.jobs() == ["j1"]
 
 
+def test_the_sweeps_listing_names_a_job_being_created_and_its_revision_is_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j2"))
+    (root / "jobs" / "j1").mkdir()
+    (root / "unsettled" / "j1").touch()
+    looked: list[str] = []
+    lstat = os.lstat
+    monkeypatch.setattr(os, "lstat", lambda p: looked.append(str(p)) or lstat(p))
+    # No header looked at: the sweep finds it out when it lists the job's folder.
+    assert store.unsettled() == ["j1", "j2"] and looked == []
+    with pytest.raises(NotFoundError):
+        store.revision("j1")
+    assert store.revision("j2") == 1
+
+
 def test_a_key_claimed_by_a_create_that_died_lets_that_same_job_be_created(
     tmp_path: Path,
 ) -> None:
@@ -445,13 +463,13 @@ def fmt_key(key: str) -> str:
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record every file the ledger reads from now on."""
     opened: list[Path] = []
-    real = fmt.read_stamped  # every read of a file, ``read_bytes``'s too
+    real = fmt.read_with_stat  # every read of a file, ``read_bytes``'s too
 
-    def counting(path: Path) -> tuple[bytes, str] | None:
+    def counting(path: Path) -> tuple[bytes, os.stat_result] | None:
         opened.append(path)
         return real(path)
 
-    monkeypatch.setattr(fmt, "read_stamped", counting)
+    monkeypatch.setattr(fmt, "read_with_stat", counting)
     return opened
 
 

@@ -175,6 +175,20 @@ def test_a_job_whose_lock_another_process_holds_is_passed_when_its_pass_only_wai
     assert len(world.job(moving).submissions) == 2
 
 
+def test_a_sweep_passes_by_a_job_whose_create_has_not_written_its_header_yet(
+    tmp_path: Path,
+) -> None:
+    world = World("file", tmp_path)
+    (job,) = world.submit(1)
+    assert isinstance(world.store, FileRecords)
+    root = world.store.root
+    (root / "jobs" / "zz-being-created").mkdir(mode=0o700)
+    (root / "unsettled" / "zz-being-created").touch(mode=0o600)
+    report = world.supervisor().sweep()
+    assert report.passed == [job] and not report.failed and not report.skipped
+    assert world.store.problems() == []
+
+
 def test_two_supervisors_sweeping_at_once_never_both_act_on_a_job(world: World) -> None:
     jobs = world.submit(4)
     first, second = world.supervisor(), world.supervisor()
