@@ -59,10 +59,12 @@ class Value(BaseModel, metaclass=_RaisesInvalid):
     @classmethod
     def load(cls, data: Any) -> Any:
         """Validate stored or foreign data (a dict, or JSON text) into this type."""
+        # What ``model_validate_json`` and ``model_validate`` call, without their handling of
+        # options this never gives: a sweep validates every file of every record it reads.
         try:
             if isinstance(data, str | bytes):
-                return cls.model_validate_json(data)
-            return cls.model_validate(data)
+                return cls.__pydantic_validator__.validate_json(data)
+            return cls.__pydantic_validator__.validate_python(data)
         except ValidationError as err:
             raise InvalidError(describe(cls.__name__, err)) from None
 

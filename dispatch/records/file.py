@@ -532,8 +532,7 @@ class FileRecords:
             read = fmt.read_with_stat(path)
             if read is None:
                 break
-            new.append(self._parse_commit(job, path, read[0], revision))
-            self._stamped(job, revision, read[1])
+            new.append(self._parse_commit(job, path, read[0], revision, read[1]))
             revision += 1
         with self._mu:
             settled = job in self._settled
@@ -568,9 +567,7 @@ class FileRecords:
         read = fmt.read_with_stat(path)
         if read is None:
             raise self._problem(path, "revision vanished while it was read")
-        commit = self._parse_commit(job, path, read[0], revision)
-        self._stamped(job, revision, read[1])
-        return commit
+        return self._parse_commit(job, path, read[0], revision, read[1])
 
     def _stamped(self, job: JobID, revision: int, stamp: os.stat_result) -> None:
         """Note the stamp of revision ``revision`` of ``job``, read just now, if it is the
@@ -580,7 +577,16 @@ class FileRecords:
             if known is None or known[0] <= revision:
                 self._stamps[job] = (revision, stamp)
 
-    def _parse_commit(self, job: JobID, path: str | Path, data: bytes, revision: int) -> Commit:
+    def _parse_commit(
+        self,
+        job: JobID,
+        path: str | Path,
+        data: bytes,
+        revision: int,
+        stamp: os.stat_result | None = None,
+    ) -> Commit:
+        """The commit of revision ``revision`` that ``data``, the bytes of ``path``, hold; with
+        the ``fstat`` of that read, noted as the revision's stamp."""
         try:
             commit: Commit = Commit.load(data)
         except InvalidError as err:
@@ -589,6 +595,10 @@ class FileRecords:
             raise self._problem(path, f"holds revision {commit.revision}")
         with self._mu:
             self._raw.setdefault(job, {})[revision] = data
+            if stamp is not None:
+                known = self._stamps.get(job)
+                if known is None or known[0] <= revision:
+                    self._stamps[job] = (revision, stamp)
         return commit
 
     def _load_snapshot(

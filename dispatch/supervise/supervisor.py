@@ -363,16 +363,16 @@ class Supervisor:
 
         On a sharded store (the file ledger) the unsettled jobs are claimed shard by shard, a
         shard another sweeper holds being skipped, and each claimed job's revision is noted;
-        then the scheduler is asked once for all of them; then each job gets one pass, under
-        its owner lock taken for that pass (or skipped: another supervisor owns it), deciding
-        on the record at the noted revision. On other stores each job's owner lock is taken
-        for the whole sweep and its record read before the look. Only a pass about to decide commits
-        an owner entry, so a pass that waits writes nothing. A job whose pass fails is reported
-        and the others go on; nothing is deleted. With ``time_limit``, no pass starts after it is
-        spent: the jobs not reached are left, unlocked, for the next tick. On a sharded
-        store, a job whose pass the last sweep remembered as a lone Wait is counted as passed
-        without it while the record, what find shows and the time before its wake stay the same
-        (``memo.py``).
+        then the scheduler is asked once for all of them; then each job gets one pass, deciding
+        on the record at the noted revision, and taking its owner lock for that pass only if it
+        has something to do (or skipped then: another supervisor owns it). On other stores
+        each job's owner lock is taken for the whole sweep and its record read before the look.
+        Only a pass about to decide commits an owner entry, so a pass that waits writes
+        nothing. A job whose pass fails is reported and the others go on; nothing is deleted.
+        With ``time_limit``, no pass starts after it is spent: the jobs not reached are left,
+        unlocked, for the next tick. On a sharded store, a job whose pass the last sweep
+        remembered as a lone Wait is counted as passed without it while the record, what find
+        shows and the time before its wake stay the same (``memo.py``).
 
         With ``residuals``, settled records are read too, and those with residual attempts
         (``Job.residuals``) are looked up in the same one scheduler query, and their late
@@ -917,6 +917,10 @@ def _no_cyclic_gc() -> Iterator[None]:
     A sweep keeps every record it read alive until its passes are done; each collection would
     walk all of them again, which makes a sweep of 10,000 jobs take twice as long. What a
     sweep builds holds no reference cycles, so reference counting frees it all the same.
+    What is still alive when it ends (the store's cache of records, the memos) is moved to the
+    oldest generation before the collector is back (``freeze`` then ``unfreeze``, two list
+    splices): else the first young collection after the sweep walks all of it, 60-80 ms after
+    a sweep of 10,000 jobs.
     """
     was = gc.isenabled()
     gc.disable()
@@ -924,6 +928,8 @@ def _no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if was:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

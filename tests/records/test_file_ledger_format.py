@@ -415,9 +415,11 @@ def test_a_cold_read_of_a_long_record_parses_its_snapshot_checked_against_every_
     parsed: list[int] = []
     real_parse = FileRecords._parse_commit
 
-    def parse(self: FileRecords, job: str, path: str, data: bytes, revision: int) -> object:
+    def parse(
+        self: FileRecords, job: str, path: str, data: bytes, revision: int, *stat: object
+    ) -> object:
         parsed.append(revision)
-        return real_parse(self, job, path, data, revision)
+        return real_parse(self, job, path, data, revision, *stat)  # type: ignore[arg-type]
 
     monkeypatch.setattr(FileRecords, "_parse_commit", parse)
     view = fresh.read("j1")

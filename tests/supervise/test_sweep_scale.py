@@ -223,3 +223,26 @@ def test_a_pass_decides_on_the_revision_noted_before_the_look_not_on_a_later_one
     assert decided_on[1] > before  # the next round read the record again, after the cancel
     world.sweep_until_idle(world.supervisor())
     assert world.job(job).settled
+
+
+def test_what_a_sweep_leaves_alive_is_not_walked_by_the_next_young_collection(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    world = World("file", tmp_path)
+    world.submit(200)
+    world.sweep_until_idle(world.supervisor())
+    assert isinstance(world.store, FileRecords)
+    for memo in (world.store.root / "sweep").glob("memo-*"):
+        memo.unlink()  # a cold sweep: every record read
+    store = FileRecords(world.store.root)
+    sup = Supervisor(world.backend, store, clock=world.clock)
+    gc.collect()
+    assert gc.isenabled()
+    report = sup.sweep()
+    young = len(gc.get_objects(generation=0)) + len(gc.get_objects(generation=1))
+    assert len(report.passed) == 200
+    # The store still caches the 200 records it read, tens of thousands of objects: none of
+    # them is young.
+    assert young < 1_000, young
