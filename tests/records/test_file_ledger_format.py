@@ -301,7 +301,12 @@ def test_the_sweeps_listing_names_a_job_being_created_and_its_revision_is_not_fo
     (root / "unsettled" / "j1").touch()
     looked: list[str] = []
     lstat = os.lstat
-    monkeypatch.setattr(os, "lstat", lambda p: looked.append(str(p)) or lstat(p))
+
+    def noting(path: str) -> os.stat_result:
+        looked.append(path)
+        return lstat(path)
+
+    monkeypatch.setattr(os, "lstat", noting)
     # No header looked at: the sweep finds it out when it lists the job's folder.
     assert store.unsettled() == ["j1", "j2"] and looked == []
     with pytest.raises(NotFoundError):

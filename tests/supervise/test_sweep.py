@@ -159,6 +159,7 @@ def test_a_job_whose_lock_another_process_holds_is_passed_when_its_pass_only_wai
     world.sweep_until_idle(world.supervisor())
     world.backend.env().preempt(world.canonical(moving))
     # Locked as ``dispatch supervise JOB`` holds them, without a commit.
+    assert isinstance(world.store, FileRecords)
     store = FileRecords(world.store.root)
     for job in (waiting, moving):
         assert store.lock(job, "other")
