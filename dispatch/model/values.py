@@ -238,12 +238,8 @@ class Dependency(Value):
 
 Extension = Annotated[SharedCheckpoint | BatchScript, Field(discriminator="kind")]
 
-# JobSpec fields a batch-script job takes from its script's directives and sbatch options.
-_FROM_THE_SCRIPT = (
-    "nodes",
-    "procs_per_node",
-    "gpus_per_node",
-    "time_limit",
+# The JobSpec fields that hold one text each, besides its name, command and environment.
+_WORDS = (
     "partition",
     "account",
     "qos",
@@ -251,8 +247,9 @@ _FROM_THE_SCRIPT = (
     "output_path",
     "image",
     "pre_termination_signal",
-    "env",
 )
+# JobSpec fields a batch-script job takes from its script's directives and sbatch options.
+_FROM_THE_SCRIPT = ("nodes", "procs_per_node", "gpus_per_node", "time_limit", *_WORDS, "env")
 
 
 class JobSpec(Value):
@@ -394,16 +391,6 @@ class JobSpec(Value):
         return CheckpointMode.ISOLATED
 
 
-# The JobSpec fields that hold one text each, besides its name, command and environment.
-_WORDS = (
-    "partition",
-    "account",
-    "qos",
-    "working_directory",
-    "output_path",
-    "image",
-    "pre_termination_signal",
-)
 # Every JobSpec field that holds text, in the order a refusal looks for the culprit.
 _TEXTS = ("name", "command", *_WORDS, "env")
 
