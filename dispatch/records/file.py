@@ -554,7 +554,8 @@ class FileRecords:
         if read is None:
             raise NotFoundError(f"no record for job {job}")
         data = read[0]
-        self._stamped(job, 1, read[1])
+        with self._mu:
+            self._note_stamp(job, 1, read[1])
         try:
             header: Header = Header.load(data)
         except InvalidError as err:
@@ -564,18 +565,15 @@ class FileRecords:
         return header, data
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
-        read = fmt.read_with_stat(path)
-        if read is None:
-            raise self._problem(path, "revision vanished while it was read")
-        return self._parse_commit(job, path, read[0], revision, read[1])
+        data, stamp = self._read_revision(path)
+        return self._parse_commit(job, path, data, revision, stamp)
 
-    def _stamped(self, job: JobID, revision: int, stamp: os.stat_result) -> None:
+    def _note_stamp(self, job: JobID, revision: int, stamp: os.stat_result) -> None:
         """Note the stamp of revision ``revision`` of ``job``, read just now, if it is the
-        last revision read of it."""
-        with self._mu:
-            known = self._stamps.get(job)
-            if known is None or known[0] <= revision:
-                self._stamps[job] = (revision, stamp)
+        last revision read of it (``self._mu`` held)."""
+        known = self._stamps.get(job)
+        if known is None or known[0] <= revision:
+            self._stamps[job] = (revision, stamp)
 
     def _parse_commit(
         self,
@@ -596,9 +594,7 @@ class FileRecords:
         with self._mu:
             self._raw.setdefault(job, {})[revision] = data
             if stamp is not None:
-                known = self._stamps.get(job)
-                if known is None or known[0] <= revision:
-                    self._stamps[job] = (revision, stamp)
+                self._note_stamp(job, revision, stamp)
         return commit
 
     def _load_snapshot(
@@ -632,10 +628,14 @@ class FileRecords:
 
     def _raw_of(self, job: JobID, path: str | Path) -> bytes:
         """The bytes of a revision file, which must exist."""
-        data = fmt.read_bytes(path)
-        if data is None:
+        return self._read_revision(path)[0]
+
+    def _read_revision(self, path: str | Path) -> tuple[bytes, os.stat_result]:
+        """The bytes of a revision file, which must exist, and the ``fstat`` of their read."""
+        read = fmt.read_with_stat(path)
+        if read is None:
             raise self._problem(path, "revision vanished while it was read")
-        return data
+        return read
 
     # --- writing ------------------------------------------------------------------------------
 
