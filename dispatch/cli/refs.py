@@ -66,8 +66,10 @@ def resolve_all(store: Records, ref: str, names: Names | None = None) -> list[Jo
         return [ref]
     ids = store.jobs(include_settled=True)
     group, colon, index = ref.rpartition(":")
-    if colon and group and index.isdigit():
-        return [_task(store, ids, group, int(index), names)]
+    if colon and group:
+        if index.isdigit():
+            return [_task(store, ids, group, int(index), names)]
+        _not_an_index(store, ids, group, index, names)
     if ref in ids and group_of(ref) is not None:
         return [ref]  # a member's own id, though the ids of tasks 10..19 start with task 1's
     matches = _matches(store, ids, ref, names() if names is not None else {})
@@ -113,19 +115,51 @@ def _matches(
 
 def _task(store: Records, ids: list[JobID], ref: str, index: int, names: Names | None) -> JobID:
     """Task ``index`` of the array ``ref`` names."""
+    group, tasks = _array(store, ids, ref, index, names)
+    job = task_id(group, index)
+    if job not in ids:
+        raise NotFoundError(f"array {group} has no task {index} ({_tasks_of(tasks)})")
+    return job
+
+
+def _not_an_index(
+    store: Records, ids: list[JobID], ref: str, index: str, names: Names | None
+) -> None:
+    """Refuse ``ref:index`` when ``ref`` names an array and ``index`` is not a number; return
+    when ``ref`` names no array (the whole reference is then looked up as it is)."""
+    try:
+        group, tasks = _array(store, ids, ref, index, names)
+    except DispatchError:
+        return
+    first = task_of(tasks[0])
+    raise InvalidError(
+        f"{ref}:{index}: a task is named GROUP:INDEX with INDEX a number, e.g. "
+        f"{group}:{first[1] if first else 0} ({_tasks_of(tasks)})"
+    )
+
+
+def _array(
+    store: Records, ids: list[JobID], ref: str, index: object, names: Names | None
+) -> tuple[str, list[JobID]]:
+    """The group ``ref`` names as a whole array, and its members; refused when ``ref`` names
+    one job (a task, by ``GROUP:INDEX`` or its own id, or a job that is no array)."""
     tasks = resolve_all(store, ref, names)
     group = task_of(tasks[0])
     if group is None:
         raise InvalidError(f"{ref}:{index}: job {tasks[0]} is not an array; name it as {ref}")
-    job = task_id(group[0], index)
-    if job not in ids:
-        have = [str(t[1]) for t in map(task_of, tasks) if t is not None]
-        more = ", ..." if len(have) > SHOWN_CANDIDATES else ""
-        shown = ", ".join(have[:SHOWN_CANDIDATES]) + more
-        raise NotFoundError(
-            f"array {group[0]} has no task {index} (its {len(have)} tasks: {shown})"
+    if ":" in ref or (ref in ids and group_of(ref) is not None):
+        raise InvalidError(
+            f"{ref}:{index}: {ref} names one job of array {group[0]} ({tasks[0]}), not the "
+            f"array; name a task as {group[0]}:INDEX"
         )
-    return job
+    return group[0], tasks
+
+
+def _tasks_of(tasks: list[JobID]) -> str:
+    """``its N tasks: 0, 1, ...``, the first few indices of an array's members."""
+    have = [str(t[1]) for t in map(task_of, tasks) if t is not None]
+    more = ", ..." if len(have) > SHOWN_CANDIDATES else ""
+    return f"its {len(have)} tasks: " + ", ".join(have[:SHOWN_CANDIDATES]) + more
 
 
 def _ambiguous(ref: str, matches: dict[JobID, str]) -> str:

@@ -123,7 +123,12 @@ def test_status_of_a_group_counts_its_tasks_and_group_index_names_one(site: Site
         ("{g}:99", 1, "array {g} has no task 99 (its 6 tasks: 0, 1, 2, 3, 4, ...)"),
         ("{g}:6", 1, "array {g} has no task 6"),
         ("nosuchgroup:1", 1, "no job 'nosuchgroup'"),
-        ("{g}:x", 1, "no job '{g}:x'"),
+        ("{g}:x", 2, "{g}:x: a task is named GROUP:INDEX with INDEX a number, e.g. {g}:0"),
+        ("{g}:", 2, "{g}:: a task is named GROUP:INDEX with INDEX a number"),
+        ("{g}:-1", 2, "{g}:-1: a task is named GROUP:INDEX with INDEX a number"),
+        # A task named, then an index again: never read as the array's other task.
+        ("{g}:1:2", 2, "{g}:1:2: {g}:1 names one job of array {g} ({g}_1), not the array"),
+        ("{g}_1:2", 2, "{g}_1:2: {g}_1 names one job of array {g} ({g}_1), not the array"),
     ],
 )
 def test_a_task_outside_the_group_is_refused_in_one_line(
@@ -133,6 +138,14 @@ def test_a_task_outside_the_group_is_refused_in_one_line(
     got, out, err = dispatch(site, "status", ref.format(g=group))
     assert got == code and out == "" and err.count("\n") == 1
     assert why.format(g=group) in err, err
+
+
+def test_a_cancel_of_a_task_named_twice_over_cancels_nothing(site: Site) -> None:
+    group = _group(site)
+    code, out, err = dispatch(site, "cancel", f"{group}:1:2")
+    assert code == 2 and out == "" and "names one job of array" in err, err
+    got = json.loads(dispatch(site, "status", "--json", group)[1])
+    assert got["states"] == {"running": 2, "pending": 4}, got
 
 
 def test_a_verb_on_one_job_asks_for_a_task_when_given_a_whole_array(site: Site) -> None:
