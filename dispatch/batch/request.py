@@ -109,8 +109,9 @@ class CommandLine:
 class Ledger(Protocol):
     """What ``build`` asks of the ledger to name the dispatch jobs a dependency names."""
 
-    def resolve(self, ref: str) -> JobID:
-        """The one job ``ref`` names (an id, the start of one, or a name)."""
+    def resolve(self, ref: str) -> tuple[str, tuple[JobID, ...]]:
+        """The job ``ref`` names (an id, the start of one, or a name): ``("", (job,))``; or,
+        when it names an array as a whole, its group and the ids of its tasks."""
         ...
 
     def unsettled_named(self, name: str) -> list[JobID]:
@@ -391,12 +392,14 @@ def _after(
         raise InvalidError("--dependency on dispatch jobs needs the ledger that holds them")
     after: dict[JobID, Dependency] = {}
     for kind, ref in deps.on_jobs:
-        job = ledger.resolve(ref)
-        if job in after and after[job].kind is not kind:
-            raise InvalidError(
-                f"--dependency: job {job} is named as {after[job].kind} and as {kind}; name it once"
-            )
-        after[job] = Dependency(kind=kind, job=job)
+        group, jobs = ledger.resolve(ref)
+        for job in jobs:
+            if job in after and after[job].kind is not kind:
+                raise InvalidError(
+                    f"--dependency: job {job} is named as {after[job].kind} and as {kind}; "
+                    "name it once"
+                )
+            after.setdefault(job, Dependency(kind=kind, job=job, group=group))
     if deps.singleton:
         for job in ledger.unsettled_named(name):
             after.setdefault(job, Dependency(kind=DependencyKind.AFTERANY, job=job))

@@ -36,7 +36,7 @@ from dispatch.model.record import (
     View,
 )
 from dispatch.model.status import Status
-from dispatch.model.values import Actor, Cause, JobID
+from dispatch.model.values import Actor, Cause, JobID, after_words
 from dispatch.report.events import learn
 from dispatch.spi import Backend, find_all
 
@@ -226,7 +226,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "supervised": h.options.supervised,
         "supersedes": st.supersedes or None,
         "superseded_by": st.superseded_by or None,
-        "after": [str(d) for d in st.after],
+        "after": after_words(st.after),
         "array": _array(h.spec.task, bool(submissions)),
         "settled": st.settled,
         "cleanup": str(st.cleanup),

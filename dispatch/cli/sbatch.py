@@ -28,6 +28,7 @@ from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
 from dispatch.core.fold import fold
 from dispatch.core.project import project
+from dispatch.model.array import task_of
 from dispatch.model.enums import Capability, DependencyKind, State, Tristate
 from dispatch.model.errors import (
     DispatchError,
@@ -40,7 +41,7 @@ from dispatch.model.limits import MAX_SCRIPT
 from dispatch.model.objects import StartRequest
 from dispatch.model.record import View
 from dispatch.model.status import Status
-from dispatch.model.values import JobID, JobSpec, Plan, Support
+from dispatch.model.values import JobID, JobSpec, Plan, Support, grouped_after
 from dispatch.records.contract import Records
 from dispatch.regular_file import read_regular
 from dispatch.spi import Backend, StartChecker
@@ -222,16 +223,23 @@ class _Upstream:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def resolve(self, ref: str) -> JobID:
-        from dispatch.cli.refs import resolve
+    def resolve(self, ref: str) -> tuple[str, tuple[JobID, ...]]:
+        from dispatch.cli.refs import resolve_all
 
         try:
-            return resolve(self.session.ledger, ref)
+            jobs = resolve_all(self.session.ledger, ref)
         except (NotFoundError, InvalidError) as err:
             raise InvalidError(
                 f"--dependency: {err.message} (a dispatch job is named by its id, the start of "
-                "its id or its name; a Slurm job id is a number)"
+                "its id or its name, an array by its group id; a Slurm job id is a number)"
             ) from None
+        if len(jobs) == 1:
+            return "", (jobs[0],)
+        # A whole array: its tasks (a job superseding one is followed from it).
+        tasks = [j for j in jobs if task_of(j) is not None]
+        group = task_of(tasks[0])
+        assert group is not None
+        return group[0], tuple(tasks)
 
     def unsettled_named(self, name: str) -> list[JobID]:
         from dispatch.cli.refs import _name
@@ -251,11 +259,26 @@ def after_lines(spec: JobSpec, store: Records) -> list[str]:
         DependencyKind.AFTERNOTOK: "failed or was cancelled",
         DependencyKind.AFTERANY: "ended",
     }
-    return [
-        f"after {dep}: starts once job {dep.job} ({_name(store, dep.job)}) {need[dep.kind]}; "
-        "otherwise it fails with cause dependency"
-        for dep in spec.after
-    ]
+    of_array = {
+        DependencyKind.AFTEROK: "succeeded",
+        DependencyKind.AFTERNOTOK: "ended, one or more of them failed or cancelled",
+        DependencyKind.AFTERANY: "ended",
+    }
+    lines = []
+    for group, deps in grouped_after(spec.after):
+        dep = deps[0]
+        if group:
+            lines.append(
+                f"after {dep.kind}:{group}: starts once all {len(deps)} tasks of array {group} "
+                f"({_name(store, dep.job)}) {of_array[dep.kind]}; otherwise it fails with "
+                "cause dependency"
+            )
+        else:
+            lines.append(
+                f"after {dep}: starts once job {dep.job} ({_name(store, dep.job)}) "
+                f"{need[dep.kind]}; otherwise it fails with cause dependency"
+            )
+    return lines
 
 
 def _submitted(st: Status) -> dict[str, Any]:

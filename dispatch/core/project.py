@@ -42,7 +42,7 @@ def project(job: Job, d: Discovery, now: datetime) -> Status:
         superseded_by=job.superseded_by,
         escalations=tuple(job.escalations.values()),
         settled=job.settled,
-        after=job.header.spec.after if not job.submissions else (),
+        after=job.header.spec.after if not job.submissions and job.outcome is None else (),
     )
 
 

@@ -37,16 +37,26 @@ class Upstream:
 
 def upstream(job: Job, d: Discovery) -> Upstream:
     """Sort the dependencies of ``job`` by what ``d`` shows of each upstream job. One the
-    discovery does not show is waited for (it was not looked at), never taken as broken."""
+    discovery does not show is waited for (it was not looked at), never taken as broken.
+
+    An afternotok on a whole array is one dependency on all its tasks: it waits until every
+    task's record settled, and is then met by any task that failed or was cancelled; an array
+    whose every task succeeded (or one of whose tasks the ledger no longer holds) breaks it.
+    """
     shown = {u.job: u for u in d.upstream}
     waiting: list[Dependency] = []
     broken: list[tuple[Dependency, UpstreamObs]] = []
+    any_of: dict[str, list[tuple[Dependency, UpstreamObs | None]]] = {}
     for dep in job.header.spec.after:
         u = shown.get(dep.job)
-        if u is not None and (u.missing or (u.outcome is not None and not dep.met_by(u.outcome))):
+        if dep.group and dep.kind is DependencyKind.AFTERNOTOK:
+            any_of.setdefault(dep.group, []).append((dep, u))
+        elif u is not None and (u.missing or (u.outcome is not None and not dep.met_by(u.outcome))):
             broken.append((dep, u))
         elif u is None or not u.settled or u.outcome is None:
             waiting.append(dep)
+    for tasks in any_of.values():
+        _one_of(tasks, waiting, broken)
     return Upstream(tuple(waiting), tuple(broken))
 
 
@@ -60,26 +70,74 @@ def _said(u: UpstreamObs) -> str:
     return f"job {named} ended {u.outcome}{why}{detail}"
 
 
+def _one_of(
+    tasks: list[tuple[Dependency, UpstreamObs | None]],
+    waiting: list[Dependency],
+    broken: list[tuple[Dependency, UpstreamObs]],
+) -> None:
+    """Sort an afternotok on a whole array (one dependency on each of its ``tasks``) into
+    ``waiting`` or ``broken``, or neither when it is met."""
+    unsettled: list[Dependency] = []
+    met = False
+    for dep, u in tasks:
+        if u is not None and u.missing:
+            broken.append((dep, u))
+            return
+        if u is None or not u.settled or u.outcome is None:
+            unsettled.append(dep)
+        else:
+            met = met or dep.met_by(u.outcome)
+    if unsettled:
+        waiting.extend(unsettled)
+    elif not met:
+        dep, last = tasks[-1]
+        assert last is not None
+        broken.append((dep, last))
+
+
+def _broken(dep: Dependency, u: UpstreamObs) -> tuple[str, str]:
+    """What a dependency that can never be met was (as written) and what became of it."""
+    if dep.group and dep.kind is DependencyKind.AFTERNOTOK and not u.missing:
+        return f"{dep.kind}:{dep.group}", f"every task of array {dep.group} succeeded"
+    written = f"{dep.kind}:{dep.group} (task {dep.job})" if dep.group else str(dep)
+    return written, _said(u)
+
+
 def dependency_ending(broken: tuple[tuple[Dependency, UpstreamObs], ...]) -> list[Step]:
     """The job fails for the first dependency that can never be met, and a person is told of
-    each such upstream job."""
+    each such upstream job (of an array named as a whole: of the array, once)."""
     dep, u = broken[0]
     need = {
         DependencyKind.AFTEROK: "succeed",
         DependencyKind.AFTERNOTOK: "fail or be cancelled",
         DependencyKind.AFTERANY: "end",
     }[dep.kind]
+    if dep.group:
+        need = {
+            DependencyKind.AFTEROK: "every task to succeed",
+            DependencyKind.AFTERNOTOK: "one task to fail or be cancelled",
+            DependencyKind.AFTERANY: "every task to end",
+        }[dep.kind]
+    else:
+        need = f"it to {need}"
+    written, said = _broken(dep, u)
     cause = Cause(
         kind=CauseKind.DEPENDENCY,
         provenance=Provenance.ACTOR,
-        detail=f"{dep}: {_said(u)}; the job waited for it to {need}, which can no longer happen",
+        detail=f"{written}: {said}; the job waited for {need}, which can no longer happen",
     )
     steps: list[Step] = [Outcome(state=State.FAILED, cause=cause)]
+    told: set[str] = set()
     for dep, u in broken:
+        about = dep.group or dep.job
+        if about in told:
+            continue
+        told.add(about)
+        written, said = _broken(dep, u)
         steps.append(
             Escalate(
-                id=f"dependency:{dep.job}",
-                detail=f"{dep}: {_said(u)}; the job never started and failed with cause "
+                id=f"dependency:{about}",
+                detail=f"{written}: {said}; the job never started and failed with cause "
                 "dependency (submit it again once the job it depends on is fixed)",
             )
         )

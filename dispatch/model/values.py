@@ -223,6 +223,10 @@ class Dependency(Value):
 
     kind: DependencyKind
     job: JobID = Field(min_length=1, max_length=MAX_NAME)
+    # The array the dependency named as a whole, one dependency on each of its tasks ("" when
+    # it named one job): afterok and afterany ask it of every task, afternotok asks that every
+    # task ended and one of them failed or was cancelled, as sbatch reads them on an array.
+    group: str = Field(default="", max_length=MAX_NAME)
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.job}"
@@ -234,6 +238,30 @@ class Dependency(Value):
         if self.kind is DependencyKind.AFTERNOTOK:
             return outcome in (State.FAILED, State.CANCELLED)
         return outcome.terminal
+
+
+def grouped_after(after: tuple[Dependency, ...]) -> list[tuple[str, list[Dependency]]]:
+    """The dependencies in their order, those on one array named as a whole together: each
+    ``(group, its tasks' dependencies)``, and ``("", [dependency])`` for a job named alone."""
+    out: list[tuple[str, list[Dependency]]] = []
+    at: dict[tuple[str, DependencyKind], int] = {}
+    for dep in after:
+        if not dep.group:
+            out.append(("", [dep]))
+        elif (dep.group, dep.kind) in at:
+            out[at[dep.group, dep.kind]][1].append(dep)
+        else:
+            at[dep.group, dep.kind] = len(out)
+            out.append((dep.group, [dep]))
+    return out
+
+
+def after_words(after: tuple[Dependency, ...]) -> list[str]:
+    """The dependencies as written: ``afterok:JOB``, ``afterok:GROUP`` for an array named as
+    a whole (one word for all its tasks)."""
+    return [
+        f"{deps[0].kind}:{group}" if group else str(deps[0]) for group, deps in grouped_after(after)
+    ]
 
 
 Extension = Annotated[SharedCheckpoint | BatchScript, Field(discriminator="kind")]
@@ -298,12 +326,10 @@ class JobSpec(Value):
     @field_validator("after")
     @classmethod
     def _after_once(cls, after: tuple[Dependency, ...]) -> tuple[Dependency, ...]:
-        jobs = [d.job for d in after]
-        for job in jobs:
-            if jobs.count(job) > 1:
-                raise ValueError(
-                    f"job {job} is named {jobs.count(job)} times among the dependencies"
-                )
+        if len({d.job for d in after}) < len(after):
+            jobs = [d.job for d in after]
+            job = next(j for j in jobs if jobs.count(j) > 1)
+            raise ValueError(f"job {job} is named {jobs.count(job)} times among the dependencies")
         return after
 
     @model_validator(mode="after")

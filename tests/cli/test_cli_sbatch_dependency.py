@@ -155,3 +155,97 @@ def test_singleton_waits_for_every_unsettled_job_of_the_same_name(site: Site) ->
     for _ in range(3):
         site.sweep()
     assert len(site.backend.env().objects(second)) == 1
+
+
+ARRAY = """#!/bin/bash
+#SBATCH --array=0-2
+python3 train.py --seed "$SLURM_ARRAY_TASK_ID"
+"""
+
+
+def _array(site: Site) -> str:
+    Path("sweep.sbatch").write_text(ARRAY)  # the test runs in the site's folder
+    code, out, err = sbatch(site, "--parsable", "sweep.sbatch")
+    assert code == 0, err
+    return out.strip()
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("afterok", "succeeded"),
+        ("afterany", "ended"),
+        ("afternotok", "ended, one or more of them failed or cancelled"),
+    ],
+)
+def test_a_dependency_on_a_whole_array_names_each_task_and_is_said_once(
+    site: Site, kind: str, said: str
+) -> None:
+    group = _array(site)
+    before = site.store.jobs(include_settled=True)
+    code, out, err = sbatch(site, f"--dependency={kind}:{group[:8]}", "evaluate.sbatch")
+    assert code == 0, err
+    evaluate = _new(site, before)
+    after = site.store.read(evaluate).header.spec.after
+    assert [(str(d), d.group) for d in after] == [(f"{kind}:{group}_{i}", group) for i in range(3)]
+    assert (
+        f"after {kind}:{group}: starts once all 3 tasks of array {group} (sweep.sbatch) {said}; "
+        "otherwise it fails with cause dependency"
+    ) in out.splitlines(), out
+    status = site.run(["status", "--json", "--config", str(site.config), evaluate])
+    assert json.loads(status.stdout)["after"] == [f"{kind}:{group}"]
+
+
+def test_afternotok_on_a_whole_array_starts_once_every_task_ended_and_one_failed(
+    site: Site,
+) -> None:
+    group = _array(site)
+    code, _, err = sbatch(site, f"--dependency=afternotok:{group}", "evaluate.sbatch")
+    assert code == 0, err
+    evaluate = _new(site, [f"{group}_{i}" for i in range(3)])
+    site.sweep()
+    env = site.backend.env()
+    [first] = env.objects(f"{group}_0")
+    env.fail(first, exit_code=1)
+    site.sweep()
+    assert not env.objects(evaluate), "tasks 1 and 2 still run"
+    for i in (1, 2):
+        [obj] = env.objects(f"{group}_{i}")
+        env.complete(obj)
+    for _ in range(2):
+        site.sweep()
+    assert len(env.objects(evaluate)) == 1
+
+
+def test_a_task_is_named_in_a_dependency_by_its_own_id(site: Site) -> None:
+    group = _array(site)
+    code, _, err = sbatch(site, f"--dependency=afterok:{group}_1", "evaluate.sbatch")
+    assert code == 0, err
+    evaluate = _new(site, [f"{group}_{i}" for i in range(3)])
+    after = site.store.read(evaluate).header.spec.after
+    assert [(str(d), d.group) for d in after] == [(f"afterok:{group}_1", "")]
+
+
+def test_afterok_on_a_whole_array_fails_at_the_first_failed_task_and_says_so_once(
+    site: Site,
+) -> None:
+    group = _array(site)
+    code, _, err = sbatch(site, f"--dependency=afterok:{group}", "evaluate.sbatch")
+    assert code == 0, err
+    evaluate = _new(site, [f"{group}_{i}" for i in range(3)])
+    site.sweep()
+    env = site.backend.env()
+    [obj] = env.objects(f"{group}_2")
+    env.fail(obj, exit_code=4)
+    for _ in range(2):
+        site.sweep()
+    status = site.run(["status", "--config", str(site.config), evaluate])
+    lines = status.stdout.splitlines()
+    assert lines[2].split() == ["state", "failed"], status.stdout
+    cause = lines[3].split(maxsplit=1)
+    assert cause[0] == "cause", status.stdout
+    assert cause[1].startswith(f"dependency (afterok:{group} (task {group}_2): job {group}_2 ")
+    assert not any(line.startswith("waits for") for line in lines), "it waits no more"
+    said = site.run(["escalations", "--config", str(site.config), evaluate]).stdout
+    assert said.count(f"dependency:{group} ") == 1, said
+    assert not env.objects(evaluate)

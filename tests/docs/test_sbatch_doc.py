@@ -303,3 +303,57 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
     assert by_task.pop("5") == by_task.pop("9") == ["PREEMPTED", "COMPLETED"]
     assert all(states == ["COMPLETED"] for states in by_task.values()), by_task
     assert most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4
+
+
+@pytest.mark.live
+def test_a_stage_after_a_whole_array_runs_as_written_and_as_slurm_reads_the_dependency(
+    own_home: Path, tmp_path: Path
+) -> None:
+    """The page's stage after an array, typed as written: the afternotok job runs once both
+    tasks ended (one failed), the afterok one fails with cause dependency and one escalation.
+    Beside it the same array and dependencies given to sbatch alone: Slurm runs its afternotok
+    job and leaves its afterok one pending, never satisfied: dispatch decides as Slurm reads
+    the dependency, and says so instead of waiting."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    user = User(own_home, folder)
+    done = typed(user, "A stage after a whole array", '\necho "$sweep $fits" >&2')
+    group, fits = done.stderr.split()[-2:]
+    failed_run = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
+    array = user.sh(
+        "sbatch --parsable --array=0-1 --output=/dev/null --job-name=plain "
+        "--wrap='exit $SLURM_ARRAY_TASK_ID'"
+    ).strip()
+    plain = {
+        kind: user.sh(
+            f"sbatch --parsable --output=/dev/null --job-name=plain-{kind} "
+            f"--dependency={kind}:{array} --wrap=true"
+        ).strip()
+        for kind in ("afternotok", "afterok")
+    }
+    try:
+        with user.following(folder):
+            ran = user.settled(failed_run)
+            never = user.settled(fits)
+        wait_for(
+            "Slurm to run its afternotok job",
+            lambda: user.sh(f"sacct -X -n -P -j {plain['afternotok']} -o State").strip(),
+            lambda state: state == "COMPLETED",
+        )
+        reason = user.sh(f"squeue -h -j {plain['afterok']} -o %r").strip()
+    finally:
+        user.run(f"scancel {array} {' '.join(plain.values())}")
+        user.run(f"scancel --name=dj-{failed_run},dj-{fits}")
+    assert reason == "DependencyNeverSatisfied", reason
+    assert (folder / "sweep.log").read_text().splitlines() == ["a point failed"]
+    assert ran["state"] == "succeeded" and len(cast(list[object], ran["submissions"])) == 1
+    cause = cast(dict[str, str], never["cause"])
+    assert (never["state"], cause["kind"]) == ("failed", "dependency"), never
+    assert cause["detail"].startswith(
+        f"afterok:{group} (task {group}_1): job {group}_1 (wrap) ended failed: non-zero-exit"
+    ), cause
+    escalations = cast(list[dict[str, object]], never["escalations"])
+    assert [e["id"] for e in escalations] == [f"dependency:{group}"]
+    assert not never["submissions"] and never["after"] == []
+    tasks = user.status(group)
+    assert tasks["states"] == {"succeeded": 1, "failed": 1}, tasks

@@ -228,3 +228,77 @@ def test_a_dependent_starts_in_the_sweep_its_upstream_succeeds_whatever_the_pass
         assert world.backend.objects[world.canonical(e).id].running, e
     if isinstance(world.store, FileRecords):
         assert set(evaluates) & set(report.remembered), "some evaluate was skipped on the memo"
+
+
+def _after_array(world: World, kind: DependencyKind, group: str, *tasks: str) -> str:
+    """A job submitted with ``--dependency=KIND:GROUP``: one dependency on each task."""
+    spec = dispatch.JobSpec(
+        name="evaluate",
+        command=["evaluate"],
+        after=tuple(Dependency(kind=kind, job=j, group=group) for j in tasks),
+    )
+    return world.cluster.operator.submit(spec, ADA, supervised=True).job
+
+
+def test_afternotok_on_an_array_waits_for_every_task_and_runs_when_one_failed(
+    world: World,
+) -> None:
+    bad, good = world.submit(2)
+    on_array = _after_array(world, DependencyKind.AFTERNOTOK, "sweep", bad, good)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(bad), exit_code=1)
+    _sweep(world)
+    assert world.job(bad).settled
+    assert not world.job(on_array).submissions, "a task of the array still runs"
+    assert world.job(on_array).outcome is None
+    world.backend.env().complete(world.canonical(good))
+    _sweep(world)
+    assert len(world.job(on_array).submissions) == 1
+
+
+def test_afternotok_on_an_array_whose_every_task_succeeded_ends_with_one_escalation(
+    world: World,
+) -> None:
+    first, second = world.submit(2)
+    on_array = _after_array(world, DependencyKind.AFTERNOTOK, "sweep", first, second)
+    _sweep(world)
+    world.backend.env().complete(world.canonical(first))
+    _sweep(world)
+    assert world.job(on_array).outcome is None, "the other task may still fail"
+    world.backend.env().complete(world.canonical(second))
+    _sweep(world)
+    out = world.job(on_array).outcome
+    assert out is not None and out.cause.kind is CauseKind.DEPENDENCY
+    assert out.cause.detail.startswith(
+        "afternotok:sweep: every task of array sweep succeeded; the job waited for one task "
+        "to fail or be cancelled"
+    ), out.cause.detail
+    told = [e for j, e in world.delivered if j == on_array]
+    assert told == ["dependency:sweep"], told
+    assert not world.job(on_array).submissions
+
+
+def test_afterok_on_an_array_ends_as_soon_as_one_task_failed(world: World) -> None:
+    bad, running = world.submit(2)
+    on_array = _after_array(world, DependencyKind.AFTEROK, "sweep", bad, running)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(bad), exit_code=2)
+    _sweep(world)
+    out = world.job(on_array).outcome
+    assert out is not None and out.cause.kind is CauseKind.DEPENDENCY
+    assert f"afterok:sweep (task {bad}): job {bad} (t) ended failed" in out.cause.detail
+    assert "the job waited for every task to succeed" in out.cause.detail
+    assert [e for j, e in world.delivered if j == on_array] == ["dependency:sweep"]
+    assert world.job(running).outcome is None, "the other task runs on, untouched"
+
+
+def test_afterany_on_an_array_starts_once_every_task_ended(world: World) -> None:
+    first, second = world.submit(2)
+    on_array = _after_array(world, DependencyKind.AFTERANY, "sweep", first, second)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(first), exit_code=1)
+    _sweep(world)
+    assert not world.job(on_array).submissions
+    world.backend.env().complete(world.canonical(second))
+    _sweep(world)
+    assert len(world.job(on_array).submissions) == 1
