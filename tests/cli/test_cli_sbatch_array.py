@@ -386,3 +386,33 @@ def test_long_work_on_a_large_array_says_how_far_it_got(
         assert [line for line in err.splitlines() if line.startswith(doing)] == [
             f"{doing}: {n} of 25 tasks" for n in (10, 20, 25)
         ], (verb, err)
+
+
+def test_escalations_of_a_group_list_every_tasks_each_with_its_job(site: Site) -> None:
+    group = _group(site)
+    code, out, _ = dispatch(site, "escalations", group)
+    assert (code, out) == (0, f"no escalation in array {group} (6 tasks)\n")
+    site.sweep()
+    env = site.backend.env()
+    for i, exit_code in ((0, 3), (1, 0)):
+        [obj] = env.objects(task_id(group, i))
+        if exit_code:
+            env.fail(obj, exit_code=exit_code)
+        else:
+            env.complete(obj)
+    site.sweep()
+    code, out, err = dispatch(site, "escalations", group[:7])
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[:3] == ["JOB", "ID", "AT"]
+    assert [row.split()[:2] for row in rows] == [[task_id(group, 0), "failed:non-zero-exit"]]
+    assert rows[0].rstrip().endswith(f"dispatch supersede {task_id(group, 0)}")
+    got = json.loads(dispatch(site, "escalations", "--json", group)[1])
+    assert [(e["job"], e["id"]) for e in got] == [(task_id(group, 0), "failed:non-zero-exit")]
+    # The answer, as printed: a new member of the array runs task 0's spec again.
+    answer = rows[0].split("  ")[-1].split()
+    assert answer[:2] == ["dispatch", "supersede"]
+    code, out, err = dispatch(site, answer[1], *answer[2:])
+    assert code == 0 and f"superseded by job {group}-1" in out, (out, err)
+    code, out, _ = dispatch(site, "escalations", task_id(group, 0))
+    assert code == 0 and out.splitlines()[1].split()[0] == "failed:non-zero-exit", out
