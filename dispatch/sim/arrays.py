@@ -1,6 +1,6 @@
 """Job arrays in the simulator: some two-job seeds submit their jobs as the two tasks of one
-array at ``%1``, and the invariant that no more members of a group hold a place at once than
-its throttle.
+array at ``%1`` (and some of those a third job that depends on the whole array), and the
+invariant that no more members of a group hold a place at once than its throttle.
 
 Seeds where people never act and no dependency was drawn become arrays at one share; seeds
 where people act, at a smaller one, so a person's commands (a supersede above all, whose new
@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 
 from dispatch.model.array import ArrayTask
+from dispatch.model.enums import DependencyKind
 from dispatch.model.record import AuthorizeEntry, SettleEntry, View
 from dispatch.model.values import JobID
 
@@ -21,6 +22,9 @@ from dispatch.model.values import JobID
 # of those where people act, a smaller one (the mutants of people's requests keep most seeds).
 SHARE = 1 / 2
 PEOPLE_SHARE = 1 / 4
+# Of the array seeds without people, the share with a third job that depends on the array as a
+# whole (``stage``).
+STAGE_SHARE = 1 / 2
 GROUP = "simarraysimarray"
 
 
@@ -30,6 +34,16 @@ def draw(seed: int, index: int, people: float) -> ArrayTask | None:
     if rng.random() >= (PEOPLE_SHARE if people > 0 else SHARE):
         return None
     return ArrayTask(group=GROUP, index=index, throttle=1)
+
+
+def stage(seed: int, people: float) -> DependencyKind | None:
+    """How a third job of ``seed``, a stage after its array, depends on the whole array
+    (``--dependency=KIND:GROUP``), or None for no such job. Only seeds where people never act,
+    whose two jobs are an array."""
+    rng = random.Random(f"array-stage-{seed}")
+    if people > 0 or rng.random() >= STAGE_SHARE:
+        return None
+    return rng.choice(tuple(DependencyKind))
 
 
 def check(views: dict[JobID, View], report: Callable[[str, str], None]) -> None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from datetime import datetime
 
 from dispatch.core.fold import fold
-from dispatch.model.enums import CauseKind, DependencyKind
+from dispatch.model.enums import CauseKind, DependencyKind, State
 from dispatch.model.record import AuthorizeEntry, OutcomeEntry, View
 from dispatch.model.values import Dependency, JobID
 
@@ -37,8 +38,10 @@ def draw(seed: int, upstream: JobID, people: float) -> tuple[Dependency, ...]:
 
 def check(views: dict[JobID, View], done: set[JobID], report: Callable[[str, str], None]) -> None:
     """``12-dependency``: a job with dependencies is authorized only once each upstream record
-    settled with an outcome that meets its dependency, and fails with cause ``dependency``
-    only when one of them never can. Each job is checked once, at the first of the two."""
+    settled with an outcome that meets its dependency (an afternotok on a whole array: every
+    task settled, and one of them failed or was cancelled), and fails with cause
+    ``dependency`` only when one of them never can. Each job is checked once, at the first of
+    the two."""
     for job, view in views.items():
         after = view.header.spec.after
         if not after or job in done:
@@ -52,15 +55,29 @@ def check(views: dict[JobID, View], done: set[JobID], report: Callable[[str, str
             continue
         done.add(job)
         met: list[bool] = []
+        one_of: dict[str, list[bool]] = {}
         for dep in after:
-            up = fold(views[dep.job], view.header.created_at) if dep.job in views else None
-            while up is not None and up.superseded_by in views:  # followed, as the supervisor does
-                up = fold(views[up.superseded_by], view.header.created_at)
-            out = up.outcome if up is not None else None
-            if started and (up is None or not up.settled or out is None):
+            out = _outcome(views, dep.job, view.header.created_at)
+            if started and out is None:
                 report("12-dependency", f"job {job}: authorized before {dep.job} settled ({dep})")
-            met.append(out is not None and dep.met_by(out.state))
+            ok = out is not None and dep.met_by(out)
+            if dep.group and dep.kind is DependencyKind.AFTERNOTOK:
+                one_of.setdefault(dep.group, []).append(ok)
+            else:
+                met.append(ok)
+        met.extend(any(tasks) for tasks in one_of.values())
         if started and not all(met):
             report("12-dependency", f"job {job}: authorized though {after} is not met")
         if failed and all(met):
             report("12-dependency", f"job {job}: failed for its dependency, yet {after} is met")
+
+
+def _outcome(views: dict[JobID, View], job: JobID, at: datetime) -> State | None:
+    """The outcome of the newest job of ``job``'s lineage, once its record settled (followed
+    through every supersede, as the supervisor does); None before, or when no record is."""
+    up = fold(views[job], at) if job in views else None
+    while up is not None and up.superseded_by in views:
+        up = fold(views[up.superseded_by], at)
+    if up is None or not up.settled or up.outcome is None:
+        return None
+    return up.outcome.state

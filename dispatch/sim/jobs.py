@@ -5,8 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from dispatch.model.array import task_of
 from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
-from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, Rule, SharedCheckpoint
+from dispatch.model.values import (
+    Dependency,
+    JobID,
+    JobSpec,
+    RecoveryPolicy,
+    Rule,
+    SharedCheckpoint,
+)
 from dispatch.operator import Operator
 from dispatch.records.contract import Records
 from dispatch.sim import arrays, dependencies
@@ -86,5 +94,11 @@ def submit_jobs(w: World, store: Records) -> list[JobID]:
             task = arrays.draw(w.seed, i, w.mix.people)
             if task is not None:
                 spec = JobSpec.load({**spec.model_dump(), "task": task.model_dump()})
+        jobs.append(op.submit(spec, w.person, **job_options(w)).job)
+    kind = arrays.stage(w.seed, w.mix.people) if len(jobs) > 1 else None
+    if kind is not None and all(task_of(j) for j in jobs):
+        # A stage after the whole array: one dependency on each task.
+        stage = [Dependency(kind=kind, job=j, group=arrays.GROUP).model_dump() for j in jobs]
+        spec = JobSpec.load({**draw_spec(w, len(jobs)).model_dump(), "after": stage})
         jobs.append(op.submit(spec, w.person, **job_options(w)).job)
     return sorted(jobs)

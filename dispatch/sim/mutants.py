@@ -26,10 +26,10 @@ from dispatch.core.fold import _Folder
 from dispatch.core.job import Job, ObjectRec
 from dispatch.core.situation import Fact
 from dispatch.model.enums import CauseKind
-from dispatch.model.objects import CessationEvidence, Discovery
+from dispatch.model.objects import CessationEvidence, Discovery, UpstreamObs
 from dispatch.model.record import AuthorizeEntry, CanonicalEntry, Decision, OwnerEntry, ReplyEntry
 from dispatch.model.status import Escalation
-from dispatch.model.values import Cause, JobID
+from dispatch.model.values import Cause, Dependency, JobID
 from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim.outcome import SeedRun
@@ -45,6 +45,7 @@ fold = importlib.import_module("dispatch.core.fold")
 next_module = importlib.import_module("dispatch.core.next")
 memory_backend = importlib.import_module("dispatch.adapters.memory.backend")
 requests = importlib.import_module("dispatch.core.requests")
+upstream_module = importlib.import_module("dispatch.core.upstream")
 
 __all__ = ["MUTANTS", "Hunt", "active", "hunt", "on", "switched_on"]
 
@@ -87,6 +88,8 @@ MUTANTS: dict[str, str] = {
     "nobody can read",
     "memo-upstream-unchecked": "a sweep skips the pass of a job waiting on another on its memo "
     "while its own record is unchanged, though the job it waits on has moved since",
+    "array-afternotok-per-task": "afternotok on a whole array asks every task to fail, as on "
+    "jobs named one by one, not one of them",
 }
 
 
@@ -264,6 +267,20 @@ def _ahead_by_index(self: Slots, job: Job, found: Discovery) -> Discovery:
     return found.model_copy(update={"ahead": self.tasks_before(task.group, task.index)})
 
 
+def _each_of(
+    tasks: list[tuple[Dependency, UpstreamObs | None]],
+    waiting: list[Dependency],
+    broken: list[tuple[Dependency, UpstreamObs]],
+) -> None:
+    """An afternotok on a whole array sorted as one dependency a task: broken by any task
+    that succeeded."""
+    for dep, u in tasks:
+        if u is not None and (u.missing or (u.outcome is not None and not dep.met_by(u.outcome))):
+            broken.append((dep, u))
+        elif u is None or not u.settled or u.outcome is None:
+            waiting.append(dep)
+
+
 def _upstream_unmoved(self: SweepMemos, waited: Waited) -> bool:
     """Every upstream record taken as unmoved, unchecked."""
     return True
@@ -297,6 +314,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "throttle-ignored": lambda: _without_rows(Fact.AWAITING_SLOT),
     "later-member-by-index": lambda: _substituted(Slots, "ahead", _ahead_by_index),
     "memo-upstream-unchecked": lambda: _substituted(SweepMemos, "unmoved", _upstream_unmoved),
+    "array-afternotok-per-task": lambda: _substituted(upstream_module, "_one_of", _each_of),
 }
 
 

@@ -54,7 +54,7 @@ def test_no_module_outside_the_simulator_knows_of_mutants() -> None:
 def _substituted_parts() -> list[object]:
     """What the installed mutants substitute: the core's tables, the performer's, the
     supervisor's, the throttle's, the sweep memo's and the file ledger's methods, the store
-    contract's checks."""
+    contract's checks, the reading of an afternotok on a whole array."""
     return [
         Performer.run,
         Performer._unknown_reply,
@@ -73,6 +73,7 @@ def _substituted_parts() -> list[object]:
         contract.FoldCheck.check,
         Slots.ahead,
         SweepMemos.unmoved,
+        sim_mutants.upstream_module._one_of,
     ]
 
 
