@@ -83,7 +83,12 @@ def tasks(spec: JobSpec, array: Array, group: str) -> list[JobSpec]:
     base = spec.model_dump()
     return [
         JobSpec.model_validate(
-            {**base, "task": ArrayTask(group=group, index=i, throttle=array.throttle)}
+            {
+                **base,
+                "task": ArrayTask(
+                    group=group, index=i, throttle=array.throttle, size=len(array.indices)
+                ),
+            }
         )
         for i in array.indices
     ]

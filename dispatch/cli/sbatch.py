@@ -239,6 +239,13 @@ class _Upstream:
         tasks = [j for j in jobs if task_of(j) is not None]
         group = task_of(tasks[0])
         assert group is not None
+        task = self.session.store.read(tasks[0]).header.spec.task
+        if task is not None and task.size > len(tasks):
+            raise InvalidError(
+                f"--dependency: array {group[0]} holds {len(tasks)} of its {task.size} tasks: "
+                "its dispatch sbatch is still recording them, or stopped before the end; "
+                "wait for it, or name the tasks one by one (GROUP_INDEX)"
+            )
         return group[0], tuple(tasks)
 
     def unsettled_named(self, name: str) -> list[JobID]:

@@ -27,12 +27,15 @@ _LATER_ID = re.compile(r"^(?P<group>[a-z2-7]{16})-(?P<n>[1-9][0-9]{0,8})$")
 
 class ArrayTask(Value):
     """Which array a job is a task of: its ``group`` id, its ``index`` (the script's
-    ``SLURM_ARRAY_TASK_ID``) and the group's ``throttle``: at most that many of its tasks
-    hold a submission at once (0: no limit)."""
+    ``SLURM_ARRAY_TASK_ID``), the group's ``throttle``: at most that many of its tasks
+    hold a submission at once (0: no limit), and its ``size``."""
 
     group: str = Field(min_length=1, max_length=64)
     index: int = Field(ge=0)
     throttle: int = Field(default=0, ge=0)
+    # How many tasks the group has (0: not said, as in a record of an earlier release), so
+    # that a group whose recording is not over (or stopped halfway) is told from a whole one.
+    size: int = Field(default=0, ge=0)
 
 
 def task_id(group: str, index: int) -> str:

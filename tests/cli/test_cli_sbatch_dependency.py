@@ -4,10 +4,15 @@ dispatch; Slurm job ids go to sbatch as written, with a note; bad input records 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from cli_setup import ADA, Site
+
+import dispatch
+from dispatch.batch import array
+from dispatch.submission import new_job_id
 
 SCRIPT = """#!/bin/bash
 #DISPATCH --rule=preempted:resubmit:3
@@ -249,3 +254,20 @@ def test_afterok_on_a_whole_array_fails_at_the_first_failed_task_and_says_so_onc
     said = site.run(["escalations", "--config", str(site.config), evaluate]).stdout
     assert said.count(f"dependency:{group} ") == 1, said
     assert not env.objects(evaluate)
+
+
+def test_an_array_whose_recording_is_not_over_is_refused_as_a_whole(site: Site) -> None:
+    """Two of an array's three tasks in the ledger, as while its dispatch sbatch records them
+    (or after it stopped there): a dependency on the whole array would wait for two tasks
+    only, so it is refused, and its tasks may still be named one by one."""
+    group = new_job_id(os.urandom)
+    spec = dispatch.JobSpec(name="sweep", command=["train"])
+    for task in array.tasks(spec, array.read("0-2"), group)[:2]:
+        site.cluster.operator.submit(task, ADA, supervised=True)
+    before = site.store.jobs(include_settled=True)
+    code, _, err = sbatch(site, f"--dependency=afterok:{group}", "evaluate.sbatch")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"array {group} holds 2 of its 3 tasks: its dispatch sbatch is still recording" in err
+    assert site.store.jobs(include_settled=True) == before, "nothing recorded"
+    code, _, err = sbatch(site, f"--dependency=afterok:{group}_0:{group}_1", "evaluate.sbatch")
+    assert code == 0, err
