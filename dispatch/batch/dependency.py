@@ -31,13 +31,22 @@ class Dependencies:
     singleton: bool = False
     slurm: str = ""  # what sbatch gets, "" for nothing
     slurm_ids: tuple[str, ...] = ()
+    # A Slurm id written right after a dispatch job's word (``afterok:GROUP:7``): the word.
+    following: tuple[tuple[str, str], ...] = ()
 
     def notes(self) -> list[str]:
         """What the user is told of the Slurm ids dispatch passes on without following."""
+        after = dict(self.following)
         return [
             f"--dependency: {i} is a Slurm job id, not a dispatch job: sbatch gets it as "
             "written on every submission, and dispatch cannot follow that job if it is "
             "resubmitted (give its dispatch job id to have the dependency follow it)"
+            + (
+                f"; ':' separates jobs here, so to name task {i} of array {after[i]}, write "
+                f"{after[i]}_{i}"
+                if i in after and i.isdigit()
+                else ""
+            )
             for i in self.slurm_ids
         ]
 
@@ -53,6 +62,7 @@ def read(value: str, where: str = "") -> Dependencies:
     on_jobs: list[tuple[DependencyKind, str]] = []
     slurm_terms: list[str] = []
     slurm_ids: list[str] = []
+    following: list[tuple[str, str]] = []
     singleton = False
     for term in terms:
         if term == "singleton":
@@ -66,22 +76,27 @@ def read(value: str, where: str = "") -> Dependencies:
                 "(or singleton)"
             )
         kept: list[str] = []
+        before = ""
         for word in ids.split(":"):
             if _SLURM_ID.fullmatch(word):
                 kept.append(word)
                 slurm_ids.append(word)
-            elif kind not in {k.value for k in DependencyKind}:
+                if before:
+                    following.append((word, before))
+                before = ""
+                continue
+            before = word
+            if kind not in {k.value for k in DependencyKind}:
                 raise InvalidError(
                     f"{at}--dependency={value}: {kind}:{word}: dispatch follows afterok, "
                     f"afterany and afternotok on its jobs, not {kind}"
                 )
-            elif any_of:
+            if any_of:
                 raise InvalidError(
                     f"{at}--dependency={value}: '?' (any one of) cannot name dispatch jobs; "
                     "dispatch waits for all of them: separate them with ','"
                 )
-            else:
-                on_jobs.append((DependencyKind(kind), word))
+            on_jobs.append((DependencyKind(kind), word))
         if kept:
             slurm_terms.append(f"{kind}:{':'.join(kept)}")
     if singleton and any_of:
@@ -91,4 +106,5 @@ def read(value: str, where: str = "") -> Dependencies:
         singleton=singleton,
         slurm=("?" if any_of else ",").join(slurm_terms),
         slurm_ids=tuple(slurm_ids),
+        following=tuple(following),
     )

@@ -201,14 +201,21 @@ def test_a_dependency_on_a_whole_array_names_each_task_and_is_said_once(
     assert json.loads(status.stdout)["after"] == [f"{kind}:{group}"]
 
 
-def test_afternotok_on_a_whole_array_starts_once_every_task_ended_and_one_failed(
-    site: Site,
-) -> None:
+def _stage(site: Site, kind: str) -> tuple[str, str]:
+    """A three-task array and a job submitted with ``--dependency=KIND:GROUP`` on it, after
+    one sweep (every task runs): the group and the job."""
     group = _array(site)
-    code, _, err = sbatch(site, f"--dependency=afternotok:{group}", "evaluate.sbatch")
+    code, _, err = sbatch(site, f"--dependency={kind}:{group}", "evaluate.sbatch")
     assert code == 0, err
     evaluate = _new(site, [f"{group}_{i}" for i in range(3)])
     site.sweep()
+    return group, evaluate
+
+
+def test_afternotok_on_a_whole_array_starts_once_every_task_ended_and_one_failed(
+    site: Site,
+) -> None:
+    group, evaluate = _stage(site, "afternotok")
     env = site.backend.env()
     [first] = env.objects(f"{group}_0")
     env.fail(first, exit_code=1)
@@ -234,11 +241,7 @@ def test_a_task_is_named_in_a_dependency_by_its_own_id(site: Site) -> None:
 def test_afterok_on_a_whole_array_fails_at_the_first_failed_task_and_says_so_once(
     site: Site,
 ) -> None:
-    group = _array(site)
-    code, _, err = sbatch(site, f"--dependency=afterok:{group}", "evaluate.sbatch")
-    assert code == 0, err
-    evaluate = _new(site, [f"{group}_{i}" for i in range(3)])
-    site.sweep()
+    group, evaluate = _stage(site, "afterok")
     env = site.backend.env()
     [obj] = env.objects(f"{group}_2")
     env.fail(obj, exit_code=4)
@@ -271,3 +274,21 @@ def test_an_array_whose_recording_is_not_over_is_refused_as_a_whole(site: Site) 
     assert site.store.jobs(include_settled=True) == before, "nothing recorded"
     code, _, err = sbatch(site, f"--dependency=afterok:{group}_0:{group}_1", "evaluate.sbatch")
     assert code == 0, err
+
+
+def test_group_colon_index_is_read_as_sbatch_reads_it_and_the_note_says_how_to_name_the_task(
+    site: Site,
+) -> None:
+    group = _array(site)
+    code, out, err = sbatch(site, "--plan", f"--dependency=afterok:{group}:1", "evaluate.sbatch")
+    assert code == 0, err
+    assert (
+        "note: --dependency: 1 is a Slurm job id, not a dispatch job: sbatch gets it as written "
+        "on every submission, and dispatch cannot follow that job if it is resubmitted (give "
+        "its dispatch job id to have the dependency follow it); ':' separates jobs here, so to "
+        f"name task 1 of array {group}, write {group}_1"
+    ) in err.splitlines(), err
+    assert f"after afterok:{group}: starts once all 3 tasks of array {group}" in out
+    # The note's way, as written: task 1 alone.
+    code, _, err = sbatch(site, f"--dependency=afterok:{group}_1", "evaluate.sbatch")
+    assert code == 0 and "note:" not in err, err

@@ -20,11 +20,13 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> World:
     return World(request.param, tmp_path, rule_budget=2)
 
 
-def _after(world: World, kind: DependencyKind, *upstream: str) -> str:
+def _after(world: World, kind: DependencyKind, *upstream: str, group: str = "") -> str:
+    """A job that depends on ``upstream``; with ``group``, as ``--dependency=KIND:GROUP`` on
+    a whole array (one dependency on each task) makes it."""
     spec = dispatch.JobSpec(
         name="evaluate",
         command=["evaluate"],
-        after=tuple(Dependency(kind=kind, job=j) for j in upstream),
+        after=tuple(Dependency(kind=kind, job=j, group=group) for j in upstream),
     )
     return world.cluster.operator.submit(spec, ADA, supervised=True).job
 
@@ -230,21 +232,11 @@ def test_a_dependent_starts_in_the_sweep_its_upstream_succeeds_whatever_the_pass
         assert set(evaluates) & set(report.remembered), "some evaluate was skipped on the memo"
 
 
-def _after_array(world: World, kind: DependencyKind, group: str, *tasks: str) -> str:
-    """A job submitted with ``--dependency=KIND:GROUP``: one dependency on each task."""
-    spec = dispatch.JobSpec(
-        name="evaluate",
-        command=["evaluate"],
-        after=tuple(Dependency(kind=kind, job=j, group=group) for j in tasks),
-    )
-    return world.cluster.operator.submit(spec, ADA, supervised=True).job
-
-
 def test_afternotok_on_an_array_waits_for_every_task_and_runs_when_one_failed(
     world: World,
 ) -> None:
     bad, good = world.submit(2)
-    on_array = _after_array(world, DependencyKind.AFTERNOTOK, "sweep", bad, good)
+    on_array = _after(world, DependencyKind.AFTERNOTOK, bad, good, group="sweep")
     _sweep(world)
     world.backend.env().fail(world.canonical(bad), exit_code=1)
     _sweep(world)
@@ -260,7 +252,7 @@ def test_afternotok_on_an_array_whose_every_task_succeeded_ends_with_one_escalat
     world: World,
 ) -> None:
     first, second = world.submit(2)
-    on_array = _after_array(world, DependencyKind.AFTERNOTOK, "sweep", first, second)
+    on_array = _after(world, DependencyKind.AFTERNOTOK, first, second, group="sweep")
     _sweep(world)
     world.backend.env().complete(world.canonical(first))
     _sweep(world)
@@ -280,7 +272,7 @@ def test_afternotok_on_an_array_whose_every_task_succeeded_ends_with_one_escalat
 
 def test_afterok_on_an_array_ends_as_soon_as_one_task_failed(world: World) -> None:
     bad, running = world.submit(2)
-    on_array = _after_array(world, DependencyKind.AFTEROK, "sweep", bad, running)
+    on_array = _after(world, DependencyKind.AFTEROK, bad, running, group="sweep")
     _sweep(world)
     world.backend.env().fail(world.canonical(bad), exit_code=2)
     _sweep(world)
@@ -294,7 +286,7 @@ def test_afterok_on_an_array_ends_as_soon_as_one_task_failed(world: World) -> No
 
 def test_afterany_on_an_array_starts_once_every_task_ended(world: World) -> None:
     first, second = world.submit(2)
-    on_array = _after_array(world, DependencyKind.AFTERANY, "sweep", first, second)
+    on_array = _after(world, DependencyKind.AFTERANY, first, second, group="sweep")
     _sweep(world)
     world.backend.env().fail(world.canonical(first), exit_code=1)
     _sweep(world)
