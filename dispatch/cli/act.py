@@ -322,7 +322,8 @@ def _cancel_array(as_json: bool, act: Acting, reason: str) -> None:
         )
     over = len(act.jobs) - len(cancelled)
     still = (
-        f"{len(live)} Slurm jobs still alive ({', '.join(live)}), checked again next sweep"
+        f"{len(live)} Slurm job{'s' if len(live) != 1 else ''} still alive "
+        f"({', '.join(live)}), checked again next sweep"
         if live
         else "nothing of the array runs"
     )

@@ -227,7 +227,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "supersedes": st.supersedes or None,
         "superseded_by": st.superseded_by or None,
         "after": after_words(st.after),
-        "array": _array(h.spec.task, bool(submissions)),
+        "array": _array(h.spec.task, bool(submissions) or st.state.terminal),
         "settled": st.settled,
         "cleanup": str(st.cleanup),
         "submissions": submissions,
@@ -354,15 +354,16 @@ def summary(s: Story, now: datetime) -> dict[str, Any]:
     }
 
 
-def _array(task: ArrayTask | None, submitted: bool) -> dict[str, Any] | None:
-    """The array a task belongs to, and whether it still waits for its place."""
+def _array(task: ArrayTask | None, placed: bool) -> dict[str, Any] | None:
+    """The array a task belongs to, and whether it still waits for its place (not once it
+    was ``placed``: submitted, or ended before it was)."""
     if task is None:
         return None
     return {
         "group": task.group,
         "index": task.index,
         "throttle": task.throttle,
-        "waits_for_place": bool(task.throttle) and not submitted,
+        "waits_for_place": bool(task.throttle) and not placed,
     }
 
 

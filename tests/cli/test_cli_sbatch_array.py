@@ -177,6 +177,16 @@ def test_cancel_of_a_group_cancels_every_task_and_again_records_nothing(site: Si
     assert code == 0 and "every task was over or cancelled already; nothing recorded" in out
     after = {j: len(site.store.read(j).commits) for j in site.store.jobs(include_settled=True)}
     assert before == after
+    # A task cancelled while it waited for its place waits for nothing any more.
+    code, out, err = dispatch(site, "status", f"{group}:4")
+    assert code == 0, err
+    assert f"task {group}:4, at most 2 of its tasks at once\n" in out, out
+    assert json.loads(dispatch(site, "status", "--json", f"{group}:4")[1])["array"] == {
+        "group": group,
+        "index": 4,
+        "throttle": 2,
+        "waits_for_place": False,
+    }
 
 
 def test_cancel_of_a_group_commits_every_cancel_then_asks_the_scheduler_twice(
