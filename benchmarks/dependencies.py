@@ -11,6 +11,11 @@ moves a minute before each, as cron's do, so an entry that would not outlive the
 between two ticks is seen not to. Run from the repository root:
 
     .venv/bin/python benchmarks/dependencies.py [--sizes 1000,10000] [--runs 3] [--dir DIR]
+
+``--stage`` prints instead what a job waiting on a whole array (``--dependency=afterok:GROUP``)
+adds to a sweep in which one task's run ended: N running tasks with and without that job, the
+CPU of the sweep that settles one more task each run. Its pass reads every task's record then
+(one moved), so it costs about what reading N records costs.
 """
 
 from __future__ import annotations
@@ -81,15 +86,74 @@ def idle_sweep_seconds(sup: Supervisor, runs: int) -> float:
     return statistics.median(times)
 
 
+def _array_world(root: Path, n: int, stage: bool) -> tuple[Supervisor, MemoryBackend, list[str]]:
+    """A file ledger with ``n`` running jobs standing for an array's tasks and, with
+    ``stage``, one job that depends on them all as ``--dependency=afterok:GROUP`` makes it."""
+    clock, backend = ticking()
+    store = FileRecords(root)
+    op = compose(backend, Config(store=store, clock=clock)).operator
+    sup = Supervisor(backend, store, clock=clock)
+    tasks = [op.submit(SPEC, ADA, supervised=True).job for _ in range(n)]
+    if stage:
+        after = tuple(Dependency(kind=DependencyKind.AFTEROK, job=j, group="array") for j in tasks)
+        op.submit(JobSpec(name="stage", command=SPEC.command, after=after), ADA, supervised=True)
+    for _ in range(SETUP_SWEEPS):
+        clock.t += TICK
+        if not sup.sweep().progressed:
+            break
+    return sup, backend, tasks
+
+
+def moved_sweep_cpu(sup: Supervisor, backend: MemoryBackend, tasks: list[str], runs: int) -> float:
+    """The median CPU seconds of ``runs`` sweeps, a tick apart, each after one more task's
+    run ended (the sweep settles it; a stage waiting on the tasks passes again)."""
+    assert isinstance(sup.clock, ManualClock)
+    times = []
+    for task in tasks[:runs]:
+        [obj] = [o for o in backend.objects.values() if o.job == task]
+        backend.env().complete(obj.ref)
+        sup.clock.t += TICK
+        t = time.process_time()
+        report = sup.sweep()
+        times.append(time.process_time() - t)
+        assert task in report.settled and not report.failed, report
+    return statistics.median(times)
+
+
+def stage_rows(sizes: list[int], runs: int, where: str | None) -> None:
+    """``--stage``: the sweep after one task of an N-task array ended, with a job waiting on
+    the whole array, against the same array without it."""
+    print(
+        f"{'tasks':>7} {'no stage CPU s (baseline)':>26} {'stage CPU s':>12} {'over, ms/task':>14}"
+    )
+    for n in sizes:
+        with tempfile.TemporaryDirectory(dir=where) as tmp:
+            alone = moved_sweep_cpu(*_array_world(Path(tmp) / "alone", n, stage=False), runs)
+            staged = moved_sweep_cpu(*_array_world(Path(tmp) / "stage", n, stage=True), runs)
+        print(
+            f"{n:>7} {alone:>26.3f} {staged:>12.3f} {1000 * (staged - alone) / n:>14.3f}",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000", help="jobs per ledger, comma-separated")
     ap.add_argument("--runs", type=int, default=3, help="timed idle sweeps per ledger")
     ap.add_argument("--dir", default=None, help="where the ledgers go (default: /tmp)")
+    ap.add_argument(
+        "--stage",
+        action="store_true",
+        help="instead: the sweep after one task of an array ended, with and without a job "
+        "waiting on the whole array",
+    )
     args = ap.parse_args()
     # The records are written without fsync, so that 10,000 jobs take minutes, not hours; the
     # timed sweeps commit nothing, so they are the same either way.
     os.fsync = lambda fd: None
+    if args.stage:
+        stage_rows([int(s) for s in args.sizes.split(",")], args.runs, args.dir)
+        return
     print(
         f"{'jobs':>7} {'running s (baseline)':>21} {'waiting s':>10} {'ratio':>6} "
         f"{'running ms/job':>15} {'waiting ms/job':>15}"
