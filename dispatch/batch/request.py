@@ -399,6 +399,13 @@ def _after(
                     f"--dependency: job {job} is named as {after[job].kind} and as {kind}; "
                     "name it once"
                 )
+            if job in after and kind is DependencyKind.AFTERNOTOK and after[job].group != group:
+                # One of the array's tasks must fail, and this one must: two dependencies
+                # where one job can only carry one.
+                raise InvalidError(
+                    f"--dependency: job {job} is named as afternotok on its own and as a task "
+                    f"of array {after[job].group or group}; name the array or the task"
+                )
             after.setdefault(job, Dependency(kind=kind, job=job, group=group))
     if deps.singleton:
         for job in ledger.unsettled_named(name):

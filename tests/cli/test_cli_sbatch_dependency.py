@@ -292,3 +292,20 @@ def test_group_colon_index_is_read_as_sbatch_reads_it_and_the_note_says_how_to_n
     # The note's way, as written: task 1 alone.
     code, _, err = sbatch(site, f"--dependency=afterok:{group}_1", "evaluate.sbatch")
     assert code == 0 and "note:" not in err, err
+
+
+def test_afternotok_on_an_array_and_on_one_of_its_tasks_is_refused(site: Site) -> None:
+    group = _array(site)
+    before = site.store.jobs(include_settled=True)
+    for value in (f"afternotok:{group}:{group}_1", f"afternotok:{group}_1,afternotok:{group}"):
+        code, _, err = sbatch(site, f"--dependency={value}", "evaluate.sbatch")
+        assert code == 2 and err.count("\n") == 1, err
+        assert (
+            f"job {group}_1 is named as afternotok on its own and as a task of array {group}"
+        ) in err
+    assert site.store.jobs(include_settled=True) == before
+    # afterok asks the same of the task either way: named twice, it is one dependency.
+    code, _, err = sbatch(site, f"--dependency=afterok:{group}:{group}_1", "evaluate.sbatch")
+    assert code == 0, err
+    after = site.store.read(_new(site, before)).header.spec.after
+    assert [d.group for d in after] == [group] * 3
