@@ -70,6 +70,19 @@ def _said(u: UpstreamObs) -> str:
     return f"job {named} ended {u.outcome}{why}{detail}"
 
 
+# What the job waited for, by the dependency's kind: of one job, of an array named as a whole.
+_NEED = {
+    DependencyKind.AFTEROK: "it to succeed",
+    DependencyKind.AFTERNOTOK: "it to fail or be cancelled",
+    DependencyKind.AFTERANY: "it to end",
+}
+_NEED_OF_ARRAY = {
+    DependencyKind.AFTEROK: "every task to succeed",
+    DependencyKind.AFTERNOTOK: "one task to fail or be cancelled",
+    DependencyKind.AFTERANY: "every task to end",
+}
+
+
 def _one_of(
     tasks: list[tuple[Dependency, UpstreamObs | None]],
     waiting: list[Dependency],
@@ -107,19 +120,7 @@ def dependency_ending(broken: tuple[tuple[Dependency, UpstreamObs], ...]) -> lis
     """The job fails for the first dependency that can never be met, and a person is told of
     each such upstream job (of an array named as a whole: of the array, once)."""
     dep, u = broken[0]
-    need = {
-        DependencyKind.AFTEROK: "succeed",
-        DependencyKind.AFTERNOTOK: "fail or be cancelled",
-        DependencyKind.AFTERANY: "end",
-    }[dep.kind]
-    if dep.group:
-        need = {
-            DependencyKind.AFTEROK: "every task to succeed",
-            DependencyKind.AFTERNOTOK: "one task to fail or be cancelled",
-            DependencyKind.AFTERANY: "every task to end",
-        }[dep.kind]
-    else:
-        need = f"it to {need}"
+    need = (_NEED_OF_ARRAY if dep.group else _NEED)[dep.kind]
     written, said = _broken(dep, u)
     cause = Cause(
         kind=CauseKind.DEPENDENCY,
