@@ -24,14 +24,16 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dispatch.core import table_version
+from dispatch.model.enums import State
 from dispatch.model.objects import Discovery
-from dispatch.model.values import JobID
+from dispatch.model.values import Cause, JobID
 from dispatch.records.contract import Sharded
+from dispatch.supervise.upstream import Looked
 
 FORMAT = b"dispatch-sweep-memo 2"
 
@@ -62,6 +64,18 @@ class Waited:
     # while each is still at that revision (``upstream.upstream_of``), which the sweep checks
     # with the job's own stamp (two ``lstat`` a record, once per sweep however many wait on it).
     upstream: tuple[tuple[JobID, int, str], ...] = ()
+    # What the pass took of each of those records (``upstream.Looked``; None where an earlier
+    # release kept nothing): a later pass reads again only the records that moved since.
+    looked: tuple[Looked | None, ...] = ()
+
+    def known(self, stamp: Callable[[JobID, int], str | None]) -> dict[JobID, tuple[int, Looked]]:
+        """What the pass took of each upstream record that ``stamp`` shows still at the
+        revision (and stamp) it was at then."""
+        return {
+            job: (revision, looked)
+            for (job, revision, kept), looked in zip(self.upstream, self.looked, strict=False)
+            if looked is not None and stamp(job, revision) == kept
+        }
 
     def holds(self, seen: str, now: datetime, ahead: int | None = None) -> bool:
         """Whether the same pass now would wait the same way (the record being unchanged),
@@ -117,7 +131,7 @@ def dump(entries: dict[JobID, Waited], channel: str = "") -> bytes:
         {
             job: [w.revision, w.stamp, w.seen, w.until.isoformat()]
             + ([] if w.slot is None else [w.slot])
-            + ([[list(u) for u in w.upstream]] if w.upstream else [])
+            + ([_upstream_items(w)] if w.upstream else [])
             for job, w in sorted(entries.items())
         },
         separators=(",", ":"),
@@ -148,6 +162,7 @@ def load(data: bytes | None, channel: str = "") -> dict[JobID, Waited]:
                 until=datetime.fromisoformat(u),
                 slot=_slot([x for x in rest if not isinstance(x, list)]),
                 upstream=_upstream([x for x in rest if isinstance(x, list)]),
+                looked=_looked([x for x in rest if isinstance(x, list)]),
             )
             for job, (r, t, s, u, *rest) in raw.items()
             if datetime.fromisoformat(u).tzinfo is not None  # a time without zone is no lapse
@@ -174,9 +189,9 @@ def _upstream(rest: list[list[object]]) -> tuple[tuple[JobID, int, str], ...]:
     (items,) = rest
     out = []
     for item in items:
-        if not isinstance(item, list) or len(item) != 3:
+        if not isinstance(item, list) or len(item) not in (3, 4):
             raise ValueError(f"bad upstream record {item!r}")
-        job, revision, stamp = item
+        job, revision, stamp = item[:3]
         if not (isinstance(job, str) and isinstance(stamp, str)):
             raise ValueError(f"bad upstream record {item!r}")
         if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
@@ -185,6 +200,55 @@ def _upstream(rest: list[list[object]]) -> tuple[tuple[JobID, int, str], ...]:
     if not out:
         raise ValueError("an empty upstream item")
     return tuple(out)
+
+
+def _upstream_items(w: Waited) -> list[list[object]]:
+    """An entry's upstream records, each with what its pass took of it when it is known."""
+    items: list[list[object]] = [list(u) for u in w.upstream]
+    for item, looked in zip(items, w.looked, strict=False):
+        if looked is not None:
+            item.append(
+                [
+                    looked.name,
+                    None if looked.outcome is None else str(looked.outcome),
+                    looked.cause.model_dump(mode="json"),
+                    looked.settled,
+                    looked.superseded_by,
+                ]
+            )
+    return items
+
+
+def _looked(rest: list[list[object]]) -> tuple[Looked | None, ...]:
+    """What the passes took of an entry's upstream records (None for one kept without it);
+    a bad one is refused."""
+    if not rest:
+        return ()
+    (items,) = rest
+    out: list[Looked | None] = []
+    for item in items:
+        assert isinstance(item, list)  # ``_upstream`` checked the item
+        if len(item) == 3:
+            out.append(None)
+            continue
+        took = item[3]
+        if not isinstance(took, list) or len(took) != 5:
+            raise ValueError(f"bad upstream record {item!r}")
+        name, outcome, cause, settled, later = took
+        if not isinstance(name, str) or not isinstance(settled, bool):
+            raise ValueError(f"bad upstream record {item!r}")
+        if not (later is None or isinstance(later, str)):
+            raise ValueError(f"bad upstream record {item!r}")
+        out.append(
+            Looked(
+                name=name,
+                outcome=None if outcome is None else State(outcome),
+                cause=Cause.model_validate(cause),
+                settled=settled,
+                superseded_by=later,
+            )
+        )
+    return tuple(out) if any(looked is not None for looked in out) else ()
 
 
 class SweepMemos:

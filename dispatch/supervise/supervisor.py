@@ -35,7 +35,7 @@ from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.throttle import Slots, waits_for_slot
-from dispatch.supervise.upstream import upstream_of, waits_on_upstream
+from dispatch.supervise.upstream import Known, Looked, upstream_of, waits_on_upstream
 from dispatch.supervise.wakes import Wakes, place
 
 if TYPE_CHECKING:
@@ -78,6 +78,8 @@ class PassResult:
     # For a job waiting on the jobs it depends on: the records the pass read of them, each at
     # its revision, which a memo of the pass keeps (``upstream.upstream_of``).
     upstream: tuple[tuple[JobID, int], ...] = ()
+    # And what the pass took of each (``upstream.Looked``), which the memo keeps too.
+    upstream_looked: tuple[Looked, ...] = ()
     # For a pass that waited on other jobs or for a place: its next deadline, the wake without
     # the core's look again soon (``core.upstream.UPSTREAM_LOOK``). A memo of the pass checks
     # those jobs' records and the places itself, so only a deadline ends what it trusts.
@@ -250,6 +252,7 @@ class Supervisor:
         view: View,
         found: Discovery,
         take: Callable[[], bool] | None = None,
+        known: Known | None = None,
     ) -> PassResult:
         """One pass: ``view`` was read before ``found`` was looked up; decide, perform, deliver.
 
@@ -257,7 +260,10 @@ class Supervisor:
         another process holds it, and then the pass raises ``_LockHeld`` having done
         nothing). It is called once the pass has decided to do something, a step or a
         delivery: a pass that only waits does nothing another supervisor could do twice, and
-        what it decided stands on the record at ``view``'s revision, which never changes."""
+        what it decided stands on the record at ``view``'s revision, which never changes.
+
+        ``known``: what an earlier pass took of the records of the jobs this one depends on,
+        for those still at the revision it took it at (``upstream.upstream_of``)."""
         now = self.clock.now()
         folding = Folding(view)
         j = folding.job
@@ -279,10 +285,11 @@ class Supervisor:
             len(j.submissions),
         )
         if waits_on_upstream(j):
-            found, reads = upstream_of(self.store, j, found, now)
+            found, reads = upstream_of(self.store, j, found, now, known)
             # An upstream the ledger does not hold: the memo keeps no answer about it.
             result.asked = reads is None
-            result.upstream = reads or ()
+            result.upstream = tuple((up, r) for up, r, _ in reads or ())
+            result.upstream_looked = tuple(looked for _, _, looked in reads or ())
         if waits_for_slot(j):
             found = self._slots_now().ahead(j, found)
             result.slot = j.header.spec.task.throttle if j.header.spec.task else None
@@ -638,7 +645,9 @@ class Supervisor:
                     wake = result.deadline if result.polled else result.wake
                     until = memo.lapse(job, self.clock.now(), wake)
                     seen = memo.seen(found[job])
-                    waited = memo.Waited(view, stamp, seen, until, result.slot, ups)
+                    waited = memo.Waited(
+                        view, stamp, seen, until, result.slot, ups, result.upstream_looked
+                    )
                     self._memos.keep(job, waited)
         return moved
 
@@ -801,6 +810,18 @@ class Supervisor:
             self._sharded_store = self.store if isinstance(self.store, Sharded) else None
         return self._sharded_store
 
+    def _known_upstream(self, job: JobID) -> Known | None:
+        """What the pass the memo of ``job`` holds took of the records of the jobs ``job``
+        waits on, for each still at the revision it was at then (stamped now, not at the
+        shard's claim: a pass of this sweep may have moved it since)."""
+        memos = self._memos
+        if memos is None:
+            return None
+        waited = memos.recalled.get(memos.store.shard_of(job), {}).get(job)
+        if waited is None or not waited.looked:
+            return None
+        return waited.known(memos.store.stamp_at).get
+
     def _read_at(self, job: JobID, revision: int) -> View:
         sharded = self._sharded()
         if sharded is not None:
@@ -828,7 +849,12 @@ class Supervisor:
             try:
                 view = self._read_at(job, seen) if isinstance(seen, int) else seen
                 result = self.pass_once(
-                    job, token, view, found, take=take if isinstance(seen, int) else None
+                    job,
+                    token,
+                    view,
+                    found,
+                    take=take if isinstance(seen, int) else None,
+                    known=self._known_upstream(job),
                 )
                 if result.settled and not result.looked:
                     self._last_look(job)

@@ -9,15 +9,18 @@ is looked at this way; once it was authorized its dependencies are done.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
+from dispatch.model.enums import State
 from dispatch.model.errors import NotFoundError
 from dispatch.model.objects import Discovery, UpstreamObs
 from dispatch.model.record import View
-from dispatch.model.values import NO_CAUSE, JobID
+from dispatch.model.values import NO_CAUSE, Cause, JobID
 
 
 class RecordReader(Protocol):
@@ -41,30 +44,50 @@ def look_upstream(store: RecordReader, job: Job, found: Discovery, now: datetime
     return upstream_of(store, job, found, now)[0]
 
 
+@dataclass(frozen=True)
+class Looked:
+    """What a pass takes of one upstream record at one revision: all it decides on. A record
+    at a revision never changes, so a sweep's memo may keep it for the next pass
+    (``memo.Waited.looked``) while the record stays at that revision."""
+
+    name: str
+    outcome: State | None
+    cause: Cause
+    settled: bool
+    superseded_by: JobID | None
+
+
+# The upstream records a memo kept, each at its revision, for those still at it now (the
+# caller checks): ``known(job)`` is ``(revision, what was taken of it)``, or None to read it.
+Known = Callable[[JobID], tuple[int, Looked] | None]
+
+
 def upstream_of(
-    store: RecordReader, job: Job, found: Discovery, now: datetime
-) -> tuple[Discovery, tuple[tuple[JobID, int], ...] | None]:
-    """``look_upstream``, and every record it read with the revision it read it at (the jobs
-    ``job`` depends on and those superseding them), or None when one is missing. What it
-    found of them is a function of those records alone (an outcome, once committed, never
-    changes), so it stands while each is still at that revision: what the sweep's memo
-    checks before it skips a pass that waited on them (``memo.Waited.upstream``)."""
+    store: RecordReader, job: Job, found: Discovery, now: datetime, known: Known | None = None
+) -> tuple[Discovery, tuple[tuple[JobID, int, Looked], ...] | None]:
+    """``look_upstream``, and every record it read with the revision it read it at and what it
+    took of it (the jobs ``job`` depends on and those superseding them), or None when one is
+    missing. What it found of them is a function of those records alone (an outcome, once
+    committed, never changes), so it stands while each is still at that revision: what the
+    sweep's memo checks before it skips a pass that waited on them (``memo.Waited.upstream``).
+    A record ``known`` gives is not read again."""
     seen: list[UpstreamObs] = []
-    reads: list[tuple[JobID, int]] | None = []
+    reads: list[tuple[JobID, int, Looked]] | None = []
     for dep in job.header.spec.after:
         try:
-            up = _newest(store, _read(store, dep.job, now, reads), now, reads)
+            up = _newest(
+                store, dep.job, _read(store, dep.job, now, reads, known), now, reads, known
+            )
         except NotFoundError:
             seen.append(UpstreamObs(job=dep.job, missing=True))
             reads = None
             continue
-        out = up.outcome
         seen.append(
             UpstreamObs(
                 job=dep.job,
-                name=up.header.spec.name,
-                outcome=out.state if out is not None else None,
-                cause=out.cause if out is not None else NO_CAUSE,
+                name=up.name,
+                outcome=up.outcome,
+                cause=up.cause,
                 settled=up.settled,
             )
         )
@@ -79,28 +102,53 @@ def upstream_of(
 
 
 def _read(
-    store: RecordReader, job: JobID, now: datetime, reads: list[tuple[JobID, int]] | None
-) -> Job:
-    """The fold of ``job``'s record, noted in ``reads`` with the revision it was read at."""
-    view = store.read(job)
+    store: RecordReader,
+    job: JobID,
+    now: datetime,
+    reads: list[tuple[JobID, int, Looked]] | None,
+    known: Known | None,
+) -> Looked:
+    """What ``job``'s record says (``known``'s, else its fold), noted in ``reads`` with the
+    revision it was at."""
+    kept = known(job) if known is not None else None
+    if kept is not None:
+        revision, looked = kept
+    else:
+        view = store.read(job)
+        up = fold(view, now)
+        out = up.outcome
+        revision = view.revision
+        looked = Looked(
+            name=up.header.spec.name,
+            outcome=out.state if out is not None else None,
+            cause=out.cause if out is not None else NO_CAUSE,
+            settled=up.settled,
+            superseded_by=up.superseded_by,
+        )
     if reads is not None:
-        reads.append((job, view.revision))
-    return fold(view, now)
+        reads.append((job, revision, looked))
+    return looked
 
 
 def _newest(
-    store: RecordReader, up: Job, now: datetime, reads: list[tuple[JobID, int]] | None
-) -> Job:
-    """The newest job of ``up``'s lineage: ``up`` followed through every supersede."""
-    seen = {up.header.job}
-    while up.superseded_by and up.superseded_by not in seen:
+    store: RecordReader,
+    job: JobID,
+    up: Looked,
+    now: datetime,
+    reads: list[tuple[JobID, int, Looked]] | None,
+    known: Known | None,
+) -> Looked:
+    """The newest job of the lineage of ``job`` (whose record says ``up``): followed through
+    every supersede."""
+    seen = {job}
+    while (later := up.superseded_by) and later not in seen:
         try:
-            up = _read(store, up.superseded_by, now, reads)
+            up = _read(store, later, now, reads, known)
         except NotFoundError:
             # The supersede died before the new record was made: the old one answers. Noted
             # at revision 0, which no stamp names, so no memo trusts this answer.
             if reads is not None:
-                reads.append((up.superseded_by, 0))
+                reads.append((later, 0, up))
             break
-        seen.add(up.header.job)
+        seen.add(later)
     return up

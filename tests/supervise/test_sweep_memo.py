@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 from sweep_world import ADA, TickingClock, World
 
+import dispatch
 from dispatch.batch.array import read, tasks
 from dispatch.core import table_version
+from dispatch.model.enums import CauseKind, DependencyKind, Provenance, State
+from dispatch.model.values import Cause, Dependency
 from dispatch.records import file_index as index
 from dispatch.records.file import FileRecords
 from dispatch.supervise import memo
 from dispatch.supervise.memo import Waited
 from dispatch.supervise.supervisor import Supervisor
+from dispatch.supervise.upstream import Looked
 
 
 @pytest.fixture
@@ -539,3 +543,54 @@ def test_an_entry_of_a_job_waiting_on_others_keeps_their_records_and_refuses_bad
         bad = good.replace(b'[["aaaaaaaaaaaaaaaa",8,"1:2:3"]]', bad_item)
         assert bad != good
         assert memo.load(bad.split(b"\n")[0] + b"\n" + _digest(bad) + b"\n" + _body(bad)) == {}
+
+
+def test_a_job_waiting_on_an_array_reads_again_only_the_tasks_that_moved(
+    world: World, reads: list[str]
+) -> None:
+    """A job waiting on every task of an array: once one task moved, its pass reads that
+    task's record alone, and takes the others as the memo kept them (each still at its
+    revision, stamped now); when the last task ends, it starts."""
+    tasks = world.submit(5)
+    after = tuple(Dependency(kind=DependencyKind.AFTEROK, job=j, group="array") for j in tasks)
+    spec = dispatch.JobSpec(name="stage", command=["evaluate"], after=after)
+    stage = world.cluster.operator.submit(spec, ADA, supervised=True).job
+    world.sweep_until_idle(world.supervisor())
+    world.supervisor().sweep()  # remembers the stage's wait, with what it took of each task
+    for i, task in enumerate(tasks):
+        world.backend.env().complete(world.canonical(task))
+        reads.clear()
+        report = world.supervisor().sweep()
+        assert task in report.settled and stage in report.passed, report
+        # The task's own pass reads it, and the stage's pass: no other task is read.
+        assert {r for r in reads if r in tasks} == {task}, (i, reads)
+        started = bool(world.job(stage).submissions)
+        assert started is (i == len(tasks) - 1), (i, started)
+        if not started:
+            assert reads.count(stage) == 1, reads  # one pass, which waited
+
+
+def test_an_entry_keeps_what_its_pass_took_of_each_upstream_record() -> None:
+    at = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    ups = (("aaaaaaaaaaaaaaaa", 8, "1:2:3"), ("bbbbbbbbbbbbbbbb", 2, "4:5:6"))
+    took = Looked(
+        name="train",
+        outcome=State.FAILED,
+        cause=Cause(kind=CauseKind.NON_ZERO_EXIT, provenance=Provenance.SCHEDULER, detail="3"),
+        settled=True,
+        superseded_by="cccccccccccccccc",
+    )
+    waited = Waited(3, "s", "seen", at, upstream=ups, looked=(took, None))
+    assert memo.load(memo.dump({"a": waited})) == {"a": waited}
+    # Kept by an earlier release: records only; each is read again.
+    plain = Waited(3, "s", "seen", at, upstream=ups)
+    assert memo.load(memo.dump({"a": plain}))["a"].looked == ()
+    # Only the records still at their revision, with the same stamp, are known.
+    stamps = {("aaaaaaaaaaaaaaaa", 8): "1:2:3", ("bbbbbbbbbbbbbbbb", 2): "4:5:6"}
+    assert waited.known(lambda j, r: stamps.get((j, r))) == {"aaaaaaaaaaaaaaaa": (8, took)}
+    stamps[("aaaaaaaaaaaaaaaa", 8)] = "1:2:9"  # it moved
+    assert waited.known(lambda j, r: stamps.get((j, r))) == {}
+    good = memo.dump({"a": waited})
+    bad = good.replace(b'"failed"', b'"exploded"')
+    assert bad != good
+    assert memo.load(bad.split(b"\n")[0] + b"\n" + _digest(bad) + b"\n" + _body(bad)) == {}
