@@ -62,6 +62,8 @@ def upstream(job: Job, d: Discovery) -> Upstream:
 
 def _said(u: UpstreamObs) -> str:
     named = f"{u.job} ({u.name})" if u.name else u.job
+    if u.newest:
+        named = f"{named}, superseded by {u.newest},"
     if u.missing:
         return f"job {named} is not in the ledger"
     assert u.outcome is not None

@@ -83,6 +83,8 @@ class UpstreamObs(Value):
     cause: Cause = Cause()
     settled: bool = False
     missing: bool = False
+    # The job superseding it that answered for it (the newest of its lineage), if any.
+    newest: JobID | None = None
 
 
 class Discovery(Value):

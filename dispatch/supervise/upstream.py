@@ -75,7 +75,7 @@ def upstream_of(
     reads: list[tuple[JobID, int, Looked]] | None = []
     for dep in job.header.spec.after:
         try:
-            up = _newest(
+            newest, up = _newest(
                 store, dep.job, _read(store, dep.job, now, reads, known), now, reads, known
             )
         except NotFoundError:
@@ -89,6 +89,7 @@ def upstream_of(
                 outcome=up.outcome,
                 cause=up.cause,
                 settled=up.settled,
+                newest=newest if newest != dep.job else None,
             )
         )
     looked = Discovery(
@@ -137,9 +138,9 @@ def _newest(
     now: datetime,
     reads: list[tuple[JobID, int, Looked]] | None,
     known: Known | None,
-) -> Looked:
-    """The newest job of the lineage of ``job`` (whose record says ``up``): followed through
-    every supersede."""
+) -> tuple[JobID, Looked]:
+    """The newest job of the lineage of ``job`` (whose record says ``up``), followed through
+    every supersede, and what its record says."""
     seen = {job}
     while (later := up.superseded_by) and later not in seen:
         try:
@@ -151,4 +152,5 @@ def _newest(
                 reads.append((later, 0, up))
             break
         seen.add(later)
-    return up
+        job = later
+    return job, up

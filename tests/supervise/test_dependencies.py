@@ -208,6 +208,24 @@ def test_a_dependency_on_a_superseded_job_follows_the_job_superseding_it(world: 
     assert len(world.job(evaluate).submissions) == 1
 
 
+def test_a_broken_dependency_followed_to_a_superseding_job_names_that_job(world: World) -> None:
+    (train,) = world.submit(1)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(train), exit_code=3)
+    _sweep(world)
+    again = world.cluster.operator.supersede(train, ADA, "more memory", supervised=True).job
+    evaluate = _after(world, DependencyKind.AFTEROK, train)
+    _sweep(world)
+    world.backend.env().fail(world.canonical(again), exit_code=4)
+    _sweep(world)
+    out = world.job(evaluate).outcome
+    assert out is not None and out.cause.kind is CauseKind.DEPENDENCY
+    assert out.cause.detail.startswith(
+        f"afterok:{train}: job {train} (t), superseded by {again}, ended failed: non-zero-exit "
+        "(exit code 4)"
+    ), out.cause.detail
+
+
 def test_a_dependent_starts_in_the_sweep_its_upstream_succeeds_whatever_the_passes_order(
     world: World,
 ) -> None:
