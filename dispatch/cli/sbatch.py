@@ -65,7 +65,10 @@ The script's #SBATCH lines and the sbatch options given here mean what they mean
 Its #DISPATCH lines, or the same options as flags, say how dispatch recovers the job (a flag
 wins over the script's line). The script, its arguments, this folder and this environment
 are kept with the job: every resubmission runs as this one. Without SCRIPT the script is read
-from stdin; --wrap=COMMAND wraps a command as sbatch does.
+from stdin; --wrap=COMMAND wraps a command as sbatch does. --array=SPEC makes one dispatch
+job per index, each recovered on its own; --dependency=afterok:JOB (afterany, afternotok)
+may name dispatch jobs by id or name, or a whole array by its group id, and follows each
+across its resubmissions.
 
 \b
 Dispatch options (#DISPATCH lines or flags):
