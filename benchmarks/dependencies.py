@@ -14,8 +14,9 @@ between two ticks is seen not to. Run from the repository root:
 
 ``--stage`` prints instead what a job waiting on a whole array (``--dependency=afterok:GROUP``)
 adds to a sweep in which one task's run ended: N running tasks with and without that job, the
-CPU of the sweep that settles one more task each run. Its pass reads every task's record then
-(one moved), so it costs about what reading N records costs.
+CPU of the sweep that settles one more task each run. Its pass reads again the record of the
+task that moved and takes the others from the sweep's memo, each stamped to show it is still at
+its revision, so it costs about N stamps and the memo entry that keeps them.
 """
 
 from __future__ import annotations

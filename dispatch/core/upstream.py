@@ -51,13 +51,25 @@ def upstream(job: Job, d: Discovery) -> Upstream:
         u = shown.get(dep.job)
         if dep.group and dep.kind is DependencyKind.AFTERNOTOK:
             any_of.setdefault(dep.group, []).append((dep, u))
-        elif u is not None and (u.missing or (u.outcome is not None and not dep.met_by(u.outcome))):
-            broken.append((dep, u))
-        elif u is None or not u.settled or u.outcome is None:
-            waiting.append(dep)
+        else:
+            sort_one(dep, u, waiting, broken)
     for tasks in any_of.values():
         _one_of(tasks, waiting, broken)
     return Upstream(tuple(waiting), tuple(broken))
+
+
+def sort_one(
+    dep: Dependency,
+    u: UpstreamObs | None,
+    waiting: list[Dependency],
+    broken: list[tuple[Dependency, UpstreamObs]],
+) -> None:
+    """Sort one dependency on one job by what ``u`` shows of it into ``waiting`` or
+    ``broken``, or neither when it is met."""
+    if u is not None and (u.missing or (u.outcome is not None and not dep.met_by(u.outcome))):
+        broken.append((dep, u))
+    elif u is None or not u.settled or u.outcome is None:
+        waiting.append(dep)
 
 
 def _said(u: UpstreamObs) -> str:

@@ -275,10 +275,7 @@ def _each_of(
     """An afternotok on a whole array sorted as one dependency a task: broken by any task
     that succeeded."""
     for dep, u in tasks:
-        if u is not None and (u.missing or (u.outcome is not None and not dep.met_by(u.outcome))):
-            broken.append((dep, u))
-        elif u is None or not u.settled or u.outcome is None:
-            waiting.append(dep)
+        upstream_module.sort_one(dep, u, waiting, broken)
 
 
 def _upstream_unmoved(self: SweepMemos, waited: Waited) -> bool:

@@ -33,7 +33,7 @@ from dispatch.model.enums import State
 from dispatch.model.objects import Discovery
 from dispatch.model.values import Cause, JobID
 from dispatch.records.contract import Sharded
-from dispatch.supervise.upstream import Looked
+from dispatch.supervise.upstream import Known, Looked
 
 FORMAT = b"dispatch-sweep-memo 2"
 
@@ -68,14 +68,22 @@ class Waited:
     # release kept nothing): a later pass reads again only the records that moved since.
     looked: tuple[Looked | None, ...] = ()
 
-    def known(self, stamp: Callable[[JobID, int], str | None]) -> dict[JobID, tuple[int, Looked]]:
-        """What the pass took of each upstream record that ``stamp`` shows still at the
-        revision (and stamp) it was at then."""
-        return {
-            job: (revision, looked)
+    def known(self, stamp: Callable[[JobID, int], str | None]) -> Known:
+        """What the pass took of an upstream record, asked of it when it is asked for: only
+        while ``stamp`` shows the record still at the revision (and stamp) it was at then."""
+        took = {
+            job: (revision, kept, looked)
             for (job, revision, kept), looked in zip(self.upstream, self.looked, strict=False)
-            if looked is not None and stamp(job, revision) == kept
+            if looked is not None
         }
+
+        def known(job: JobID) -> tuple[int, Looked] | None:
+            if job not in took:
+                return None
+            revision, kept, looked = took[job]
+            return (revision, looked) if stamp(job, revision) == kept else None
+
+        return known
 
     def holds(self, seen: str, now: datetime, ahead: int | None = None) -> bool:
         """Whether the same pass now would wait the same way (the record being unchanged),

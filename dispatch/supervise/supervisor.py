@@ -820,7 +820,7 @@ class Supervisor:
         waited = memos.recalled.get(memos.store.shard_of(job), {}).get(job)
         if waited is None or not waited.looked:
             return None
-        return waited.known(memos.store.stamp_at).get
+        return waited.known(memos.store.stamp_at)
 
     def _read_at(self, job: JobID, revision: int) -> View:
         sharded = self._sharded()

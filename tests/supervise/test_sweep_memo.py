@@ -587,9 +587,12 @@ def test_an_entry_keeps_what_its_pass_took_of_each_upstream_record() -> None:
     assert memo.load(memo.dump({"a": plain}))["a"].looked == ()
     # Only the records still at their revision, with the same stamp, are known.
     stamps = {("aaaaaaaaaaaaaaaa", 8): "1:2:3", ("bbbbbbbbbbbbbbbb", 2): "4:5:6"}
-    assert waited.known(lambda j, r: stamps.get((j, r))) == {"aaaaaaaaaaaaaaaa": (8, took)}
+    known = waited.known(lambda j, r: stamps.get((j, r)))
+    assert known("aaaaaaaaaaaaaaaa") == (8, took)
+    assert known("bbbbbbbbbbbbbbbb") is None  # kept without what was taken of it: read again
+    assert known("cccccccccccccccc") is None
     stamps[("aaaaaaaaaaaaaaaa", 8)] = "1:2:9"  # it moved
-    assert waited.known(lambda j, r: stamps.get((j, r))) == {}
+    assert known("aaaaaaaaaaaaaaaa") is None
     good = memo.dump({"a": waited})
     bad = good.replace(b'"failed"', b'"exploded"')
     assert bad != good
