@@ -8,18 +8,19 @@ folder's):
 * one submitted with the page's command line as printed, preempted by a ``high`` job once it
   saved a checkpoint: the rule on ``preempted`` submits it again, and it resumes from that
   checkpoint and trains to the end;
-* one submitted with a three-minute limit, whole nodes (so that the preemption never touches
-  it) and a budget of one own requeue (``--exclusive --time=3 --rule=requeued:requeue:1`` on the
-  command line, over the script's lines): Lightning saves its hpc checkpoint on the page's
+* one submitted with a three-minute limit, its two tasks on one whole node (so that the
+  preemption never touches it) and a budget of one own requeue (``--exclusive --nodes=1
+  --ntasks-per-node=2 --time=3 --rule=requeued:requeue:1`` on the command line, over the
+  script's lines): Lightning saves its hpc checkpoint on the page's
   signal (``SIGUSR1@90``: Slurm checks every 30 s, so it comes 60 to 90 s into a run) and
   requeues the job, the requeue is counted, the next run resumes from that checkpoint (or a
   newer periodic one), and its own requeue, past the budget, stops the job, which fails with
-  cause ``requeued``. (With a
-  two-minute limit the signal could come before Lightning has set its handler.) Its steps take
-  a second: each rank saves in its own signal handler, and the save ends with a barrier, so
+  cause ``requeued``. (With a two-minute limit the signal could come before Lightning has set
+  its handler.) Each rank saves in its own signal handler, and the save ends with a barrier, so
   both ranks must take the signal within one step, or one rank's barrier meets the other's
-  gradient all-reduce and the run hangs into its time limit. On a loaded machine the signal
-  reaches the two nodes' tasks up to a few tenths of a second apart.
+  gradient all-reduce and the run hangs into its time limit (the page says so). Slurm signals
+  each node on its own, and on this loaded machine two nodes' tasks took the signal in
+  different steps of a second; one node's step daemon signals its tasks together.
 
 Nothing is stood in. The one thing the user sets beyond the page is ``MASTER_ADDR=127.0.0.1``
 (read by Lightning's ``SLURMEnvironment``): the local cluster's node names do not resolve on
@@ -43,7 +44,8 @@ from test_sbatch_doc import Command, page_section, page_steps, prints_match
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 TIME_LIMITED = (
-    "dispatch sbatch --parsable --exclusive --time=3 --rule=requeued:requeue:1"
+    "dispatch sbatch --parsable --exclusive --nodes=1 --ntasks-per-node=2 --time=3"
+    " --rule=requeued:requeue:1"
     " lightning.sbatch --steps 3000 --step-seconds 1"
 )
 STEPS = 300  # the page's command line
