@@ -23,7 +23,7 @@ from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import history_adds_nothing, observe
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
-from dispatch.adapters.slurm.row import Row
+from dispatch.adapters.slurm.row import Row, group_names
 from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
 from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.adapters.slurm.spool import Spool, probe_spank
@@ -453,6 +453,9 @@ class SlurmBackend:
         return [r for r in rows if not r.owned_by_other(uid, user)]
 
     def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
+        # A task's first submission may be an element of its group's one array, named for
+        # the group (``row.element``): asking for a task asks for its group's array too.
+        names = group_names(names)
         if self.reader is not None:
             wanted = set(ids)
             rows = [row_from_job(j) for j in self.reader.live(names)]
@@ -469,7 +472,7 @@ class SlurmBackend:
     def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         if self.reader is None:
             return self._sacct_rows(names, ids)
-        found = self.reader.history(names, ids, self.settings.history_since)
+        found = self.reader.history(group_names(names), ids, self.settings.history_since)
         rows = self._ours([row_from_db_job(j) for j in found])
         # pyslurm keys accounting by job id: a requeued job's record is its last run only, and
         # slurmdbd gives the earlier runs only to sacct --duplicates, which pyslurm cannot ask
@@ -481,7 +484,7 @@ class SlurmBackend:
 
     def _sacct_rows(self, names: Sequence[str], ids: Sequence[str]) -> list[Row]:
         argv = render.sacct_argv(
-            names,
+            group_names(names),
             uid=self.identity[0],
             since=self.settings.history_since,
             ids=ids,

@@ -18,7 +18,14 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from dispatch.adapters.slurm.row import Origin, Row, split_state
+from dispatch.adapters.slurm.row import (
+    Origin,
+    Row,
+    array_indices,
+    as_elements,
+    element,
+    split_state,
+)
 from dispatch.model.errors import InvalidError
 
 # The comment goes last: it is free text and may itself hold the separator.
@@ -36,6 +43,10 @@ SQUEUE_FIELDS: tuple[str, ...] = (
     "StartTime",
     "EndTime",
     "NodeList",
+    # With ``--array``, one line per element: the array's job id and the element's index
+    # (``N/A`` for a job that is no array).
+    "ArrayJobID",
+    "ArrayTaskID",
     "Comment",
 )
 # The task part of sacct's JobID for an array task: ``_7``, or ``_[7]`` while pending.
@@ -68,27 +79,26 @@ def parse_squeue_text(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[
         f = _named(fields, _split(line, len(fields)))
         state, by = split_state(f["State"])
         code, sig = _exit_text(f["exit_code"])
-        rows.append(
-            Row(
-                job_id=f["JobID"].strip(),
-                name=f["Name"].strip(),
-                state=state,
-                reason=f["Reason"].strip(),
-                exit_code=code,
-                signal=sig,
-                restarts=_int(f["RestartCnt"]) or 0,
-                requeue=_flag(f["Requeue"]),
-                priority=_int(f["PriorityLong"]),
-                eligible_time=_int(f["EligibleTime"]),
-                submit_time=_int(f["SubmitTime"]),
-                start_time=_time(f["StartTime"]),
-                end_time=_time(f["EndTime"]),
-                nodes=f["NodeList"].strip(),
-                comment=f["Comment"].rstrip(),
-                cancelled_by=by,
-                origin=Origin.LIVE,
-            )
+        row = Row(
+            job_id=f["JobID"].strip(),
+            name=f["Name"].strip(),
+            state=state,
+            reason=f["Reason"].strip(),
+            exit_code=code,
+            signal=sig,
+            restarts=_int(f["RestartCnt"]) or 0,
+            requeue=_flag(f["Requeue"]),
+            priority=_int(f["PriorityLong"]),
+            eligible_time=_int(f["EligibleTime"]),
+            submit_time=_int(f["SubmitTime"]),
+            start_time=_time(f["StartTime"]),
+            end_time=_time(f["EndTime"]),
+            nodes=f["NodeList"].strip(),
+            comment=f["Comment"].rstrip(),
+            cancelled_by=by,
+            origin=Origin.LIVE,
         )
+        rows.extend(as_elements(row, f["ArrayTaskID"], f["ArrayJobID"].strip()))
     return rows
 
 
@@ -102,25 +112,26 @@ def parse_sacct_text(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Ro
         f = _named(fields, _split(line, len(fields)))
         state, by = split_state(f["State"])
         code, sig = _exit_text(f["ExitCode"])
-        rows.append(
-            Row(
-                job_id=_array_job(f["JobID"].strip()),
-                name=f["JobName"].strip(),
-                state=state,
-                reason=f["Reason"].strip(),
-                exit_code=code,
-                signal=sig,
-                nodes=f["NodeList"].strip(),
-                priority=_int(f["Priority"]),
-                submit_time=_int(f["Submit"]),
-                eligible_time=_int(f["Eligible"]),
-                start_time=_time(f["Start"]),
-                end_time=_time(f["End"]),
-                comment=f["Comment"].rstrip(),
-                cancelled_by=by,
-                origin=Origin.HISTORY,
-            )
+        job_id = f["JobID"].strip()
+        row = Row(
+            job_id=_array_job(job_id),
+            name=f["JobName"].strip(),
+            state=state,
+            reason=f["Reason"].strip(),
+            exit_code=code,
+            signal=sig,
+            nodes=f["NodeList"].strip(),
+            priority=_int(f["Priority"]),
+            submit_time=_int(f["Submit"]),
+            eligible_time=_int(f["Eligible"]),
+            start_time=_time(f["Start"]),
+            end_time=_time(f["End"]),
+            comment=f["Comment"].rstrip(),
+            cancelled_by=by,
+            origin=Origin.HISTORY,
         )
+        task = _ARRAY_TASK.search(job_id)
+        rows.extend(as_elements(row, task.group(1)) if task else [row])
     return rows
 
 
@@ -140,29 +151,29 @@ def parse_squeue_json(text: str | Mapping[str, Any], names: Collection[str] = ()
             continue
         state, by = split_state(_state_word(job.get("job_state")))
         code, sig = _exit_json(job.get("exit_code"))
-        rows.append(
-            Row(
-                job_id=str(job["job_id"]),
-                name=str(job.get("name") or ""),
-                state=state,
-                reason=_reason(job),
-                comment=str(job.get("comment") or ""),
-                exit_code=code,
-                signal=sig,
-                restarts=_number(job.get("restart_cnt")) or 0,
-                nodes=str(job.get("nodes") or ""),
-                priority=_number(job.get("priority")),
-                submit_time=_number(job.get("submit_time")),
-                eligible_time=_number(job.get("eligible_time")),
-                start_time=_number(job.get("start_time")) or None,
-                end_time=_number(job.get("end_time")) or None,
-                requeue=_opt_bool(job.get("requeue")),
-                cancelled_by=by,
-                origin=Origin.LIVE,
-                user_id=_number(job.get("user_id")),
-                user=str(job.get("user_name") or ""),
-            )
+        row = Row(
+            job_id=str(job["job_id"]),
+            name=str(job.get("name") or ""),
+            state=state,
+            reason=_reason(job),
+            comment=str(job.get("comment") or ""),
+            exit_code=code,
+            signal=sig,
+            restarts=_number(job.get("restart_cnt")) or 0,
+            nodes=str(job.get("nodes") or ""),
+            priority=_number(job.get("priority")),
+            submit_time=_number(job.get("submit_time")),
+            eligible_time=_number(job.get("eligible_time")),
+            start_time=_number(job.get("start_time")) or None,
+            end_time=_number(job.get("end_time")) or None,
+            requeue=_opt_bool(job.get("requeue")),
+            cancelled_by=by,
+            origin=Origin.LIVE,
+            user_id=_number(job.get("user_id")),
+            user=str(job.get("user_name") or ""),
+            array_job=_array_of(_number(job.get("array_job_id"))),
         )
+        rows.extend(_json_elements(row, job.get("array_task_string"), job.get("array_task_id")))
     return rows
 
 
@@ -179,29 +190,47 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
         times = job.get("time") or {}
         code, sig = _exit_json(job.get("exit_code"))
         killer = job.get("kill_request_user")
-        rows.append(
-            Row(
-                job_id=str(job["job_id"]),
-                name=str(job.get("name") or ""),
-                state=state,
-                reason=str(st.get("reason") or ""),
-                comment=str(comment or ""),
-                exit_code=code,
-                signal=sig,
-                restarts=_number(job.get("restart_cnt")) or 0,
-                nodes=str(job.get("nodes") or ""),
-                priority=_number(job.get("priority")),
-                submit_time=_number(times.get("submission")),
-                eligible_time=_number(times.get("eligible")),
-                start_time=_number(times.get("start")) or None,
-                end_time=_number(times.get("end")) or None,
-                cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
-                origin=Origin.HISTORY,
-                # Accounting names the owner, never its uid (22.05 leaves even the name null).
-                user=str(job.get("user") or ""),
-            )
+        array = job.get("array") or {}
+        row = Row(
+            job_id=str(job["job_id"]),
+            name=str(job.get("name") or ""),
+            state=state,
+            reason=str(st.get("reason") or ""),
+            comment=str(comment or ""),
+            exit_code=code,
+            signal=sig,
+            restarts=_number(job.get("restart_cnt")) or 0,
+            nodes=str(job.get("nodes") or ""),
+            priority=_number(job.get("priority")),
+            submit_time=_number(times.get("submission")),
+            eligible_time=_number(times.get("eligible")),
+            start_time=_number(times.get("start")) or None,
+            end_time=_number(times.get("end")) or None,
+            cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
+            origin=Origin.HISTORY,
+            # Accounting names the owner, never its uid (22.05 leaves even the name null).
+            user=str(job.get("user") or ""),
+            array_job=_array_of(_number(array.get("job_id"))),
         )
+        rows.extend(_json_elements(row, array.get("task"), array.get("task_id")))
     return rows
+
+
+def _array_of(job_id: int | str | None) -> str:
+    """The array job id a reply gives, or "" where it says the job is no array (0, N/A)."""
+    text = str(job_id or "").strip()
+    return text if text.isdigit() and text != "0" else ""
+
+
+def _json_elements(row: Row, indices: Any, index: Any) -> list[Row]:
+    """The elements a JSON job record stands for: those its index text names (a pending array
+    not yet split, ``2,4-7``), else the one its index says, else the row as it is."""
+    if row.array_job and isinstance(indices, str) and array_indices(indices):
+        return as_elements(row, indices)
+    task = _number(index)
+    if row.array_job and task is not None:
+        return [element(row, task)]
+    return [row]
 
 
 def _reason(job: Mapping[str, Any]) -> str:
@@ -215,9 +244,9 @@ def _reason(job: Mapping[str, Any]) -> str:
 
 
 def _array_job(job_id: str) -> str:
-    """The job id of a one-index array's task, as sbatch and squeue name it: sacct writes
-    ``184_7`` (or ``184_[7]`` while pending) for the task whose job id is 184, the array's own.
-    dispatch makes only one-index arrays (an array task's submissions), so the two are one."""
+    """The array's job id in sacct's JobID of an element: ``184_7`` (or ``184_[7]`` while
+    pending) is element 7 of array 184. For a task's one-index array that is the task's job
+    id, as sbatch and squeue give it; ``row.element`` names an element of a group's array."""
     return _ARRAY_TASK.sub("", job_id)
 
 

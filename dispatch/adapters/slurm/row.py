@@ -7,7 +7,8 @@ into an ``ObjectObs``, so the same job reads the same whatever the release or th
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from enum import Enum
 
 # dispatch writes ``dispatch:<submission>/<attempt>`` into the job's comment at creation.
@@ -48,6 +49,9 @@ class Row:
     # Who owns the job, where the reply says (JSON, pyslurm); None / "" when it does not.
     user_id: int | None = None
     user: str = ""
+    # For an element of a Slurm array: the array's job id and the element's index.
+    array_job: str = ""
+    array_task: int | None = None
 
     def owned_by_other(self, uid: int, user: str) -> bool:
         """Whether the row says the job belongs to a user other than ``uid`` (named ``user``).
@@ -57,6 +61,69 @@ class Row:
         if self.user_id is not None:
             return self.user_id != uid
         return bool(self.user) and bool(user) and self.user != user
+
+
+# The name of a group's one array (``dj-<group>``): a group id is a job id, and only a group's
+# array bears a bare job id's name while being an array (a task's own arrays are ``dj-G_7``).
+_GROUP_NAME = re.compile(r"^dj-[a-z2-7]{16}$")
+
+
+def as_elements(row: Row, indices: str, array_job: str = "") -> list[Row]:
+    """``row`` once per array index that ``indices`` names (``7``, ``2,4-7``, ``0-15:5%4``,
+    or ``[2,4-7]`` as sacct prints a pending array), each an element (``element``) of the
+    array ``array_job`` (default: the row's job id); the row as it is when ``indices`` names
+    none (a job that is no array)."""
+    found = array_indices(indices)
+    if not found:
+        return [row]
+    if array_job.isdigit():
+        row = replace(row, array_job=array_job)
+    return [element(row, i) for i in found]
+
+
+def array_indices(text: str) -> list[int]:
+    """The indices of a Slurm array index text, without its ``%N`` throttle; [] for none
+    (empty, ``N/A``, or text that is no index list)."""
+    text = text.strip().strip("[]").partition("%")[0]
+    out: list[int] = []
+    for part in text.split(","):
+        lo, dash, rest = part.partition("-")
+        hi, colon, step = rest.partition(":")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (colon and not step.isdigit()):
+            return []
+        if not dash:
+            out.append(int(lo))
+            continue
+        out.extend(range(int(lo), int(hi) + 1, int(step) if colon and int(step) else 1))
+    return out
+
+
+def element(row: Row, index: int) -> Row:
+    """The row of element ``index`` of the array ``row`` shows. An element of a group's one
+    array (named ``dj-<group>``) is read as the task it is: named ``dj-<group>_<index>``, as
+    the task's own arrays are, and known by ``<array job>_<index>``, the one id Slurm gives
+    it from its creation on (a pending element shares the array's job id until it runs)."""
+    array_job = row.array_job or row.job_id
+    if not _GROUP_NAME.match(row.name):
+        return replace(row, array_job=array_job, array_task=index)
+    return replace(
+        row,
+        job_id=f"{array_job}_{index}",
+        name=f"{row.name}_{index}",
+        array_job=array_job,
+        array_task=index,
+    )
+
+
+def group_names(names: Iterable[str]) -> list[str]:
+    """``names`` and the name of the group array of each task named among them: what a query
+    for those tasks' objects must ask Slurm for, in order, each once."""
+    out = dict.fromkeys(names)
+    for name in list(out):
+        head, sep, index = name.rpartition("_")
+        if sep and index.isdigit() and _GROUP_NAME.match(head):
+            out.setdefault(head)
+    return list(out)
 
 
 def comment_text(submission: int, attempt: int) -> str:

@@ -63,6 +63,8 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
                 "1796209815",
                 "1796209915",
                 "n1",
+                job_id,
+                "N/A",
                 "dispatch:1/1",
             ]
             return SEPARATOR.join(fields)

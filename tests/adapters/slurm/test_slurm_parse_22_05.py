@@ -128,7 +128,7 @@ def test_launch_failure_without_requeue_reads_as_cancelled_a_known_limit() -> No
 def test_text_and_json_readers_agree_on_the_same_22_05_job() -> None:
     squeue = (
         "23|dj-x|PENDING|BeginTime|0|1|1|4294901740|1796209222|1796209191|1796209222|N/A|"
-        "|dispatch:1/1\n"
+        "|23|N/A|dispatch:1/1\n"
     )
     sacct = (
         "23|dj-x|PREEMPTED|None|0:0|n[2-4]|4294901741|1796209186|1796209186|1796209188|"

@@ -1,0 +1,178 @@
+"""Rows of Slurm arrays: every reader gives each element of an array its own row, and an
+element of a group's one array (named ``dj-<group>``) is read as the task it is.
+
+The text lines are Slurm 22.05's own replies on the local cluster (``squeue --array
+--Format ...`` and ``sacct -X -D --parsable2``) to one array submitted held with
+``--array=0-5``, elements 1 and 3 released on their own, a one-index array (``--array=7``)
+and a plain job beside it; the job names are put in place of the ones they were run under.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dispatch.adapters.slurm.observe import observe
+from dispatch.adapters.slurm.parse import (
+    parse_sacct_json,
+    parse_sacct_text,
+    parse_squeue_json,
+    parse_squeue_text,
+)
+from dispatch.adapters.slurm.row import array_indices, group_names
+from dispatch.model.enums import ObjectState
+
+GROUP = "aaaabbbbccccdddd"
+ARRAY = f"dj-{GROUP}"
+
+
+def _squeue(job: str, array_job: str, task: str, name: str, state: str, reason: str) -> str:
+    # JobID, Name, State, Reason, exit_code, RestartCnt, Requeue, PriorityLong, EligibleTime,
+    # SubmitTime, StartTime, EndTime, NodeList, ArrayJobID, ArrayTaskID, Comment
+    return "|".join(
+        [job, name, state, reason, "0", "0", "0", "4294901740", "N/A", "1796209191"]
+        + ["N/A", "N/A", "", array_job, task, "dispatch:1/1"]
+    )
+
+
+SQUEUE = "\n".join(
+    [
+        _squeue("1012", "1012", "0", ARRAY, "PENDING", "JobHeldUser"),
+        _squeue("1012", "1012", "2", ARRAY, "PENDING", "JobHeldUser"),
+        _squeue("1013", "1012", "1", ARRAY, "RUNNING", "None"),
+        _squeue("1014", "1012", "3", ARRAY, "RUNNING", "None"),
+        _squeue("1007", "1007", "7", f"dj-{GROUP}_7", "PENDING", "JobHeldUser"),
+        _squeue("1008", "1008", "N/A", "dj-eeeeffffgggghhhh", "PENDING", "JobHeldUser"),
+    ]
+)
+
+
+def test_each_element_of_a_group_array_is_its_task_known_by_array_and_index() -> None:
+    rows = parse_squeue_text(SQUEUE)
+    assert [(r.job_id, r.name) for r in rows] == [
+        ("1012_0", f"{ARRAY}_0"),
+        ("1012_2", f"{ARRAY}_2"),
+        ("1012_1", f"{ARRAY}_1"),
+        ("1012_3", f"{ARRAY}_3"),
+        # A task's own one-index array keeps the job id sbatch gave it (ledgers hold it).
+        ("1007", f"dj-{GROUP}_7"),
+        ("1008", "dj-eeeeffffgggghhhh"),
+    ]
+    assert [(r.array_job, r.array_task) for r in rows[:5]] == [
+        ("1012", 0),
+        ("1012", 2),
+        ("1012", 1),
+        ("1012", 3),
+        ("1007", 7),
+    ]
+    assert (rows[5].array_job, rows[5].array_task) == ("", None)
+    # Two pending elements share the array's job id: each is still an object of its own.
+    states = {o.ref.id: o.state for o in observe(rows)}
+    assert states == {
+        "1012_0": ObjectState.GATED,
+        "1012_2": ObjectState.GATED,
+        "1012_1": ObjectState.RUNNING,
+        "1012_3": ObjectState.RUNNING,
+        "1007": ObjectState.GATED,
+        "1008": ObjectState.GATED,
+    }
+
+
+def test_sacct_names_an_element_as_squeue_does_and_expands_a_pending_array() -> None:
+    sacct = "\n".join(
+        [
+            f"1012_1|{ARRAY}|COMPLETED|None|0:0|n1|4294901740|1796209191|1796209191|"
+            "1796209192|1796209195|dispatch:1/1",
+            f"1012_[0,2,4-5]|{ARRAY}|PENDING|JobHeldUser|0:0|None assigned|4294901740|"
+            "1796209191|Unknown|Unknown|Unknown|dispatch:1/1",
+            f"1007_7|dj-{GROUP}_7|COMPLETED|None|0:0|n2|4294901740|1796209191|1796209191|"
+            "1796209192|1796209195|dispatch:1/1",
+        ]
+    )
+    rows = parse_sacct_text(sacct)
+    assert [(r.job_id, r.name, r.state) for r in rows] == [
+        ("1012_1", f"{ARRAY}_1", "COMPLETED"),
+        ("1012_0", f"{ARRAY}_0", "PENDING"),
+        ("1012_2", f"{ARRAY}_2", "PENDING"),
+        ("1012_4", f"{ARRAY}_4", "PENDING"),
+        ("1012_5", f"{ARRAY}_5", "PENDING"),
+        ("1007", f"dj-{GROUP}_7", "COMPLETED"),
+    ]
+
+
+def _number(n: int, *, set_: bool = True) -> dict[str, Any]:
+    return {"set": set_, "infinite": False, "number": n}
+
+
+def _json_job(job_id: int, array_job: int, task: int | None, indices: str) -> dict[str, Any]:
+    # The keys of a 24.11 (0.0.42) squeue reply that the reader uses.
+    return {
+        "job_id": job_id,
+        "name": ARRAY,
+        "job_state": ["PENDING"] if task is None else ["RUNNING"],
+        "state_reason": "JobHeldUser" if task is None else "None",
+        "comment": "dispatch:1/1",
+        "array_job_id": _number(array_job),
+        "array_task_id": _number(task or 0, set_=task is not None),
+        "array_task_string": indices,
+        "user_id": 0,
+    }
+
+
+def test_squeue_json_expands_a_pending_array_and_reads_a_running_element() -> None:
+    doc = {"jobs": [_json_job(1012, 1012, None, "0,2,4-5%2"), _json_job(1013, 1012, 1, "")]}
+    rows = parse_squeue_json(doc, {ARRAY})
+    assert [(r.job_id, r.name, r.state) for r in rows] == [
+        ("1012_0", f"{ARRAY}_0", "PENDING"),
+        ("1012_2", f"{ARRAY}_2", "PENDING"),
+        ("1012_4", f"{ARRAY}_4", "PENDING"),
+        ("1012_5", f"{ARRAY}_5", "PENDING"),
+        ("1012_1", f"{ARRAY}_1", "RUNNING"),
+    ]
+
+
+def test_sacct_json_reads_an_element_from_its_array_object() -> None:
+    doc = {
+        "jobs": [
+            {
+                "job_id": 1013,
+                "name": ARRAY,
+                "state": {"current": ["COMPLETED"], "reason": "None"},
+                "comment": {"job": "dispatch:1/1"},
+                "array": {"job_id": 1012, "task_id": _number(1), "task": ""},
+            },
+            {
+                "job_id": 1020,
+                "name": "dj-eeeeffffgggghhhh",
+                "state": {"current": ["COMPLETED"], "reason": "None"},
+                "array": {"job_id": 0, "task_id": _number(0, set_=False), "task": ""},
+            },
+        ]
+    }
+    rows = parse_sacct_json(doc)
+    assert [(r.job_id, r.name) for r in rows] == [
+        ("1012_1", f"{ARRAY}_1"),
+        ("1020", "dj-eeeeffffgggghhhh"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "indices"),
+    [
+        ("7", [7]),
+        ("2,4-7", [2, 4, 5, 6, 7]),
+        ("[0,2,4-5]", [0, 2, 4, 5]),
+        ("0-15:5%4", [0, 5, 10, 15]),
+        ("N/A", []),
+        ("", []),
+        ("1-x", []),
+    ],
+)
+def test_array_indices_read_as_sbatch_writes_them(text: str, indices: list[int]) -> None:
+    assert array_indices(text) == indices
+
+
+def test_a_query_for_tasks_asks_for_their_group_array_once() -> None:
+    names = [f"{ARRAY}_0", f"{ARRAY}_7", "dj-eeeeffffgggghhhh", f"dj-{GROUP}-1"]
+    assert group_names(names) == [*names, ARRAY]
