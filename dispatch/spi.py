@@ -73,6 +73,18 @@ class Backend(Protocol):
 
 
 @runtime_checkable
+class GroupStarter(Protocol):
+    """Creates the first attempts of an array's tasks as one scheduler array."""
+
+    def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
+        """Create attempt 1 of submission 1 of every task ``reqs`` name (tasks of one group,
+        one spec but the index) as one array, every element gated; the ref of each task's
+        element. Raises as ``start`` does, for all of them at once; ``UnsupportedError`` when
+        this group cannot be one array (each task is then started on its own)."""
+        ...
+
+
+@runtime_checkable
 class Holder(Protocol):
     """Places and releases backend holds on an object."""
 

@@ -1,10 +1,13 @@
 """``dispatch sbatch --array``: record every task of the group, then launch the first ones.
 
 Every task is recorded before any is launched, in index order, so a task is never in Slurm's
-queue before its group is in the ledger; then the tasks the throttle lets start now (at most
-``LAUNCH_NOW``) are launched as one job is (created held, recorded, released), and the sweep
-launches each of the others once fewer tasks ahead of it hold a place (``core/throttle.py``).
-A crash while recording leaves the tasks recorded so far, each an ordinary job the sweep runs.
+queue before its group is in the ledger. Where the cluster can (``GroupStarter``), every
+task's first execution is then made by one call, an element of the group's one array, held
+(``supervise/group_start.py``). Then the tasks the throttle lets start now (at most
+``LAUNCH_NOW``) are launched as one job is (created held if the group's call did not make
+them, recorded, released), and the sweep launches (or releases) each of the others once fewer
+tasks ahead of it hold a place (``core/throttle.py``). A crash while recording leaves the
+tasks recorded so far, each an ordinary job the sweep runs.
 """
 
 from __future__ import annotations
@@ -47,6 +50,10 @@ def submit_group(
     assert plan is not None
     now_n = min(req.array.throttle or LAUNCH_NOW, LAUNCH_NOW, len(specs))
     supervisor = session.supervisor()
+    jobs = [task_id(group, i) for i in req.array.indices]
+    # Where the cluster can, every task's first execution is an element of one held array,
+    # made by one call; the launches below then open the first ones (group_start.py).
+    supervisor.start_group(jobs, progress)
     launched: list[Status] = []
     for i in req.array.indices[:now_n]:
         job = task_id(group, i)

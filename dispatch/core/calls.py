@@ -19,6 +19,10 @@ from dispatch.model.values import Cause
 
 # How long a hold-family, requeue or restore call may take to show before it is made again.
 CALL_DEADLINE = timedelta(seconds=30)
+# How long the one call that makes an array group's first attempts may stay unanswered
+# before each task takes its attempt for lost: the call comes once every task's attempt is
+# numbered, and its replies go in task by task after it.
+GROUP_START_DEADLINE = timedelta(minutes=10)
 # How often the cessation signal is asked again while a shared-checkpoint hold stands.
 CESSATION_INTERVAL = timedelta(minutes=1)
 

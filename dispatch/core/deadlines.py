@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from dispatch.core.calls import CALL_DEADLINE, CESSATION_INTERVAL
+from dispatch.core.calls import CALL_DEADLINE, CESSATION_INTERVAL, GROUP_START_DEADLINE
 from dispatch.core.current import Current, blockers
 from dispatch.core.job import Job, SubmissionRec
 from dispatch.core.steps import Escalate, Step
@@ -106,6 +106,15 @@ def _unresolved_ages(job: Job) -> list[datetime]:
     return [a.at + age for s in job.submissions for a in s.attempts if a.unresolved]
 
 
+def _group_starts(job: Job) -> list[datetime]:
+    return [
+        a.at + GROUP_START_DEADLINE
+        for s in job.submissions
+        for a in s.attempts
+        if a.group and a.unresolved
+    ]
+
+
 def _cleanup_deadline(job: Job) -> list[datetime]:
     start = _cleanup_start(job)
     return [start + job.header.options.cleanup_deadline] if start is not None else []
@@ -135,6 +144,7 @@ def _cessation_asks(job: Job) -> list[datetime]:
 WAKES: tuple[Callable[[Job], list[datetime]], ...] = (
     _hold_until,
     _unresolved_ages,
+    _group_starts,
     _cleanup_deadline,
     _call_deadlines,
     _cessation_asks,

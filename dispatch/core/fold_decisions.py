@@ -110,7 +110,7 @@ class DecisionFolder(FoldState):
         # Once an object is canonical, another start could only make a duplicate.
         if sub.canonical is not None:
             raise InvalidError(f"attempt {e.submission}/{e.attempt} after the canonical object")
-        sub.attempts.append(AttemptRec(number=e.attempt, at=e.at))
+        sub.attempts.append(AttemptRec(number=e.attempt, at=e.at, group=e.group))
 
     def _reply(self, e: ReplyEntry) -> None:
         att = self._sub(e.submission).attempt(e.attempt)

@@ -39,6 +39,8 @@ class AttemptRec:
     unknown: bool = False
     matched: bool = False
     abandoned: bool = False
+    # The array group whose one call makes this attempt's object ("" for a call of its own).
+    group: str = ""
 
     @property
     def unresolved(self) -> bool:

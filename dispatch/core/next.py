@@ -83,6 +83,9 @@ TABLE: tuple[Case, ...] = (
     # Launching. A found object is made canonical before any further start, so a start
     # whose outcome was unknown but landed is never duplicated by a retry.
     Case((F.LAUNCHING, F.OBJECT_FOUND), A.CANONICAL, unless=_HELD),
+    # A task that never had a place makes no object before it has one (a task authorized
+    # with its group, whose group start made nothing, waits here).
+    Case((F.LAUNCHING, F.AWAITING_SLOT), A.NOTHING, unless=(F.ALL_REFUSED,)),
     Case((F.LAUNCHING, F.NO_ATTEMPT), A.START, unless=_HELD),
     # The last attempt named an object that is not found yet (or was abandoned): wait.
     Case((F.LAUNCHING, F.LAST_ATTEMPT_ACCOUNTED), A.NOTHING),
@@ -116,6 +119,8 @@ TABLE: tuple[Case, ...] = (
     Case((F.CANONICAL, F.HELD_BY_OTHER), A.ESCALATE_ADMIN_HELD),
     # An open recorded but not showing is made again once its call had time to show.
     Case((F.CANONICAL, F.GATED, F.OPEN_DUE), A.OPEN_AGAIN, unless=_HELD),
+    # A task's element of its group's one array, made with the group, opens at its place.
+    Case((F.CANONICAL, F.GATED, F.AWAITING_SLOT), A.NOTHING),
     Case((F.CANONICAL, F.GATED), A.OPEN, unless=(F.PERSON_HOLD, F.OPENING)),
     Case((), A.NOTHING),
 )

@@ -11,7 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
 
-from dispatch.core.calls import CALL_DEADLINE, own_requeues, requeue_in_flight
+from dispatch.core.calls import (
+    CALL_DEADLINE,
+    GROUP_START_DEADLINE,
+    own_requeues,
+    requeue_in_flight,
+)
 from dispatch.core.current import Current
 from dispatch.core.job import CANNOT_RUN, HoldRec, Job, ObjectRec, SubmissionRec
 from dispatch.core.steps import Step
@@ -98,6 +103,8 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
     hold = job.active_hold()
     latest = job.latest()
     facts = _people(job, hold)
+    if throttled(job, d):
+        facts.add(Fact.AWAITING_SLOT)
     if latest is None:
         facts.add(Fact.NO_SUBMISSION)
         facts.add(Fact.LATEST_FINISHED)
@@ -112,7 +119,7 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
         facts.add(Fact.ABANDONED)
     elif latest is not None and latest.canonical is None:
         found = tuple(unretired_objects(job, latest, cur))
-        facts |= _launching(job, latest, found)
+        facts |= _launching(job, latest, found, now)
     elif latest is not None and latest.canonical is not None:
         return _with_canonical(job, cur, now, facts, hold, latest, latest.canonical)
     return Situation(
@@ -121,14 +128,13 @@ def situation(job: Job, d: Discovery, now: datetime) -> Situation:
 
 
 def _before_first(job: Job, d: Discovery, up: Upstream) -> set[Fact]:
-    """What keeps a job from its first submission: the jobs it depends on, its array's
-    throttle."""
+    """What keeps a job from its first submission: the jobs it depends on (its array's
+    throttle keeps it from more, and is a fact of every situation)."""
     return {
         f
         for f, holds in {
             Fact.AWAITING_UPSTREAM: bool(up.waiting),
             Fact.DEPENDENCY_BROKEN: bool(up.broken),
-            Fact.AWAITING_SLOT: throttled(job, d),
         }.items()
         if holds
     }
@@ -174,15 +180,20 @@ def _retired(job: Job, ref_id: str) -> bool:
     return rec is not None and rec.retired
 
 
-def _launching(job: Job, sub: SubmissionRec, found: tuple[ObjectRef, ...]) -> set[Fact]:
+def _launching(
+    job: Job, sub: SubmissionRec, found: tuple[ObjectRef, ...], now: datetime
+) -> set[Fact]:
     attempts = sub.attempts
     last = attempts[-1] if attempts else None
+    # The call of a group's one array answers every task once it is made: until its deadline
+    # an attempt of it that has no reply yet is in flight, not lost.
+    in_flight = last is not None and bool(last.group) and now < last.at + GROUP_START_DEADLINE
     asked = {
         Fact.LAUNCHING: True,
         Fact.OBJECT_FOUND: bool(found),
         Fact.NO_ATTEMPT: last is None,
         Fact.LAST_ATTEMPT_ACCOUNTED: (
-            last is not None and last.refused is None and not last.unresolved
+            last is not None and last.refused is None and (not last.unresolved or in_flight)
         ),
         Fact.RETRIES_LEFT: len(attempts) <= job.header.options.submit_retries,
         Fact.ALL_REFUSED: last is not None and all(a.refused is not None for a in attempts),

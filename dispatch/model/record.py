@@ -155,7 +155,11 @@ class _AttemptKind(Value):
 
 
 class AttemptEntry(f.AttemptFields, _AttemptKind, Decision):
-    """Launch attempt N.a is numbered, before its start call."""
+    """Launch attempt N.a is numbered, before its start call; with ``group``, the call is the
+    one that makes the first attempts of that whole array group at once (its one array), made
+    once every task's attempt is numbered, so its reply may come a while after."""
+
+    group: str = Field(default="", max_length=64)
 
 
 class ReplyEntry(Decision):

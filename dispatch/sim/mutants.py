@@ -29,13 +29,13 @@ from dispatch.model.enums import CauseKind
 from dispatch.model.objects import CessationEvidence, Discovery, UpstreamObs
 from dispatch.model.record import AuthorizeEntry, CanonicalEntry, Decision, OwnerEntry, ReplyEntry
 from dispatch.model.status import Escalation
-from dispatch.model.values import Cause, Dependency, JobID
+from dispatch.model.values import Actor, Cause, Dependency, JobID
 from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
 from dispatch.supervise.memo import SweepMemos, Waited
-from dispatch.supervise.perform import Performer
+from dispatch.supervise.perform import Made, Performer
 from dispatch.supervise.supervisor import Supervisor
 from dispatch.supervise.throttle import Slots
 
@@ -148,18 +148,21 @@ def _open_before_canonical() -> AbstractContextManager[None]:
     return _substituted(Performer, "run", opening_first)
 
 
-def _unknown_reply_refused(performer: Performer, n: int, a: int, detail: str) -> ReplyEntry:
+def _unknown_reply_refused() -> AbstractContextManager[None]:
     """A start call whose outcome is unknown recorded as a refusal: the attempt is closed
     although its object may exist."""
-    failed = Cause(kind=CauseKind.LAUNCH_FAILED, detail=f"mutant: {detail}")
-    return ReplyEntry(
-        at=performer.now,
-        by=performer.actor,
-        token=performer.token,
-        submission=n,
-        attempt=a,
-        refused=failed,
-    )
+    reply = Made.reply
+
+    def refused(
+        made: Made, job: JobID, n: int, a: int, at: datetime, by: Actor, token: str
+    ) -> ReplyEntry:
+        said = reply(made, job, n, a, at, by, token)
+        if not said.unknown:
+            return said
+        failed = Cause(kind=CauseKind.LAUNCH_FAILED, detail=f"mutant: {said.detail}")
+        return said.model_copy(update={"unknown": False, "refused": failed, "detail": ""})
+
+    return _substituted(Made, "reply", refused)
 
 
 def _never_observed(rec: ObjectRec) -> bool:
@@ -286,9 +289,7 @@ def _upstream_unmoved(self: SweepMemos, waited: Waited) -> bool:
 # How each mutant is installed: by substituting a table row, a check or a method.
 INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "open-before-canonical": _open_before_canonical,
-    "unknown-submit-failed": lambda: _substituted(
-        Performer, "_unknown_reply", _unknown_reply_refused
-    ),
+    "unknown-submit-failed": _unknown_reply_refused,
     "budget-after-start": _budget_after_start,
     "owner-token-unchecked": _owner_token_unchecked,
     "deliver-before-commit": _delivering_first,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from dispatch.core import steps as st
@@ -126,74 +127,34 @@ class Performer:
                 return self._cease(ref, said)
             case st.Authorize(submission=n):
                 self.current = n
-                self._fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
+                self.fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
             case st.Outcome() | st.Settle():
                 # Again at the settle: a crash right after the outcome's commit left it unsaid.
-                self._fence(lambda f: f.advance(self.job, None))
+                self.fence(lambda f: f.advance(self.job, None))
             case _:
                 pass  # a decision: its entry is all there is
         return True
 
     def _start(self, n: int, a: int) -> None:
         """Call start for attempt N.a (numbered already) and commit the reply."""
-        at, by, token = self.now, self.actor, self.token
-        req = StartRequest(
-            job=self.job,
-            submission=n,
-            attempt=a,
-            lineage_submission=self.header.lineage_base + n,
-            spec=self.header.spec,
-            native=tuple(
-                ra.effective for ra in self.header.plan.rules if ra.enforcer is Enforcer.BACKEND
-            ),
-        )
-        reply: ReplyEntry
+        req = start_request(self.header, n, a)
         try:
-            ref = self.backend.start(req)
-            reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, ref=ref)
-        except LaunchRefusedError as err:
-            cause = Cause(
-                kind=CauseKind(err.cause), provenance=Provenance.SCHEDULER, detail=err.message
-            )
-            reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, refused=cause)
-        except (RejectedError, InvalidError, UnsupportedError) as err:
-            # A definite refusal the adapter could not put a cause to (the scheduler refused,
-            # or the adapter refused the request before any call): the launch failed.
-            cause = Cause(
-                kind=CauseKind.LAUNCH_FAILED, provenance=Provenance.SCHEDULER, detail=err.message
-            )
-            reply = ReplyEntry(at=at, by=by, token=token, submission=n, attempt=a, refused=cause)
-        except OutcomeUnknownError as err:
-            reply = self._unknown_reply(n, a, err.message)
+            call = Made(ref=self.backend.start(req))
         except DispatchError as err:
-            # Anything else may or may not have created the object: never read as a failure.
-            log.warning("job %s: start %d/%d: %s", self.job, n, a, err)
-            reply = self._unknown_reply(n, a, str(err))
+            call = Made(error=err)
+        reply = call.reply(self.job, n, a, self.now, self.actor, self.token)
         self.commit([reply])
         if reply.ref is not None:
             made = reply.ref
-            self._fence(lambda f: f.fence(self.job, made, req.lineage_submission))
+            self.fence(lambda f: f.fence(self.job, made, req.lineage_submission))
 
-    def _fence(self, call: Callable[[Fencer], None]) -> None:
+    def fence(self, call: Callable[[Fencer], None]) -> None:
         """Tell the nodes which execution is current; a failure leaves it unfenced (logged)."""
         if isinstance(self.backend, Fencer):
             try:
                 call(self.backend)
             except DispatchError as err:
                 log.warning("job %s: not fenced: %s", self.job, err)
-
-    def _unknown_reply(self, n: int, a: int, detail: str) -> ReplyEntry:
-        """The reply of a start call whose outcome is unknown: the object may exist, so the
-        attempt stays open until a find shows it or its absence is verified."""
-        return ReplyEntry(
-            at=self.now,
-            by=self.actor,
-            token=self.token,
-            submission=n,
-            attempt=a,
-            unknown=True,
-            detail=detail,
-        )
 
     def _backend_call(self, step: st.Call) -> None:
         """Make a hold-family, requeue or restore call whose intent and deadline are committed."""
@@ -226,8 +187,8 @@ class Performer:
         start's reply and its fence, or between an authorize and its advance, would otherwise
         let this execution (or an older one) run unfenced. Both writes are idempotent."""
         n = self.header.lineage_base + self.current
-        self._fence(lambda f: f.fence(self.job, ref, n))
-        self._fence(lambda f: f.advance(self.job, n))
+        self.fence(lambda f: f.fence(self.job, ref, n))
+        self.fence(lambda f: f.advance(self.job, n))
         try:
             self.backend.open(ref)
         except LaunchRefusedError as err:
@@ -262,3 +223,54 @@ class Performer:
             call()
         except DispatchError as err:
             log.warning("job %s: %s failed, next pass retries: %s", self.job, what, err)
+
+
+def start_request(header: Header, n: int, a: int) -> StartRequest:
+    """What the start call of attempt ``n``.``a`` of the job ``header`` heads asks for."""
+    return StartRequest(
+        job=header.job,
+        submission=n,
+        attempt=a,
+        lineage_submission=header.lineage_base + n,
+        spec=header.spec,
+        native=tuple(ra.effective for ra in header.plan.rules if ra.enforcer is Enforcer.BACKEND),
+    )
+
+
+@dataclass(frozen=True)
+class Made:
+    """What a start call did: the object it made, or the error it raised."""
+
+    ref: ObjectRef | None = None
+    error: DispatchError | None = None
+
+    def reply(self, job: JobID, n: int, a: int, at: datetime, by: Actor, token: str) -> ReplyEntry:
+        """The reply entry of attempt ``n``.``a``: its object, a refusal with its cause, or an
+        unknown outcome (the object may exist, so the attempt stays open until a find shows
+        it or its absence is verified)."""
+        err = self.error
+        refused: Cause | None = None
+        if isinstance(err, LaunchRefusedError):
+            refused = Cause(kind=CauseKind(err.cause), provenance=_S, detail=err.message)
+        elif isinstance(err, RejectedError | InvalidError | UnsupportedError):
+            # A definite refusal the adapter could not put a cause to (the scheduler refused,
+            # or the adapter refused the request before any call): the launch failed.
+            refused = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=_S, detail=err.message)
+        elif err is not None and not isinstance(err, OutcomeUnknownError):
+            # Anything else may or may not have created the object: never read as a failure.
+            log.warning("job %s: start %d/%d: %s", job, n, a, err)
+        unknown = err is not None and refused is None
+        return ReplyEntry(
+            at=at,
+            by=by,
+            token=token,
+            submission=n,
+            attempt=a,
+            ref=self.ref if err is None else None,
+            refused=refused,
+            unknown=unknown,
+            detail=err.message if unknown and err is not None else "",
+        )
+
+
+_S = Provenance.SCHEDULER

@@ -12,7 +12,7 @@ import contextlib
 import gc
 import logging
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -31,7 +31,9 @@ from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
 from dispatch.spi import Backend, Fencer, LaunchFence, find_all
+from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
+from dispatch.supervise.group_start import GroupStart
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Performer
 from dispatch.supervise.throttle import Slots, waits_for_slot
@@ -174,6 +176,15 @@ class Supervisor:
 
     def _token(self) -> str:
         return self.rand(16).hex()
+
+    def start_group(
+        self, jobs: Sequence[JobID], progress: Callable[[int, int, str], None] | None = None
+    ) -> GroupStart:
+        """Make the first attempts of the array tasks ``jobs`` (one group, recorded, nothing
+        of theirs started) by one call, where the backend can: ``group_start.py``."""
+        return group_start.start_group(
+            self.backend, self.store, self.clock, self.actor, self._token(), jobs, progress
+        )
 
     @cached_property
     def _stop_stale(self) -> bool:

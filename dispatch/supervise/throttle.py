@@ -17,15 +17,17 @@ from bisect import bisect_left
 from collections.abc import Iterable
 
 from dispatch.core.job import Job
+from dispatch.core.throttle import holds_place
 from dispatch.model.array import member_of
 from dispatch.model.objects import Discovery
 from dispatch.model.values import JobID
 
 
 def waits_for_slot(job: Job) -> bool:
-    """Whether ``job`` is an array member with a throttle and no submission or outcome yet."""
+    """Whether ``job`` is an array member with a throttle that holds no place and has no
+    outcome yet (``core/throttle.py``)."""
     task = job.header.spec.task
-    return task is not None and bool(task.throttle) and not job.submissions and job.outcome is None
+    return task is not None and bool(task.throttle) and job.outcome is None and not holds_place(job)
 
 
 class Slots:

@@ -405,29 +405,51 @@ static int ds_names_job(const char *name, const char *job)
 }
 
 /*
+ * Whether element task of an array named name runs job: the array of a group (dj-<group>)
+ * runs task <group>_<task> in each element.
+ */
+static int ds_names_element(const char *name, const char *job, uint32_t task)
+{
+	char expect[160];
+	if (strncmp(name, "dj-", 3) != 0)
+		return 0;
+	snprintf(expect, sizeof(expect), "%s_%" PRIu32, name + 3, task);
+	return strcmp(expect, job) == 0;
+}
+
+/*
  * Whether an execution of Slurm job slurm_job, named name ("" when unknown), may run: 0 yes
  * (with *submission set when a fence names it, else 0), 1 no (reason in why), -1 the spool
  * could not say (err). A fence naming a dispatch job the Slurm job is not named for is an
  * earlier job's that had the same id (a cluster whose ids started again): not this one's.
  */
-static int ds_fence_check(int user_dir, uid_t uid, uint32_t slurm_job, const char *slurm_name,
-			  unsigned long *submission, char *why, size_t whylen, char *err,
-			  size_t errlen)
+static int ds_fence_check(int user_dir, uid_t uid, uint32_t slurm_job, uint32_t array_job,
+			  uint32_t array_task, const char *slurm_name, unsigned long *submission,
+			  char *why, size_t whylen, char *err, size_t errlen)
 {
 	char name[128], text[DS_SMALL];
 	struct ds_fence f;
 	unsigned long current;
-	int rc;
+	int rc, element = 0;
 	*submission = 0;
 	snprintf(name, sizeof(name), "fence.%" PRIu32, slurm_job);
 	rc = ds_read_small(user_dir, name, uid, text, sizeof(text), err, errlen);
+	if (rc > 0 && array_job != 0) {
+		/* An element of a group's array is fenced by the one id it has from its creation
+		 * on, <array job>_<index>: its own job id comes only when it starts. */
+		snprintf(name, sizeof(name), "fence.%" PRIu32 "_%" PRIu32, array_job, array_task);
+		rc = ds_read_small(user_dir, name, uid, text, sizeof(text), err, errlen);
+		element = 1;
+	}
 	if (rc != 0)
 		return rc > 0 ? 0 : -1;
 	if (ds_parse_fence(text, &f) != 0) {
 		snprintf(err, errlen, "%s: not a fence file", name);
 		return -1;
 	}
-	if (slurm_name[0] != '\0' && !ds_names_job(slurm_name, f.job))
+	if (slurm_name[0] != '\0' &&
+	    !(element ? ds_names_element(slurm_name, f.job, array_task)
+		      : ds_names_job(slurm_name, f.job)))
 		return 0;
 	*submission = f.submission;
 	snprintf(name, sizeof(name), "current.%s", f.job);
@@ -654,7 +676,7 @@ static unsigned long ds_step_restart(spank_t sp, int dir, uid_t uid, uint32_t jo
 int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
 	char err[DS_ERR], why[DS_ERR], value[32], node[128], slurm_name[160];
-	uint32_t job = 0;
+	uint32_t job = 0, array_job = 0, array_task = 0;
 	uid_t uid = 0;
 	unsigned long submission = 0, restart;
 	int dir, rc = 0;
@@ -670,9 +692,12 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    ESPANK_SUCCESS)
 		slurm_name[0] = '\0';
 	dir = ds_user_dir(uid, 0, 0, err, sizeof(err));
+	if (spank_get_item(sp, S_JOB_ARRAY_ID, &array_job) != ESPANK_SUCCESS ||
+	    spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &array_task) != ESPANK_SUCCESS)
+		array_job = 0;
 	if (dir >= 0)
-		rc = ds_fence_check(dir, uid, job, slurm_name, &submission, why, sizeof(why), err,
-				    sizeof(err));
+		rc = ds_fence_check(dir, uid, job, array_job, array_task, slurm_name, &submission,
+				    why, sizeof(why), err, sizeof(err));
 	restart = ds_step_restart(sp, dir, uid, job, node);
 	if (dir >= 0)
 		close(dir);

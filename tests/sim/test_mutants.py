@@ -16,7 +16,7 @@ from dispatch.records.file import FileRecords
 from dispatch.sim import mutants as sim_mutants
 from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
 from dispatch.supervise.memo import SweepMemos
-from dispatch.supervise.perform import Performer
+from dispatch.supervise.perform import Made, Performer
 from dispatch.supervise.supervisor import Supervisor
 from dispatch.supervise.throttle import Slots
 
@@ -57,7 +57,7 @@ def _substituted_parts() -> list[object]:
     contract's checks, the reading of an afternotok on a whole array."""
     return [
         Performer.run,
-        Performer._unknown_reply,
+        Made.reply,
         Supervisor._before,
         FileRecords._settle_durable,
         contract.owner_entry_refused,

@@ -174,33 +174,61 @@ static void test_spool(void)
 	CHECK(ds_read_small(dir, "fence.7", 1, text, sizeof(text), err, sizeof(err)) == -1);
 
 	/* Fencing: no fence runs; current at the fence's submission runs; newer or ended not. */
-	CHECK(ds_fence_check(dir, user, 99, "", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	CHECK(ds_fence_check(dir, user, 99, 0, 0, "", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
 	      sub == 0);
-	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
 	      sub == 2);
 	CHECK(ds_write_file(dir, "current.abc", "current=2\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 0);
 	CHECK(ds_write_file(dir, "current.abc", "current=3\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
 	      strstr(why, "at submission 3; submission 2 may not run"));
 	CHECK(ds_write_file(dir, "current.abc", "current=ended\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == 1 &&
 	      strstr(why, "is over"));
 	/* The same fence read by another Slurm job 7 (the cluster's ids started again): not its
 	 * fence, whatever it says; a job whose name is unknown is judged by the fence. */
-	CHECK(ds_fence_check(dir, user, 7, "train", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "train", &sub, why, sizeof(why), err, sizeof(err)) == 0 &&
 	      sub == 0);
-	CHECK(ds_fence_check(dir, user, 7, "dj-abcd", &sub, why, sizeof(why), err, sizeof(err)) ==
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abcd", &sub, why, sizeof(why), err, sizeof(err)) ==
 		      0 &&
 	      sub == 0);
-	CHECK(ds_fence_check(dir, user, 7, "", &sub, why, sizeof(why), err, sizeof(err)) == 1);
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "", &sub, why, sizeof(why), err, sizeof(err)) == 1);
 	CHECK(ds_write_file(dir, "current.abc", "current=soon\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
-	CHECK(ds_fence_check(dir, user, 7, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == -1);
-	CHECK(ds_fence_check(dir, user, 6, "", &sub, why, sizeof(why), err, sizeof(err)) == -1);
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == -1);
+	CHECK(ds_fence_check(dir, user, 6, 0, 0, "", &sub, why, sizeof(why), err, sizeof(err)) == -1);
+
+	/* An element of a group's array (dj-grp, index 4) is fenced by its array id and index
+	 * (fence.40_4) until it has a job id of its own: it runs task grp_4. */
+	CHECK(ds_write_file(dir, "fence.40_4", "job=grp_4\nsubmission=1\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_write_file(dir, "current.grp_4", "current=1\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-grp", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 1);
+	CHECK(ds_write_file(dir, "current.grp_4", "current=2\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-grp", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 1 &&
+	      strstr(why, "job grp_4 is at submission 2; submission 1 may not run"));
+	/* Another element of the array, or an array of another name, is not that task. */
+	CHECK(ds_fence_check(dir, user, 53, 40, 5, "dj-grp", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 0);
+	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-other", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 0);
+	/* A job id of its own, fenced, is read first. */
+	CHECK(ds_write_file(dir, "fence.52", "job=grp_4\nsubmission=2\n", user, user, 0644, err,
+			    sizeof(err)) == 0);
+	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-grp_4", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 2);
 	close(dir);
 
 	/* A user folder someone else owns, or that others may write, is refused. */

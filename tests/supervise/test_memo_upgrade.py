@@ -45,10 +45,12 @@ def remembered(world: World, n: int) -> list[str]:
     return jobs
 
 
-def upgrade(monkeypatch: pytest.MonkeyPatch, version: int, waits_kept_since: int) -> None:
-    """This process now runs a release whose decisions are ``version``."""
-    monkeypatch.setattr(table_version, "VERSION", version)
-    monkeypatch.setattr(table_version, "WAITS_KEPT_SINCE", waits_kept_since)
+def upgrade(monkeypatch: pytest.MonkeyPatch, keeps_waits: bool) -> None:
+    """This process now runs the next release of the decisions, which keeps the waits of the
+    one the memo was made under, or keeps none."""
+    now = table_version.VERSION
+    monkeypatch.setattr(table_version, "VERSION", now + 1)
+    monkeypatch.setattr(table_version, "WAITS_KEPT_SINCE", now if keeps_waits else now + 1)
 
 
 def checking(world: World, skipped: list[str]) -> Remembered:
@@ -121,7 +123,7 @@ def test_after_an_upgrade_that_keeps_the_waits_the_re_reads_come_spread_over_two
     world: World, reads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     jobs = remembered(world, 40)
-    upgrade(monkeypatch, version=2, waits_kept_since=1)
+    upgrade(monkeypatch, keeps_waits=True)
     sup = world.supervisor()
     skipped: list[str] = []
     sup.check_remembered = checking(world, skipped)
@@ -139,7 +141,8 @@ def test_after_an_upgrade_that_keeps_the_waits_the_re_reads_come_spread_over_two
     assert sum(1 for n in per_tick if n) >= 4, per_tick  # spread over several ticks
     assert sorted(read_again) == jobs  # and every job read again within two hours
     for path in sorted((world.store.root / index.SWEEP).glob("memo-*")):  # type: ignore[attr-defined]
-        assert b" table-2 " in path.read_bytes().partition(b"\n")[0], path.read_bytes()
+        stamp = f" table-{table_version.VERSION} ".encode()
+        assert stamp in path.read_bytes().partition(b"\n")[0], path.read_bytes()
 
 
 def test_after_an_upgrade_whose_table_acts_where_it_waited_every_job_is_decided_at_once(
@@ -147,7 +150,7 @@ def test_after_an_upgrade_whose_table_acts_where_it_waited_every_job_is_decided_
 ) -> None:
     jobs = remembered(world, 8)
     acting_where_it_waited(monkeypatch)
-    upgrade(monkeypatch, version=2, waits_kept_since=2)
+    upgrade(monkeypatch, keeps_waits=False)
     reads.clear()
     report = world.supervisor().sweep()
     assert report.remembered == [] and sorted(set(reads)) == jobs
@@ -163,6 +166,6 @@ def test_a_table_that_acts_where_it_waited_but_claims_to_keep_the_waits_would_hi
     trusted, the old entries skip the passes that would now escalate, until they lapse."""
     jobs = remembered(world, 8)
     acting_where_it_waited(monkeypatch)
-    upgrade(monkeypatch, version=2, waits_kept_since=1)
+    upgrade(monkeypatch, keeps_waits=True)
     report = world.supervisor().sweep()
     assert sorted(report.remembered) == jobs and report.progressed == []

@@ -36,6 +36,7 @@ from dispatch.model.errors import (
     RejectedError,
     UnauthorizedError,
     UnreachableError,
+    UnsupportedError,
 )
 from dispatch.model.objects import (
     CallMeta,
@@ -89,6 +90,8 @@ class SlurmBackend:
         self.transport = transport or ("pyslurm" if reader is not None else "cli")
         # What the last find showed of each object, and when (``time.monotonic``).
         self._looked: dict[str, tuple[float, ObjectObs]] = {}
+        # The job id of each element of a group's array seen, as the nodes' records name it.
+        self._raw_ids: dict[str, str] = {}
 
     # -- the cluster, probed once -------------------------------------------------------
 
@@ -183,6 +186,49 @@ class SlurmBackend:
             raise OutcomeUnknownError(f"sbatch {req.name} printed no job id: {err}") from None
         return ObjectRef(id=job_id, name=req.name)
 
+    def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
+        """sbatch the first attempts of a group's tasks as one array, every element held (the
+        gate): one call, the array named for the group (``dj-<group>``), each element running
+        its own task (``row.element``). Only batch-script tasks through the command line."""
+        first = reqs[0] if reqs else None
+        task = first.spec.task if first is not None else None
+        if first is None or task is None or first.spec.script is None or self.reader is not None:
+            raise UnsupportedError("only batch-script tasks through the Slurm commands")
+        indices: dict[int, JobID] = {}
+        for req in reqs:
+            t = req.spec.task
+            same = req.spec.model_copy(update={"task": task})
+            if t is None or t.group != task.group or same != first.spec:
+                raise UnsupportedError(f"{req.job} is not a task of {task.group} alike the others")
+            if (req.submission, req.attempt, req.lineage_submission) != (1, 1, 1):
+                raise UnsupportedError(f"{req.job}: only a first attempt starts with its group")
+            indices[t.index] = req.job
+        batch = first.spec.script
+        reply = self.runner.run_as_submitter(
+            script.group_sbatch_argv(first, batch, task.group, script.index_text(indices)),
+            environment=batch.environment,
+            folder=batch.directory,
+            stdin=script.wrapper(first, batch, group=task.group),
+        )
+        what = f"sbatch the array of {task.group}"
+        if reply.returncode == FOLDER_GONE:
+            raise LaunchRefusedError(f"{what}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value)
+        if not reply.ok:
+            cause = refusal_cause(reply.stderr)
+            if cause is not None:
+                raise LaunchRefusedError(
+                    f"{what} refused: {cause.kind}: {_err(reply)}", cause.kind.value
+                )
+            self._check(reply, what, effect=True)
+        try:
+            array = parse.parse_job_id(reply.stdout)
+        except InvalidError as err:
+            raise OutcomeUnknownError(f"{what} printed no job id: {err}") from None
+        return {
+            job: ObjectRef(id=f"{array}_{index}", name=object_name(job))
+            for index, job in indices.items()
+        }
+
     def _sbatch_script(self, req: StartRequest, *, test_only: bool = False) -> Reply:
         """sbatch a batch-script job as its submitter would: in their folder, with their
         environment, the script (with dispatch's numbers) on stdin."""
@@ -239,9 +285,20 @@ class SlurmBackend:
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """``scancel`` one object while it is this user's and bears its name; one already gone
         (or no longer the one named) is success."""
-        reply = self._cancel(ref)
+        reply = self._cancel_element(ref) if _is_element(ref) else self._cancel(ref)
         if not reply.ok and not _gone(reply):
             self._check(reply, f"stop {ref}", effect=True)
+
+    def _cancel_element(self, ref: ObjectRef) -> Reply:
+        """``scancel`` one element of a group's array by its id alone, once squeue shows it
+        live, this user's and its task's: given with any filter (``--user``, ``--name``),
+        22.05's scancel cancels every pending element of the array, not the one named."""
+        shown = [o for o in observe(self._live_rows([], ids=[ref.id])) if o.ref == ref]
+        if not any(o.state.live for o in shown):
+            return Reply(("scancel", ref.id), 0, "", "")
+        if self.reader is not None:
+            return self.reader.cancel(ref.id)
+        return self.runner.run(["scancel", ref.id], effect=True)
 
     def stop_job(self, job: JobID, reason: str) -> StopReport:
         """``scancel --name`` every object of the job, then look again with squeue."""
@@ -256,6 +313,11 @@ class SlurmBackend:
             reply = self.runner.run(argv, effect=True)
             if not reply.ok and not _gone(reply):
                 self._check(reply, f"stop every object named {name}", effect=True)
+        for obs in before:
+            if _is_element(obs.ref):
+                # The task's element of its group's array bears the group's name, which the
+                # cancel by name above leaves alone (as it must: it is every task's).
+                self.stop(obs.ref, reason)
         alive = self._still_live(name, looks=_STOP_LOOKS if before else 1)
         alive_ids = {r.id for r in alive}
         stopped = tuple(o.ref for o in before if o.ref.id not in alive_ids)
@@ -292,7 +354,8 @@ class SlurmBackend:
             return CessationEvidence(
                 ceased=False, detail=f"no cessation evidence: {support.detail}"
             )
-        return self.spool.ceased(self.inspect(ref))
+        obs = self.inspect(ref)
+        return self.spool.ceased(obs, self._raw_ids.get(ref.id, ref.id))
 
     @cached_property
     def _refuses_stale(self) -> bool:
@@ -450,7 +513,11 @@ class SlurmBackend:
         the owner anyway (JSON, pyslurm; 22.05's squeue --json ignores every filter) another
         user's row is dropped here."""
         uid, user = self.identity
-        return [r for r in rows if not r.owned_by_other(uid, user)]
+        ours = [r for r in rows if not r.owned_by_other(uid, user)]
+        for r in ours:
+            if r.raw_id:
+                self._raw_ids[r.job_id] = r.raw_id
+        return ours
 
     def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
         # A task's first submission may be an element of its group's one array, named for
@@ -521,3 +588,9 @@ def _err(reply: Reply) -> str:
 def _gone(reply: Reply) -> bool:
     text = reply.stderr.lower()
     return any(w in text for w in _GONE)
+
+
+def _is_element(ref: ObjectRef) -> bool:
+    """Whether ``ref`` names an element of a group's array (``<array>_<index>``); every other
+    object of dispatch's is known by its own job id."""
+    return "_" in ref.id

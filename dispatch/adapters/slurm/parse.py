@@ -16,6 +16,7 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.slurm.row import (
@@ -64,6 +65,7 @@ SACCT_FIELDS: tuple[str, ...] = (
     "Eligible",
     "Start",
     "End",
+    "JobIDRaw",
     "Comment",
 )
 SEPARATOR = "|"
@@ -131,6 +133,8 @@ def parse_sacct_text(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Ro
             origin=Origin.HISTORY,
         )
         task = _ARRAY_TASK.search(job_id)
+        if task and f["JobIDRaw"].strip().isdigit():
+            row = replace(row, raw_id=f["JobIDRaw"].strip())
         rows.extend(as_elements(row, task.group(1)) if task else [row])
     return rows
 

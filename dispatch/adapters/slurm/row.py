@@ -49,9 +49,12 @@ class Row:
     # Who owns the job, where the reply says (JSON, pyslurm); None / "" when it does not.
     user_id: int | None = None
     user: str = ""
-    # For an element of a Slurm array: the array's job id and the element's index.
+    # For an element of a Slurm array: the array's job id and the element's index; for an
+    # element of a group's array, also the job id Slurm gave the run (a pending element's
+    # is the array's own), which the nodes' records name.
     array_job: str = ""
     array_task: int | None = None
+    raw_id: str = ""
 
     def owned_by_other(self, uid: int, user: str) -> bool:
         """Whether the row says the job belongs to a user other than ``uid`` (named ``user``).
@@ -112,6 +115,7 @@ def element(row: Row, index: int) -> Row:
         name=f"{row.name}_{index}",
         array_job=array_job,
         array_task=index,
+        raw_id=row.raw_id or row.job_id,
     )
 
 

@@ -24,11 +24,12 @@ on as its ``--export`` says, exactly as it would have for the user.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Iterable
 
 from dispatch.adapters.slurm.directives import directive_block
 from dispatch.adapters.slurm.render import requeue_option
 from dispatch.adapters.slurm.row import comment_text
-from dispatch.model.objects import EPOCH_BASE, StartRequest
+from dispatch.model.objects import EPOCH_BASE, StartRequest, object_name
 from dispatch.model.values import BatchScript
 
 # The options dispatch gives every attempt's sbatch, after the user's so that they win:
@@ -87,8 +88,10 @@ def interpreter(text: str) -> list[str]:
     return [path, arg] if arg else [path]
 
 
-def wrapper(req: StartRequest, script: BatchScript) -> str:
-    """The batch script sbatch reads for one attempt of a batch-script job."""
+def wrapper(req: StartRequest, script: BatchScript, *, group: str = "") -> str:
+    """The batch script sbatch reads for one attempt of a batch-script job; with ``group``,
+    for every element of that group's one array, each of which runs its own task
+    (``<group>_<index>``, the index Slurm gives the element)."""
     text = script.text if script.text.endswith("\n") else script.text + "\n"
     block = directive_block(text)
     command = shlex.join([*interpreter(text), "/dev/fd/9", *script.args])
@@ -96,7 +99,7 @@ def wrapper(req: StartRequest, script: BatchScript) -> str:
         "#!/bin/sh\n"
         + "".join(f"{line}\n" for line in block)
         + _RUN.format(
-            job=shlex.quote(req.job),
+            job=f'{shlex.quote(group)}_"$SLURM_ARRAY_TASK_ID"' if group else shlex.quote(req.job),
             submission=req.lineage_submission,
             attempt=req.attempt,
             base=EPOCH_BASE,
@@ -129,3 +132,28 @@ def sbatch_argv(req: StartRequest, script: BatchScript, *, test_only: bool = Fal
     if test_only:
         argv.append("--test-only")
     return argv
+
+
+def group_sbatch_argv(
+    req: StartRequest, script: BatchScript, group: str, indices: str
+) -> list[str]:
+    """The sbatch call that creates a group's one array, every element held: the first
+    attempt of each task whose index ``indices`` names (``0-3,7``), with the group's throttle
+    as the array's (``%N``), named for the group so that each element reads as its task."""
+    task = req.spec.task
+    assert task is not None
+    argv = sbatch_argv(req, script)
+    argv = [a for a in argv if not a.startswith(("--job-name=", "--array="))]
+    throttle = f"%{task.throttle}" if task.throttle else ""
+    return [*argv, f"--job-name={object_name(group)}", f"--array={indices}{throttle}"]
+
+
+def index_text(indices: Iterable[int]) -> str:
+    """Array indices as sbatch's ``--array`` takes them, runs written as ranges (``0-3,7``)."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indices)):
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)

@@ -134,9 +134,11 @@ class Spool:
         finally:
             os.close(fd)
 
-    def ceased(self, obs: ObjectObs) -> CessationEvidence:
+    def ceased(self, obs: ObjectObs, slurm_job: str = "") -> CessationEvidence:
         """Ceased once every node of the object's last allocation has its epilog record,
-        written after that execution started as Slurm reports it (``ended_on``)."""
+        written after that execution started as Slurm reports it (``ended_on``); the records
+        name the Slurm job ``slurm_job`` (default: the object's id, which is the job id of
+        every object but an element of a group's array)."""
         ref = obs.ref
         if obs.state.live:
             return CessationEvidence(ceased=False, detail=f"Slurm job {ref.id} is {obs.state}")
@@ -152,7 +154,9 @@ class Spool:
                 detail=f"cessation unproven: Slurm shows no start of {run}, which every "
                 "node's record must follow",
             )
-        proven = self.ended_on(ref.id, obs.restarts, obs.nodes, int(started.timestamp()))
+        proven = self.ended_on(
+            slurm_job or ref.id, obs.restarts, obs.nodes, int(started.timestamp())
+        )
         return CessationEvidence.from_nodes(run, obs.nodes, proven, "epilog record")
 
     # -- fences ---------------------------------------------------------------------------

@@ -83,14 +83,16 @@ def test_sacct_names_an_element_as_squeue_does_and_expands_a_pending_array() -> 
     sacct = "\n".join(
         [
             f"1012_1|{ARRAY}|COMPLETED|None|0:0|n1|4294901740|1796209191|1796209191|"
-            "1796209192|1796209195|dispatch:1/1",
+            "1796209192|1796209195|1013|dispatch:1/1",
             f"1012_[0,2,4-5]|{ARRAY}|PENDING|JobHeldUser|0:0|None assigned|4294901740|"
-            "1796209191|Unknown|Unknown|Unknown|dispatch:1/1",
+            "1796209191|Unknown|Unknown|Unknown|1012|dispatch:1/1",
             f"1007_7|dj-{GROUP}_7|COMPLETED|None|0:0|n2|4294901740|1796209191|1796209191|"
-            "1796209192|1796209195|dispatch:1/1",
+            "1796209192|1796209195|1007|dispatch:1/1",
         ]
     )
     rows = parse_sacct_text(sacct)
+    # The run's own job id, which the nodes' records name, is kept beside the element's.
+    assert [r.raw_id for r in rows] == ["1013", "1012", "1012", "1012", "1012", ""]
     assert [(r.job_id, r.name, r.state) for r in rows] == [
         ("1012_1", f"{ARRAY}_1", "COMPLETED"),
         ("1012_0", f"{ARRAY}_0", "PENDING"),

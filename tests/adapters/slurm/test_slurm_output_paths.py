@@ -120,7 +120,7 @@ def test_tidy_removes_only_records_kept_longer_than_keep(state: Path) -> None:
 def forgotten(scontrol: Callable[[list[str]], Reply]) -> SlurmBackend:
     """A 23.02 cluster whose controller has forgotten job ab12's Slurm job 41 (squeue shows
     nothing) while accounting still lists its run on n1 (sacct's text reply)."""
-    row = "41|dj-ab12|COMPLETED|None|0:0|n1|100|1700000000|1700000000|1700000000|1700000100|"
+    row = "41|dj-ab12|COMPLETED|None|0:0|n1|100|1700000000|1700000000|1700000000|1700000100|41|"
     return backend(
         sinfo="slurm 23.02.0\n",
         squeue="",

@@ -132,9 +132,9 @@ def test_text_and_json_readers_agree_on_the_same_22_05_job() -> None:
     )
     sacct = (
         "23|dj-x|PREEMPTED|None|0:0|n[2-4]|4294901741|1796209186|1796209186|1796209188|"
-        "1796209191|dispatch:1/1\n"
+        "1796209191|23|dispatch:1/1\n"
         "23|dj-x|PENDING|None|0:0|None assigned|4294901740|1796209191|1796209222|Unknown|"
-        "Unknown|\n"
+        "Unknown|23|\n"
     )
     (obs,) = observe(parse_squeue_text(squeue) + parse_sacct_text(sacct))
     assert (obs.state, obs.cause.kind, obs.restarts) == (P, C.PREEMPTED, 1)

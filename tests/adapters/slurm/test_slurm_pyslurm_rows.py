@@ -70,7 +70,7 @@ def test_pyslurm_db_job_reads_like_the_sacct_row_of_the_same_job() -> None:
         "eligible_time": 1796209051,
         "cancelled_by": None,
     }
-    text = "6|dj-xprobe1|FAILED|JobHeldUser|3:0|n1|0|1796209046|1796209051|||dispatch:1/1\n"
+    text = "6|dj-xprobe1|FAILED|JobHeldUser|3:0|n1|0|1796209046|1796209051|||6|dispatch:1/1\n"
     assert observe_one([row_from_db_job(db_job)]) == observe_one(parse_sacct_text(text))
 
 
