@@ -76,6 +76,10 @@ class Backend(Protocol):
 class GroupStarter(Protocol):
     """Creates the first attempts of an array's tasks as one scheduler array."""
 
+    def groups(self, spec: JobSpec) -> bool:
+        """Whether the tasks of an array of ``spec`` can start as one array."""
+        ...
+
     def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
         """Create attempt 1 of submission 1 of every task ``reqs`` name (tasks of one group,
         one spec but the index) as one array, every element gated; the ref of each task's

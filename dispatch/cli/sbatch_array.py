@@ -108,10 +108,16 @@ def _summary(group: str, req: Request, launched: list[Status], what: str) -> str
     if req.spec.after and not queued:
         where = "every task waits for the jobs it depends on: nothing is in Slurm's queue"
         return f"Submitted dispatch array {group} ({req.spec.name}): {n} tasks; {where}"
+    verb = "launches"
+    arrays = {q.partition("_")[0] for q in queued if "_" in q}
+    if len(arrays) == 1:
+        # The group's one array holds every task, held; the first ones were released.
+        verb = "releases"
+        where = f"Slurm array {arrays.pop()} ({n} tasks, held); released {', '.join(queued)}"
     later = (
-        f"; the sweep launches the other {rest} as tasks ahead of them settle"
+        f"; the sweep {verb} the other {rest} as tasks ahead of them settle"
         if rest and req.array.throttle
-        else f"; the sweep launches the other {rest}"
+        else f"; the sweep {verb} the other {rest}"
         if rest
         else ""
     )

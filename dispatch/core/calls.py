@@ -21,8 +21,10 @@ from dispatch.model.values import Cause
 CALL_DEADLINE = timedelta(seconds=30)
 # How long the one call that makes an array group's first attempts may stay unanswered
 # before each task takes its attempt for lost: the call comes once every task's attempt is
-# numbered, and its replies go in task by task after it.
-GROUP_START_DEADLINE = timedelta(minutes=10)
+# numbered, and its replies go in task by task after it (10,000 tasks take well under a
+# minute each way on a local disk). A task whose reply comes later than this has started an
+# attempt of its own meanwhile: its element is a duplicate, stopped while still gated.
+GROUP_START_DEADLINE = timedelta(minutes=5)
 # How often the cessation signal is asked again while a shared-checkpoint hold stands.
 CESSATION_INTERVAL = timedelta(minutes=1)
 

@@ -18,6 +18,7 @@ from dispatch.model.errors import DispatchError
 from dispatch.model.objects import Discovery
 from dispatch.model.status import Escalation
 from dispatch.model.values import JobID
+from dispatch.supervise.group_start import start_group
 from dispatch.supervise.supervisor import Supervisor
 
 if TYPE_CHECKING:
@@ -102,6 +103,14 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
                 p.drop(job)
                 yield None
         yield None if progressed else w.clock.now() + POLL
+
+
+def group_starter(w: World, p: Proc, jobs: list[JobID]) -> Iterator[datetime | None]:
+    """``dispatch sbatch --array``'s group call as its own process, once, right after the
+    tasks were recorded: every store and scheduler call of it a point where it may crash."""
+    yield None
+    start_group(p.backend, p.store, w.clock, p.actor, w.rand_bytes(16).hex(), jobs)
+    yield None
 
 
 def scheduler(w: World) -> Iterator[datetime | None]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from dispatch.model.array import ArrayTask
 from dispatch.model.enums import DependencyKind
-from dispatch.model.record import AuthorizeEntry, SettleEntry, View
+from dispatch.model.record import OpenEntry, SettleEntry, View
 from dispatch.model.values import JobID
 
 # Of the two-job seeds without people or dependencies, the share whose jobs are an array;
@@ -26,6 +26,8 @@ PEOPLE_SHARE = 1 / 4
 # whole (``stage``).
 STAGE_SHARE = 1 / 2
 GROUP = "simarraysimarray"
+# Of the array seeds, the share whose tasks start by the group's one call.
+ONE_ARRAY_SHARE = 1 / 2
 
 
 def draw(seed: int, index: int, people: float) -> ArrayTask | None:
@@ -34,6 +36,13 @@ def draw(seed: int, index: int, people: float) -> ArrayTask | None:
     if rng.random() >= (PEOPLE_SHARE if people > 0 else SHARE):
         return None
     return ArrayTask(group=GROUP, index=index, throttle=1)
+
+
+def one_array(seed: int) -> bool:
+    """Whether the array of ``seed`` is started as one array by ``dispatch sbatch``'s group
+    call (``supervise/group_start.py``), a process that may crash at any of its steps, before
+    any supervisor moves; otherwise the supervisors start each task on its own."""
+    return random.Random(f"array-one-{seed}").random() < ONE_ARRAY_SHARE
 
 
 def stage(seed: int, people: float) -> DependencyKind | None:
@@ -48,8 +57,9 @@ def stage(seed: int, people: float) -> DependencyKind | None:
 
 def check(views: dict[JobID, View], report: Callable[[str, str], None]) -> None:
     """``13-throttle``: at most ``throttle`` members of a group (its tasks and the jobs that
-    supersede them, each carrying the group in its spec) have been authorized and have not
-    settled, at every step."""
+    supersede them, each carrying the group in its spec) have opened an object and have not
+    settled, at every step (a task of a group started as one array is authorized, and its
+    element made, long before its place comes)."""
     holding: dict[str, list[JobID]] = {}
     limit: dict[str, int] = {}
     for job, view in views.items():
@@ -58,7 +68,7 @@ def check(views: dict[JobID, View], report: Callable[[str, str], None]) -> None:
             continue
         entries = [e for c in view.commits for e in c.entries]
         limit[task.group] = task.throttle
-        if any(isinstance(e, AuthorizeEntry) for e in entries) and not any(
+        if any(isinstance(e, OpenEntry) for e in entries) and not any(
             isinstance(e, SettleEntry) for e in entries
         ):
             holding.setdefault(task.group, []).append(job)

@@ -20,6 +20,7 @@ from dispatch.adapters.memory import MemoryBackend, Shape
 from dispatch.core.fold import fold
 from dispatch.core.next import next_steps
 from dispatch.core.steps import Wait
+from dispatch.model.array import task_of
 from dispatch.model.enums import ActorKind, State
 from dispatch.model.errors import DispatchError
 from dispatch.model.objects import Discovery
@@ -32,7 +33,7 @@ from dispatch.records.contract import Records, Sharded
 from dispatch.records.file import FileRecords
 from dispatch.records.locks import OwnerLocks
 from dispatch.records.memory import MemoryRecords
-from dispatch.sim import actors, people
+from dispatch.sim import actors, arrays, people
 from dispatch.sim.clock import VirtualClock
 from dispatch.sim.crashfs import CrashFS
 from dispatch.sim.evidence import Evidence
@@ -433,6 +434,11 @@ class World:
         self._reopen_readers()
         self.job_ids = submit_jobs(self, self.raw_people)
         self.lineage.update((j, j) for j in self.job_ids)
+        tasks = [j for j in self.job_ids if task_of(j) is not None]
+        if tasks and arrays.one_array(self.seed):
+            starter = Proc(self, "sbatch")
+            starter.gen = actors.group_starter(self, starter, tasks)
+            self.procs.append(starter)
         for _ in range(self.mix.supervisors):
             self._spawn()
         quiet_from = None

@@ -288,6 +288,29 @@ class SimBackend:
         self.w.after(self.proc, f"started {ref.id}")
         return ref
 
+    def groups(self, spec: JobSpec) -> bool:
+        """Whether an array of ``spec`` starts as one array."""
+        return self.inner.groups(spec)
+
+    def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
+        """Create a group's first attempts as one array, gates closed; a refusal or a lost
+        reply (of the one call, so of every task at once) drawn first."""
+        self.w.before(self.proc, f"start the array of {len(reqs)} tasks")
+        env = self.inner.env()
+        draw = self.w.start_fault(self.proc)
+        if draw == "refuse":
+            kind = self.w.rng.choice((CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY))
+            env.refuse_launches(1, kind)
+        elif draw in ("lost-created", "lost-nothing"):
+            env.lose_replies(1, created=draw == "lost-created")
+        try:
+            refs = self.inner.start_group(reqs)
+        except Exception as err:
+            self.w.after(self.proc, f"the array's start raised {type(err).__name__} ({draw})")
+            raise
+        self.w.after(self.proc, f"started {sorted(r.id for r in refs.values())}")
+        return refs
+
     def open(self, ref: ObjectRef) -> None:
         """Lift the gate; the call may fail before, or lose its reply after, the effect."""
         self._effect("open", ref, lambda: self.inner.open(ref))

@@ -51,11 +51,6 @@ class GroupStart:
     made: tuple[tuple[JobID, ObjectRef | None], ...] = ()
 
 
-def can_start_group(backend: Backend, jobs: Sequence[JobID]) -> bool:
-    """Whether ``backend`` makes a group's first attempts by one call."""
-    return bool(jobs) and isinstance(backend, GroupStarter)
-
-
 def start_group(
     backend: Backend,
     store: Records,
@@ -68,6 +63,12 @@ def start_group(
     """Make attempt 1.1 of every task of ``jobs`` (tasks of one group, recorded, nothing of
     theirs started yet) as one array; nothing when the backend cannot."""
     if not isinstance(backend, GroupStarter) or not jobs:
+        return GroupStart()
+    try:
+        if not backend.groups(store.read(jobs[0]).header.spec):
+            return GroupStart()
+    except DispatchError as err:
+        log.warning("group of %s: not started as one array: %s", jobs[0], err)
         return GroupStart()
     reqs: list[StartRequest] = []
     group = ""

@@ -255,7 +255,8 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
     """The page's array, typed as written: 16 tasks, at most 4 at once; tasks 5 and 9 are
     preempted, and each is resubmitted alone as a one-index array (SLURM_ARRAY_TASK_ID
     unchanged) and resumes from its own checkpoint, while the other 14 run once each; sacct
-    shows 18 Slurm jobs, never more than 4 running at once."""
+    shows one array of 16 and the two one-index resubmissions, never more than 4 running at
+    once."""
     folder = tmp_path / "project"
     folder.mkdir()
     (folder / "point.py").write_text(ARRAY_POINT)
@@ -266,7 +267,7 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
     big = user.run("dispatch sbatch --plan --array=0-5000 sweep.sbatch")
     assert big.returncode == 2 and big.stderr.count("\n") == 1, big
     assert "the highest index, 5000, must be below the cluster's MaxArraySize" in big.stderr
-    names = ",".join(f"dj-{group}_{i}" for i in range(16))
+    names = ",".join([f"dj-{group}", *(f"dj-{group}_{i}" for i in range(16))])
     preemptors: list[str] = []
     try:
         with user.following(folder):
@@ -295,11 +296,16 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
     assert all(int(line.rpartition(" ")[2]) >= 1 for line in resumed), resumed
     rows = user.ended_in_sacct(names, "JobID,JobName,State,Start", 18)
     assert len(rows) == 18, rows
+    # One array of 16 (the first submissions, named for the group), and the two one-index
+    # arrays the rule made (each named for its task), each element <array id>_<index>.
+    firsts = [r for r in rows if r[1] == f"dj-{group}"]
+    assert len({r[0].partition("_")[0] for r in firsts}) == 1, firsts
+    assert sorted(int(r[0].partition("_")[2]) for r in firsts) == list(range(16)), firsts
+    again = sorted((r[1], r[0].partition("_")[2]) for r in rows if r not in firsts)
+    assert again == [(f"dj-{group}_5", "5"), (f"dj-{group}_9", "9")], again
     by_task: dict[str, list[str]] = {}
-    for job_id, name, state, _, _ in rows:
-        index = name.rpartition("_")[2]
-        assert job_id.endswith(f"_{index}"), (job_id, name)  # one-index arrays: <id>_<index>
-        by_task.setdefault(index, []).append(state.split()[0])
+    for job_id, _, state, _, _ in sorted(rows, key=lambda r: int(r[3])):
+        by_task.setdefault(job_id.partition("_")[2], []).append(state.split()[0])
     assert by_task.pop("5") == by_task.pop("9") == ["PREEMPTED", "COMPLETED"]
     assert all(states == ["COMPLETED"] for states in by_task.values()), by_task
     assert most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4

@@ -32,6 +32,7 @@ from dispatch.model.errors import (
     LaunchRefusedError,
     NotFoundError,
     OutcomeUnknownError,
+    UnsupportedError,
 )
 from dispatch.model.objects import (
     CallMeta,
@@ -93,11 +94,15 @@ class MemoryBackend:
         attempt: int | None,
         lineage: int,
         spec: JobSpec | None,
+        element: str = "",
     ) -> MemObject:
-        """Create an object with the job's name, gate closed."""
+        """Create an object with the job's name, gate closed; with ``element``, the element
+        of that id of a group's array (``<array>_<index>``)."""
         self._next_id += 1
         name = object_name(job)
-        if self.shape is Shape.SLURM:
+        if element:
+            ref = ObjectRef(id=element, name=name)
+        elif self.shape is Shape.SLURM:
             ref = ObjectRef(id=str(self._next_id), name=name)
         else:
             ref = ObjectRef(id=f"default/{name}-{self._next_id}", name=name)
@@ -183,6 +188,40 @@ class MemoryBackend:
             if lost:
                 raise OutcomeUnknownError(f"start of {req.submission}/{req.attempt}: reply lost")
             return obj.ref
+
+    def groups(self, spec: JobSpec) -> bool:
+        """The Slurm shape starts an array's tasks as one array, as Slurm does."""
+        return self.shape is Shape.SLURM and spec.task is not None
+
+    def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
+        """Create every task's first attempt as an element of one array, gates closed (or
+        refuse them all, or lose the one reply), by one call."""
+        with self.mu:
+            self.calls["start_group"] += 1
+            self._tick()
+            if not reqs or not all(r.spec.task is not None for r in reqs):
+                raise UnsupportedError("only the tasks of an array start as one")
+            if self.refusals:
+                kind = self.refusals.pop(0)
+                raise LaunchRefusedError("the scheduler refused the array", kind.value)
+            lost = self.lost_replies.pop(0) if self.lost_replies else None
+            if lost is False:
+                raise OutcomeUnknownError("the array's sbatch: no reply")
+            self._next_id += 1
+            array = self._next_id
+            refs: dict[JobID, ObjectRef] = {}
+            for req in reqs:
+                assert req.spec.task is not None
+                element = f"{array}_{req.spec.task.index}"
+                obj = self.new_object(req.job, 1, 1, req.lineage_submission, req.spec, element)
+                obj.native = req.native
+                script = req.spec.script
+                submitted = script.environment if script else self.submit_environment
+                obj.environment = inheritable(submitted)
+                refs[req.job] = obj.ref
+            if lost:
+                raise OutcomeUnknownError("the array's sbatch: reply lost")
+            return refs
 
     def open(self, ref: ObjectRef) -> None:
         """Lift dispatch's gate; an object past its gate (or ended) is success."""

@@ -186,13 +186,17 @@ class SlurmBackend:
             raise OutcomeUnknownError(f"sbatch {req.name} printed no job id: {err}") from None
         return ObjectRef(id=job_id, name=req.name)
 
+    def groups(self, spec: JobSpec) -> bool:
+        """Batch-script tasks through the Slurm commands start as one array."""
+        return spec.script is not None and spec.task is not None and self.reader is None
+
     def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
         """sbatch the first attempts of a group's tasks as one array, every element held (the
         gate): one call, the array named for the group (``dj-<group>``), each element running
         its own task (``row.element``). Only batch-script tasks through the command line."""
         first = reqs[0] if reqs else None
         task = first.spec.task if first is not None else None
-        if first is None or task is None or first.spec.script is None or self.reader is not None:
+        if first is None or task is None or not self.groups(first.spec):
             raise UnsupportedError("only batch-script tasks through the Slurm commands")
         indices: dict[int, JobID] = {}
         for req in reqs:
@@ -204,6 +208,7 @@ class SlurmBackend:
                 raise UnsupportedError(f"{req.job}: only a first attempt starts with its group")
             indices[t.index] = req.job
         batch = first.spec.script
+        assert batch is not None  # self.groups
         reply = self.runner.run_as_submitter(
             script.group_sbatch_argv(first, batch, task.group, script.index_text(indices)),
             environment=batch.environment,

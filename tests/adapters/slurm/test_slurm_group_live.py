@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from live_cluster import wait_for
 from test_slurm_script_live import ROOT, Folder, backend, cluster_env, folder  # noqa: F401
 
 from dispatch.adapters.slurm.backend import SlurmBackend
@@ -127,11 +128,15 @@ def test_one_array_holds_every_tasks_first_attempt_and_each_element_is_its_tasks
     report = backend.stop_job(jobs[2], "live test")
     assert report.live == () and refs[jobs[2]] in report.stopped, report
     _wait(backend, jobs, {jobs[2]: None, jobs[3]: ObjectState.GATED})
-    # Accounting knows one array, each element under its task's name.
-    sacct = backend.runner.run(
-        ["sacct", "-X", "-n", "-P", f"--jobs={array_id}", "-o", "JobID,JobName,State"]
-    )
-    assert sacct.ok, sacct.stderr
-    rows = sorted(line.split("|")[:2] for line in sacct.stdout.split())
+
+    # Accounting knows one array, named for the group (slurmdbd records a start a moment
+    # after the controller).
+    def accounted() -> list[list[str]]:
+        argv = ["sacct", "-X", "-n", "-P", f"--jobs={array_id}", "-o", "JobID,JobName,State"]
+        sacct = backend.runner.run(argv)
+        assert sacct.ok, sacct.stderr
+        return sorted(line.split("|")[:2] for line in sacct.stdout.split())
+
+    rows = wait_for("sacct to record the array's two runs", accounted, lambda r: len(r) >= 2)
     assert [r[0] for r in rows][:2] == [f"{array_id}_0", f"{array_id}_1"], rows
     assert {r[1] for r in rows} == {f"dj-{group}"}, rows
