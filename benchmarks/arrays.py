@@ -7,7 +7,9 @@ and an idle sweep once they run (sweeps a minute apart on the benchmark's clock,
 The array is throttled (``--throttle``, 16 by default): only T tasks run, and every other
 task waits for its place; the sweep's memo skips its pass while as many tasks ahead of it hold
 a place (counted on one listing of the ledger per sweep, ``dispatch/supervise/throttle.py``).
-``--throttle 0`` runs all of them. Run from the repository root:
+``--throttle 0`` runs all of them. A third row makes the array's first attempts by the
+group's one call (``dispatch/supervise/group_start.py``), every task's element held, and the
+sweeps then release them as places come. Run from the repository root:
 
     .venv/bin/python benchmarks/arrays.py [--sizes 1000,10000] [--throttle 16] [--runs 3]
 """
@@ -26,6 +28,7 @@ from dependencies import idle_sweep_seconds, ticking  # noqa: E402
 
 from dispatch.batch.array import Array, tasks
 from dispatch.cluster import Config, compose
+from dispatch.model.array import task_id
 from dispatch.model.enums import ActorKind
 from dispatch.model.values import Actor, JobSpec
 from dispatch.records.file import FileRecords
@@ -42,10 +45,14 @@ def _size(root: Path) -> int:
     return sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
 
 
-def _world(root: Path, n: int, throttle: int | None) -> tuple[Supervisor, float, float, int]:
-    """A file ledger with ``n`` jobs (``throttle`` None) or an ``n``-task array: the supervisor,
-    the seconds to record them, the seconds of the sweeps that launched them, the ledger's
-    bytes."""
+def _world(
+    root: Path, n: int, throttle: int | None, one_call: bool = False
+) -> tuple[Supervisor, float, float, float, int]:
+    """A file ledger with ``n`` jobs (``throttle`` None) or an ``n``-task array (with
+    ``one_call``, its tasks' first attempts made by the group's one call, held, as ``dispatch
+    sbatch --array`` does where the cluster can): the supervisor, the seconds to record them,
+    the seconds of that call (numbering, the call, the replies), the seconds of the sweeps that
+    launched (or released) them, the ledger's bytes."""
     clock, backend = ticking()
     store = FileRecords(root)
     op = compose(backend, Config(store=store, clock=clock)).operator
@@ -59,10 +66,14 @@ def _world(root: Path, n: int, throttle: int | None) -> tuple[Supervisor, float,
             op.submit(spec, ADA, supervised=True)
     recorded = time.perf_counter() - t
     t = time.perf_counter()
+    if one_call:
+        sup.start_group([task_id(GROUP, i) for i in range(n)])
+    called = time.perf_counter() - t
+    t = time.perf_counter()
     for _ in range(SETUP_SWEEPS):
         if not sup.sweep().progressed:
             break
-    return sup, recorded, time.perf_counter() - t, _size(root)
+    return sup, recorded, called, time.perf_counter() - t, _size(root)
 
 
 def main() -> None:
@@ -76,20 +87,23 @@ def main() -> None:
     # timed idle sweeps commit nothing, so they are the same either way.
     os.fsync = lambda fd: None
     print(
-        f"{'n':>6} {'what':>18} {'record s':>9} {'launch s':>9} {'idle sweep s':>13} "
-        f"{'idle ms/job':>12} {'ledger KiB/job':>15}"
+        f"{'n':>6} {'what':>24} {'record s':>9} {'one call s':>11} {'launch s':>9} "
+        f"{'idle sweep s':>13} {'idle ms/job':>12} {'ledger KiB/job':>15}"
     )
     for n in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-            for what, throttle in (
-                ("jobs (baseline)", None),
-                (f"array %{args.throttle}", args.throttle),
+            for what, throttle, one_call in (
+                ("jobs (baseline)", None, False),
+                (f"array %{args.throttle}", args.throttle, False),
+                (f"array %{args.throttle}, one call", args.throttle, True),
             ):
-                sup, recorded, launched, size = _world(Path(tmp) / what, n, throttle)
+                sup, recorded, called, launched, size = _world(
+                    Path(tmp) / what, n, throttle, one_call
+                )
                 idle = idle_sweep_seconds(sup, args.runs)
                 print(
-                    f"{n:>6} {what:>18} {recorded:>9.2f} {launched:>9.2f} {idle:>13.2f} "
-                    f"{1000 * idle / n:>12.3f} {size / 1024 / n:>15.2f}",
+                    f"{n:>6} {what:>24} {recorded:>9.2f} {called:>11.2f} {launched:>9.2f} "
+                    f"{idle:>13.2f} {1000 * idle / n:>12.3f} {size / 1024 / n:>15.2f}",
                     flush=True,
                 )
 

@@ -18,6 +18,7 @@ from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.project import project
 from dispatch.core.stale import stale_executions
+from dispatch.core.throttle import holds_place
 from dispatch.model.array import ArrayTask
 from dispatch.model.enums import ObjectState
 from dispatch.model.errors import DispatchError, UnreachableError
@@ -227,7 +228,7 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "supersedes": st.supersedes or None,
         "superseded_by": st.superseded_by or None,
         "after": after_words(st.after),
-        "array": _array(h.spec.task, bool(submissions) or st.state.terminal),
+        "array": _array(h.spec.task, holds_place(j) or st.state.terminal),
         "settled": st.settled,
         "cleanup": str(st.cleanup),
         "submissions": submissions,
@@ -356,7 +357,7 @@ def summary(s: Story, now: datetime) -> dict[str, Any]:
 
 def _array(task: ArrayTask | None, placed: bool) -> dict[str, Any] | None:
     """The array a task belongs to, and whether it still waits for its place (not once it
-    was ``placed``: submitted, or ended before it was)."""
+    was ``placed``: an object of it opened, or it ended before)."""
     if task is None:
         return None
     return {

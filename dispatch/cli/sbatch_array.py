@@ -113,7 +113,8 @@ def _summary(group: str, req: Request, launched: list[Status], what: str) -> str
     if len(arrays) == 1:
         # The group's one array holds every task, held; the first ones were released.
         verb = "releases"
-        where = f"Slurm array {arrays.pop()} ({n} tasks, held); released {', '.join(queued)}"
+        kind = "Slurm array" if what.startswith("Slurm") else "scheduler array"
+        where = f"{kind} {arrays.pop()} ({n} tasks, held); released {', '.join(queued)}"
     later = (
         f"; the sweep {verb} the other {rest} as tasks ahead of them settle"
         if rest and req.array.throttle

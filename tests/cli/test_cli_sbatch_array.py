@@ -53,13 +53,17 @@ def test_an_array_records_every_task_then_launches_as_many_as_its_throttle(site:
         "array --array=0-5%2: 6 tasks, at most 2 at once: one dispatch job per index "
         "(GROUP:INDEX), each recovered on its own; a task holds its place until it settles"
     ) in lines
-    assert lines[-1].startswith(
+    # The group's one call made every task's element, held; the first two were released.
+    objects = {j: site.backend.env().objects(j) for j in jobs}
+    [array] = {ref.id.partition("_")[0] for refs in objects.values() for ref in refs}
+    assert lines[-1] == (
         f"Submitted dispatch array {group} (sweep.sbatch): 6 tasks {group}:0..{group}:5; "
-        "scheduler objects "
+        f"scheduler array {array} (6 tasks, held); released {array}_0, {array}_1; "
+        "the sweep releases the other 4 as tasks ahead of them settle"
     )
-    assert lines[-1].endswith("; the sweep launches the other 4 as tasks ahead of them settle")
-    launched = [j for j in jobs if site.backend.env().objects(j)]
-    assert launched == [task_id(group, 0), task_id(group, 1)]
+    assert all(len(refs) == 1 for refs in objects.values()), objects
+    gated = {refs[0].id: site.backend.objects[refs[0].id].gated for refs in objects.values()}
+    assert gated == {f"{array}_{i}": i >= 2 for i in range(6)}
     spec = site.store.read(task_id(group, 4)).header.spec
     assert spec.task is not None and (spec.task.index, spec.task.throttle) == (4, 2)
 
@@ -102,7 +106,7 @@ def test_status_of_a_group_counts_its_tasks_and_group_index_names_one(site: Site
     code, out, _ = dispatch(site, "status", group[:6])
     assert code == 0
     lines = [line.split() for line in out.splitlines()]
-    assert [f"task {group}:5", "pending,", "submissions", "0"] in [
+    assert [f"task {group}:5", "pending,", "submissions", "1"] in [
         [" ".join(w[:2]), *w[2:]] for w in lines
     ]
     assert ["tasks", "6:", "4", "pending,", "2", "running"] in lines

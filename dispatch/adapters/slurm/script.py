@@ -126,7 +126,8 @@ def sbatch_argv(req: StartRequest, script: BatchScript, *, test_only: bool = Fal
         f"--comment={comment_text(req.submission, req.attempt)}",
     ]
     if req.spec.task is not None:
-        # An array task is a one-index array, so its script sees SLURM_ARRAY_TASK_ID as under
+        # A task submitted on its own is a one-index array (its group's first ones are the
+        # elements of one: group_sbatch_argv), so its script sees SLURM_ARRAY_TASK_ID as under
         # sbatch --array; every submission of the task is one such array.
         argv.append(f"--array={req.spec.task.index}")
     if test_only:

@@ -92,7 +92,7 @@ def test_sacct_names_an_element_as_squeue_does_and_expands_a_pending_array() -> 
     )
     rows = parse_sacct_text(sacct)
     # The run's own job id, which the nodes' records name, is kept beside the element's.
-    assert [r.raw_id for r in rows] == ["1013", "1012", "1012", "1012", "1012", ""]
+    assert [r.raw_id for r in rows] == ["1013", "1012", "1012", "1012", "1012", "1007"]
     assert [(r.job_id, r.name, r.state) for r in rows] == [
         ("1012_1", f"{ARRAY}_1", "COMPLETED"),
         ("1012_0", f"{ARRAY}_0", "PENDING"),
