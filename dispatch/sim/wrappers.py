@@ -270,9 +270,10 @@ class SimBackend:
         self.w.after(self.proc, f"found {[o.ref.id for o in found.objects]}", effect=False)
         return found
 
-    def start(self, req: StartRequest) -> ObjectRef:
-        """Create an attempt's object, gate closed; a refusal or a lost reply drawn first."""
-        self.w.before(self.proc, f"start {req.submission}/{req.attempt}")
+    def _start_fault(self, what: str) -> str:
+        """The scheduling point before a start call, and the fault drawn for it: a refusal
+        or a lost reply, which the memory adapter then performs."""
+        self.w.before(self.proc, what)
         env = self.inner.env()
         draw = self.w.start_fault(self.proc)
         if draw == "refuse":
@@ -280,6 +281,11 @@ class SimBackend:
             env.refuse_launches(1, kind)
         elif draw in ("lost-created", "lost-nothing"):
             env.lose_replies(1, created=draw == "lost-created")
+        return draw
+
+    def start(self, req: StartRequest) -> ObjectRef:
+        """Create an attempt's object, gate closed; a refusal or a lost reply drawn first."""
+        draw = self._start_fault(f"start {req.submission}/{req.attempt}")
         try:
             ref = self.inner.start(req)
         except Exception as err:
@@ -295,14 +301,7 @@ class SimBackend:
     def start_group(self, reqs: Sequence[StartRequest]) -> dict[JobID, ObjectRef]:
         """Create a group's first attempts as one array, gates closed; a refusal or a lost
         reply (of the one call, so of every task at once) drawn first."""
-        self.w.before(self.proc, f"start the array of {len(reqs)} tasks")
-        env = self.inner.env()
-        draw = self.w.start_fault(self.proc)
-        if draw == "refuse":
-            kind = self.w.rng.choice((CauseKind.LAUNCH_FAILED, CauseKind.NO_CAPACITY))
-            env.refuse_launches(1, kind)
-        elif draw in ("lost-created", "lost-nothing"):
-            env.lose_replies(1, created=draw == "lost-created")
+        draw = self._start_fault(f"start the array of {len(reqs)} tasks")
         try:
             refs = self.inner.start_group(reqs)
         except Exception as err:
