@@ -37,7 +37,9 @@ def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
     user = User(own_home, folder)
     group = user.sh("dispatch sbatch --parsable points.sbatch").strip()
     later = f"{group}-1"
-    names = ",".join([*(f"dj-{group}_{i}" for i in range(3)), f"dj-{later}"])
+    # The tasks' first runs are the elements of the group's array (dj-GROUP); a task's later
+    # submissions and the superseding job have names of their own.
+    names = ",".join([f"dj-{group}", *(f"dj-{group}_{i}" for i in range(3)), f"dj-{later}"])
     try:
         with user.following(folder):
             first = user.settled(f"{group}:0")
@@ -63,9 +65,15 @@ def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
     assert f"start 0 dj-{later}" in log and f"end 0 dj-{later}" in log, log
     rows = user.ended_in_sacct(names, "JobID,JobName,Start", 4)
     assert len(rows) == 4, rows
-    by_name = {name: (job_id, int(start), int(end)) for job_id, name, start, end in rows}
-    job_id, start, _ = by_name[f"dj-{later}"]
-    assert re.fullmatch(r"\d+_0", job_id), job_id  # a one-index array: SLURM_ARRAY_TASK_ID=0
+    runs = {(name, job_id): (int(start), int(end)) for job_id, name, start, end in rows}
+    [(array, start, end)] = [
+        (job_id, *times) for (name, job_id), times in runs.items() if name == f"dj-{later}"
+    ]
+    assert re.fullmatch(r"\d+_0", array), array  # a one-index array: SLURM_ARRAY_TASK_ID=0
+    tasks = {
+        job_id.partition("_")[2]: t for (name, job_id), t in runs.items() if name != f"dj-{later}"
+    }
+    assert sorted(tasks) == ["0", "1", "2"], runs  # the group's one array, one element each
     # It started only once the tasks ahead of it ended; never two at once.
-    assert start >= max(by_name[f"dj-{group}_{i}"][2] for i in (1, 2)), by_name
-    assert most_at_once([(s, e) for _, s, e in by_name.values()]) <= 1, by_name
+    assert start >= max(tasks[i][1] for i in ("1", "2")), runs
+    assert most_at_once(list(runs.values())) <= 1, runs
