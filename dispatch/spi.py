@@ -89,6 +89,21 @@ class GroupStarter(Protocol):
 
 
 @runtime_checkable
+class ManyOpener(Protocol):
+    """Lifts the gates of many objects with few calls: the elements of a group's array."""
+
+    def batches(self, ref: ObjectRef) -> bool:
+        """Whether ``ref``'s gate is lifted together with others (``open_many``)."""
+        ...
+
+    def open_many(self, refs: Sequence[ObjectRef]) -> None:
+        """Lift the gates of ``refs``, whose opens are recorded, by as few calls as the
+        scheduler takes; one held by someone else, or that the scheduler refuses, stays gated
+        (its recorded open is made again on its own once due). Never raises for one object."""
+        ...
+
+
+@runtime_checkable
 class Holder(Protocol):
     """Places and releases backend holds on an object."""
 

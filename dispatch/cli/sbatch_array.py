@@ -55,15 +55,17 @@ def submit_group(
     # made by one call; the launches below then open the first ones (group_start.py).
     supervisor.start_group(jobs, progress)
     launched: list[Status] = []
-    for i in req.array.indices[:now_n]:
-        job = task_id(group, i)
-        result = supervisor.launch(job)
-        if result is None or result.found is None:
-            launched.append(session.observer.get(job))
-            continue
-        view = session.store.read(job)
-        at = result.found.at or view.header.created_at
-        launched.append(project(fold(view, at), result.found, at))
+    # The first elements are released together, by one call, once each is recorded opened.
+    with supervisor.opening_together():
+        for i in req.array.indices[:now_n]:
+            job = task_id(group, i)
+            result = supervisor.launch(job)
+            if result is None or result.found is None:
+                launched.append(session.observer.get(job))
+                continue
+            view = session.store.read(job)
+            at = result.found.at or view.header.created_at
+            launched.append(project(fold(view, at), result.found, at))
     failed = [st for st in launched if st.state is State.FAILED]
     if parsable:
         click.echo(group)

@@ -42,7 +42,7 @@ from dispatch.model.record import (
 )
 from dispatch.model.values import Actor, Cause, JobID
 from dispatch.records.contract import Records
-from dispatch.spi import Backend, CessationSignal, Fencer, Holder, Requeuer
+from dispatch.spi import Backend, CessationSignal, Fencer, Holder, ManyOpener, Requeuer
 from dispatch.supervise.owner_first import OwnerFirst
 
 log = logging.getLogger("dispatch.supervise")
@@ -73,6 +73,8 @@ class Performer:
         # Whether the entries of steps that call nothing wait (the pass sets it), and those.
         self.holds = False
         self._pending: list[Entry] = []
+        # The opens the supervisor makes together after its passes (None: each at once).
+        self.opens: list[ObjectRef] | None = None
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """Commit, after the entries still pending, at the revision this pass is at;
@@ -116,8 +118,8 @@ class Performer:
         match step:
             case st.Start(submission=n, attempt=a):
                 self._start(n, a)
-            case st.Open(ref=ref):
-                self._open(ref)
+            case st.Open(ref=ref, recorded=recorded):
+                self._open(ref, batch=not recorded)
             case st.Stop(ref=ref):
                 by = self.actor
                 self._call("stop", lambda: self.backend.stop(ref, f"stopped by {by}"))
@@ -179,9 +181,11 @@ class Performer:
         else:
             self._call("restore", lambda: backend.restore_requeue_bit(ref, meta))
 
-    def _open(self, ref: ObjectRef) -> None:
+    def _open(self, ref: ObjectRef, batch: bool = False) -> None:
         """Lift the gate, fenced first; a refusal is evidence that this execution can never
-        run.
+        run. With ``batch`` and a supervisor gathering opens (``opens``), a gate the backend
+        lifts together with others is left to that one call: the open is recorded, and if the
+        call does not lift it, the recorded open is made again on its own once due.
 
         The fences are written again here, whatever the start wrote: a crash between the
         start's reply and its fence, or between an authorize and its advance, would otherwise
@@ -189,6 +193,11 @@ class Performer:
         n = self.header.lineage_base + self.current
         self.fence(lambda f: f.fence(self.job, ref, n))
         self.fence(lambda f: f.advance(self.job, n))
+        backend, opens = self.backend, self.opens
+        together = isinstance(backend, ManyOpener) and backend.batches(ref)
+        if batch and opens is not None and together:
+            opens.append(ref)
+            return
         try:
             self.backend.open(ref)
         except LaunchRefusedError as err:

@@ -13,6 +13,7 @@ import gc
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -26,11 +27,11 @@ from dispatch.core.next import next_steps
 from dispatch.model.array import group_of
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError, NotFoundError
-from dispatch.model.objects import Discovery
+from dispatch.model.objects import Discovery, ObjectRef
 from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
-from dispatch.spi import Backend, Fencer, LaunchFence, find_all
+from dispatch.spi import Backend, Fencer, LaunchFence, ManyOpener, find_all
 from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.group_start import GroupStart
@@ -173,9 +174,27 @@ class Supervisor:
         # as the time limit says, ``_peek_until``): what the simulator sets to drive sweeps of
         # many rounds without a clock that moves inside a sweep.
         self.shards_per_look: int | None = None
+        # The gates to lift together at the end of ``opening_together`` (None: each at once).
+        self._opens: list[ObjectRef] | None = None
 
     def _token(self) -> str:
         return self.rand(16).hex()
+
+    @contextmanager
+    def opening_together(self) -> Iterator[None]:
+        """While in the block, the first opens of gates the backend lifts together (elements
+        of group arrays) are recorded by their passes and made by one call at its end."""
+        backend = self.backend
+        if self._opens is not None or not isinstance(backend, ManyOpener):
+            yield
+            return
+        self._opens = []
+        try:
+            yield
+        finally:
+            refs, self._opens = self._opens, None
+            if refs:
+                backend.open_many(refs)
 
     def start_group(
         self, jobs: Sequence[JobID], progress: Callable[[int, int, str], None] | None = None
@@ -295,6 +314,7 @@ class Supervisor:
             now,
             len(j.submissions),
         )
+        performer.opens = self._opens
         if waits_on_upstream(j):
             found, reads = upstream_of(self.store, j, found, now, known)
             # An upstream the ledger does not hold: the memo keeps no answer about it.
@@ -377,6 +397,12 @@ class Supervisor:
         self.deliveries.offer(job, self.deliveries.owed(j))
 
     def sweep(self, time_limit: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
+        """One pass over every unsettled job (``_sweep``); the elements of group arrays whose
+        places came are released together at its end."""
+        with self.opening_together():
+            return self._sweep(time_limit, residuals=residuals)
+
+    def _sweep(self, time_limit: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
 
         On a sharded store (the file ledger) the unsettled jobs are claimed shard by shard, a

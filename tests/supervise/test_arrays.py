@@ -3,17 +3,22 @@ the group's throttle of tasks hold a place at once, across every resubmission of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sweep_world import ADA, World
 
+import dispatch
+from dispatch.adapters.memory import MemoryBackend
 from dispatch.batch.array import read, tasks
 from dispatch.core.fold import fold
 from dispatch.model.array import task_id
 from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError, RepeatedError
+from dispatch.model.objects import ObjectRef
 from dispatch.supervise.throttle import Slots
 
 GROUP = "abcdefghijklmnop"
@@ -224,3 +229,61 @@ def test_a_task_starts_in_the_sweep_that_settles_the_task_ahead_of_it(world: Wor
         assert not report.failed and jobs[n - 2] in report.settled
         assert _holding(world, jobs) == jobs[n - 1 : n + 1], n
         assert _running(world, jobs) == jobs[n - 1 : n + 1], n
+
+
+class TogetherMemory(MemoryBackend):
+    """Stand-in: the memory scheduler releasing the elements of a group's array together, as
+    the Slurm adapter does with one ``scontrol release <array>_[i,j]`` (live in
+    tests/adapters/slurm/test_slurm_group_live.py); ``lose`` makes a call lift nothing."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.together: list[list[str]] = []
+        self.lose = False
+
+    def batches(self, ref: ObjectRef) -> bool:
+        return "_" in ref.id
+
+    def open_many(self, refs: Sequence[ObjectRef]) -> None:
+        self.together.append([r.id for r in refs])
+        if not self.lose:
+            for ref in refs:
+                self.open(ref)
+
+
+def _together(world: World) -> TogetherMemory:
+    backend = TogetherMemory(auto_run=True, clock=world.clock.now)
+    world.backend = backend
+    world.cluster = dispatch.compose(backend, dispatch.Config(store=world.store, clock=world.clock))
+    return backend
+
+
+def test_a_sweep_releases_the_elements_whose_places_came_by_one_call(world: World) -> None:
+    backend = _together(world)
+    jobs = _array(world, "0-5%2")
+    started = world.supervisor().start_group(jobs)
+    assert started.asked == tuple(jobs) and all(ref for _, ref in started.made)
+    array = backend.env().objects(jobs[0])[0].id.partition("_")[0]
+    _sweep(world)
+    assert backend.together == [[f"{array}_0", f"{array}_1"]]
+    assert _running(world, jobs) == jobs[:2]
+    # Both end: the next two places come, and the next sweep releases both at once.
+    for job in jobs[:2]:
+        backend.env().complete(world.canonical(job))
+    _sweep(world)
+    assert backend.together[1:] == [[f"{array}_2", f"{array}_3"]]
+    assert _running(world, jobs) == jobs[2:4]
+
+
+def test_a_release_together_that_lifts_nothing_is_made_again_one_by_one(world: World) -> None:
+    backend = _together(world)
+    jobs = _array(world, "0-3%2")
+    world.supervisor().start_group(jobs)
+    backend.lose = True
+    _sweep(world)
+    assert _running(world, jobs) == [] and len(backend.together) == 1
+    # The opens are recorded; once their call had time to show, each is made again alone.
+    backend.lose = False
+    world.clock.advance(timedelta(seconds=31))
+    world.sweep_until_idle(world.supervisor())
+    assert _running(world, jobs) == jobs[:2] and len(backend.together) == 1

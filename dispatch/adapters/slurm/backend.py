@@ -10,6 +10,7 @@ place that reads it.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Collection, Sequence
@@ -29,6 +30,7 @@ from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.adapters.slurm.spool import Spool, probe_spank
 from dispatch.model.enums import Capability, CauseKind, ObjectState, Tristate
 from dispatch.model.errors import (
+    DispatchError,
     InvalidError,
     LaunchRefusedError,
     NotFoundError,
@@ -67,6 +69,8 @@ LOOK_SERVES_OPEN = 2.0
 SPOOL_KEEP = timedelta(days=1)
 # Words meaning the controller may have acted although the reply never came.
 _LOST_REPLY = ("timed out", "socket timed out", "zero bytes were transmitted")
+
+log = logging.getLogger("dispatch.slurm")
 
 
 class SlurmBackend:
@@ -286,6 +290,38 @@ class SlurmBackend:
                 f"open {ref} refused: {cause.kind}: {_err(reply)}", cause.kind.value
             )
         self._check(reply, f"open {ref}", effect=True)
+
+    def batches(self, ref: ObjectRef) -> bool:
+        """The elements of a group's array are released together, through the commands."""
+        return _is_element(ref) and self.reader is None
+
+    def open_many(self, refs: Sequence[ObjectRef]) -> None:
+        """Release the elements ``refs`` with one squeue (each must show gated, this user's,
+        its task's and held by nobody else) and one ``scontrol release <array>_[i,j,...]`` per
+        array; an array whose call fails is released element by element, and an element that
+        still is not is left gated (its recorded open is made again on its own once due)."""
+        try:
+            shown = {o.ref: o for o in observe(self._live_rows([], ids=[r.id for r in refs]))}
+        except DispatchError as err:
+            log.warning("release of %d elements: squeue: %s; left to their passes", len(refs), err)
+            return
+        arrays: dict[str, list[ObjectRef]] = {}
+        for ref in refs:
+            obs = shown.get(ref)
+            if obs is not None and obs.state is ObjectState.GATED and not obs.held_by_other:
+                arrays.setdefault(ref.id.partition("_")[0], []).append(ref)
+        for array, members in arrays.items():
+            for i in range(0, len(members), _RELEASE_AT_ONCE):
+                part = members[i : i + _RELEASE_AT_ONCE]
+                indices = script.index_text(int(r.id.partition("_")[2]) for r in part)
+                reply = self.runner.run(render.release_argv(f"{array}_[{indices}]"), effect=True)
+                if reply.ok:
+                    continue
+                for ref in part:
+                    try:
+                        self.open(ref)
+                    except DispatchError as err:
+                        log.warning("open %s: %s; its pass opens it again", ref, err)
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """``scancel`` one object while it is this user's and bears its name; one already gone
@@ -593,6 +629,10 @@ def _err(reply: Reply) -> str:
 def _gone(reply: Reply) -> bool:
     text = reply.stderr.lower()
     return any(w in text for w in _GONE)
+
+
+# Elements released by one scontrol call: the index list stays a short argument.
+_RELEASE_AT_ONCE = 500
 
 
 def _is_element(ref: ObjectRef) -> bool:

@@ -1,6 +1,7 @@
 """A group's one array through the slurm adapter, live: one sbatch makes every task's first
 attempt as an element of one held array, each element is its own task's object (found, opened,
-stopped and accounted for as that task's), and stopping one element leaves the others alone.
+stopped and accounted for as that task's), elements are released together by one call, and
+stopping one element leaves the others alone.
 
 Everything is real: the tasks' specs are built as ``dispatch sbatch --array`` builds them, the
 adapter calls the real sbatch, squeue, scontrol, scancel and sacct (local, or through
@@ -12,12 +13,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from live_cluster import wait_for
 from test_slurm_script_live import ROOT, Folder, backend, cluster_env, folder  # noqa: F401
 
 from dispatch.adapters.slurm.backend import SlurmBackend
+from dispatch.adapters.slurm.run import Reply
 from dispatch.batch import array, request
 from dispatch.model.array import task_id
 from dispatch.model.enums import ObjectState
@@ -82,6 +85,7 @@ def test_one_array_holds_every_tasks_first_attempt_and_each_element_is_its_tasks
     backend: SlurmBackend,  # noqa: F811
     folder: Folder,  # noqa: F811
     group: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reqs = _requests(folder, group, "--array=0-4%2")
     jobs = [r.job for r in reqs]
@@ -104,9 +108,21 @@ def test_one_array_holds_every_tasks_first_attempt_and_each_element_is_its_tasks
     backend.stop(refs[jobs[4]], "live test")
     _wait(backend, jobs, {jobs[4]: None, jobs[3]: ObjectState.GATED})
     assert backend.find(jobs[4]).complete
-    # Opening two runs those two, each as its own task, with its index.
-    backend.open(refs[jobs[0]])
-    backend.open(refs[jobs[1]])
+    # Opening two, by one release of both, runs those two, each as its own task, with its
+    # index.
+    calls: list[list[str]] = []
+    run = backend.runner.run
+
+    def counted(argv: list[str], **kw: Any) -> Reply:
+        calls.append(list(argv))
+        return run(argv, **kw)
+
+    monkeypatch.setattr(backend.runner, "run", counted)
+    backend.open_many([refs[jobs[0]], refs[jobs[1]]])
+    monkeypatch.undo()
+    assert [c for c in calls if c[:2] == ["scontrol", "release"]] == [
+        ["scontrol", "release", f"{array_id}_[0-1]"]
+    ], calls
     _wait(
         backend,
         jobs,
