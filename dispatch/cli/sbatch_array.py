@@ -57,8 +57,7 @@ def submit_group(
     launched: list[Status] = []
     # The first elements are released together, by one call, once each is recorded opened.
     with supervisor.opening_together():
-        for i in req.array.indices[:now_n]:
-            job = task_id(group, i)
+        for job in jobs[:now_n]:
             result = supervisor.launch(job)
             if result is None or result.found is None:
                 launched.append(session.observer.get(job))

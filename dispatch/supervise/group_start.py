@@ -22,7 +22,8 @@ first (it has a submission already) is left out of the call.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,22 +72,19 @@ def start_group(
         log.warning("group of %s: not started as one array: %s", jobs[0], err)
         return GroupStart()
     reqs: list[StartRequest] = []
-    group = ""
     for done, job in enumerate(jobs, start=1):
         req = _number(backend, store, clock, actor, token, job)
         if req is not None:
             reqs.append(req)
-            group = group or (req.spec.task.group if req.spec.task else "")
         if progress is not None:
             progress(done, len(jobs), "numbering")
     if not reqs:
         return GroupStart()
-    refs: dict[JobID, ObjectRef] = {}
     try:
         refs = backend.start_group(reqs)
         calls = {req.job: Made(ref=refs.get(req.job)) for req in reqs}
     except DispatchError as err:
-        log.warning("group %s: its one array: %s", group, err)
+        log.warning("the array of %s and %d more tasks: %s", reqs[0].job, len(reqs) - 1, err)
         calls = {req.job: Made(error=err) for req in reqs}
     made: list[tuple[JobID, ObjectRef | None]] = []
     for done, req in enumerate(reqs, start=1):
@@ -107,17 +105,13 @@ def _number(
     """Step 1 for one task: authorize its first submission and number attempt 1.1 for its
     group's call; None when the task is not one to start so (locked by another, or already
     started, ended, held or waiting on other jobs)."""
-    if not store.lock(job, token):
-        return None
-    try:
-        view = store.read(job)
-        now = clock.now()
-        j = fold(view, now)
-        task = view.header.spec.task
-        if task is None or not _fresh(j, view):
+    with _locked(store, clock, token, job, "not started with its group") as held:
+        if held is None:
             return None
+        view, j, now = held
+        task = view.header.spec.task
         req = start_request(view.header, 1, 1)
-        if req.lineage_submission != 1:
+        if task is None or not _fresh(j, view) or req.lineage_submission != 1:
             return None
         performer = _performer(backend, store, view, j, actor, token, now)
         performer.run(st.Authorize(submission=1))
@@ -126,11 +120,7 @@ def _number(
         )
         performer.commit([attempt])
         return req
-    except DispatchError as err:
-        log.warning("job %s: not started with its group: %s", job, err)
-        return None
-    finally:
-        store.unlock(job, token)
+    return None
 
 
 def _reply(
@@ -146,12 +136,10 @@ def _reply(
     awaits that reply; then fence its element. False when it no longer does (another
     supervisor took the attempt for lost meanwhile) or its lock is another's."""
     job = req.job
-    if not store.lock(job, token):
-        return False
-    try:
-        view = store.read(job)
-        now = clock.now()
-        j = fold(view, now)
+    with _locked(store, clock, token, job, "the reply of its group's array not recorded") as held:
+        if held is None:
+            return False
+        view, j, now = held
         sub = j.submission(1)
         attempt = sub.attempt(1) if sub is not None else None
         if attempt is None or attempt.replied or not attempt.group:
@@ -163,9 +151,29 @@ def _reply(
             ref = reply.ref
             performer.fence(lambda f: f.fence(job, ref, req.lineage_submission))
         return True
+    return False
+
+
+@contextmanager
+def _locked(
+    store: Records, clock: Clock, token: str, job: JobID, failed: str
+) -> Iterator[tuple[View, Job, datetime] | None]:
+    """``job``'s record read and folded under its owner lock (None when another holds it),
+    the lock given back after; a store error in the block is logged (``failed``) and ends
+    the block."""
+    if not store.lock(job, token):
+        yield None
+        return
+    held: tuple[View, Job, datetime] | None = None
+    try:
+        view = store.read(job)
+        now = clock.now()
+        held = view, fold(view, now), now
+        yield held
     except DispatchError as err:
-        log.warning("job %s: the reply of its group's array not recorded: %s", job, err)
-        return False
+        log.warning("job %s: %s: %s", job, failed, err)
+        if held is None:
+            yield None  # the record could not be read: the block has nothing to do
     finally:
         store.unlock(job, token)
 

@@ -265,9 +265,13 @@ class Made:
             # A definite refusal the adapter could not put a cause to (the scheduler refused,
             # or the adapter refused the request before any call): the launch failed.
             refused = Cause(kind=CauseKind.LAUNCH_FAILED, provenance=_S, detail=err.message)
-        elif err is not None and not isinstance(err, OutcomeUnknownError):
+        detail = ""
+        if isinstance(err, OutcomeUnknownError):
+            detail = err.message
+        elif err is not None and refused is None:
             # Anything else may or may not have created the object: never read as a failure.
             log.warning("job %s: start %d/%d: %s", job, n, a, err)
+            detail = str(err)
         unknown = err is not None and refused is None
         return ReplyEntry(
             at=at,
@@ -278,7 +282,7 @@ class Made:
             ref=self.ref if err is None else None,
             refused=refused,
             unknown=unknown,
-            detail=err.message if unknown and err is not None else "",
+            detail=detail,
         )
 
 

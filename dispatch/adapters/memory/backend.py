@@ -167,27 +167,39 @@ class MemoryBackend:
         with self.mu:
             self.calls["start"] += 1
             self._tick()
-            if self.refusals:
-                kind = self.refusals.pop(0)
-                raise LaunchRefusedError(
-                    f"the scheduler refused attempt {req.submission}/{req.attempt}", kind.value
-                )
-            lost = self.lost_replies.pop(0) if self.lost_replies else None
-            if lost is False:
-                raise OutcomeUnknownError(f"start of {req.submission}/{req.attempt}: no reply")
-            obj = self.new_object(
-                req.job, req.submission, req.attempt, req.lineage_submission, req.spec
-            )
-            obj.native = req.native
-            script = req.spec.script
-            submitted = script.environment if script else self.submit_environment
-            obj.environment = inheritable(submitted)
+            what = f"{req.submission}/{req.attempt}"
+            lost = self._answer(f"attempt {what}", f"start of {what}")
+            obj = self._attempt_object(req)
             if self.admin_holds:
                 self.admin_holds -= 1
                 obj.admin_held = True
             if lost:
-                raise OutcomeUnknownError(f"start of {req.submission}/{req.attempt}: reply lost")
+                raise OutcomeUnknownError(f"start of {what}: reply lost")
             return obj.ref
+
+    def _answer(self, made: str, call: str) -> bool:
+        """How the scheduler answers the start ``call`` that makes ``made``: a refusal, or
+        no reply with nothing made (both raised), or True when its reply is lost once the
+        objects are made."""
+        if self.refusals:
+            kind = self.refusals.pop(0)
+            raise LaunchRefusedError(f"the scheduler refused {made}", kind.value)
+        lost = self.lost_replies.pop(0) if self.lost_replies else None
+        if lost is False:
+            raise OutcomeUnknownError(f"{call}: no reply")
+        return bool(lost)
+
+    def _attempt_object(self, req: StartRequest, element: str = "") -> MemObject:
+        """The object of ``req``'s attempt, gate closed, with the rules it enforces itself and
+        the environment its submitter passed on."""
+        obj = self.new_object(
+            req.job, req.submission, req.attempt, req.lineage_submission, req.spec, element
+        )
+        obj.native = req.native
+        script = req.spec.script
+        submitted = script.environment if script else self.submit_environment
+        obj.environment = inheritable(submitted)
+        return obj
 
     def groups(self, spec: JobSpec) -> bool:
         """The Slurm shape starts an array's tasks as one array, as Slurm does."""
@@ -201,24 +213,14 @@ class MemoryBackend:
             self._tick()
             if not reqs or not all(r.spec.task is not None for r in reqs):
                 raise UnsupportedError("only the tasks of an array start as one")
-            if self.refusals:
-                kind = self.refusals.pop(0)
-                raise LaunchRefusedError("the scheduler refused the array", kind.value)
-            lost = self.lost_replies.pop(0) if self.lost_replies else None
-            if lost is False:
-                raise OutcomeUnknownError("the array's sbatch: no reply")
+            lost = self._answer("the array", "the array's sbatch")
             self._next_id += 1
             array = self._next_id
             refs: dict[JobID, ObjectRef] = {}
             for req in reqs:
                 assert req.spec.task is not None
                 element = f"{array}_{req.spec.task.index}"
-                obj = self.new_object(req.job, 1, 1, req.lineage_submission, req.spec, element)
-                obj.native = req.native
-                script = req.spec.script
-                submitted = script.environment if script else self.submit_environment
-                obj.environment = inheritable(submitted)
-                refs[req.job] = obj.ref
+                refs[req.job] = self._attempt_object(req, element).ref
             if lost:
                 raise OutcomeUnknownError("the array's sbatch: reply lost")
             return refs

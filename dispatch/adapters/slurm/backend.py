@@ -52,7 +52,14 @@ from dispatch.model.objects import (
     StopReport,
     object_name,
 )
-from dispatch.model.values import JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
+from dispatch.model.values import (
+    BatchScript,
+    JobID,
+    JobSpec,
+    RecoveryPolicy,
+    RuleSupport,
+    Support,
+)
 
 # Slurm's words for "that job does not exist (any more)".
 _GONE = ("invalid job id", "job has already finished", "already completing or completed")
@@ -176,19 +183,23 @@ class SlurmBackend:
                 self._capabilities[Capability.CONTAINER_IMAGE].state is Tristate.YES
             )
             reply = self.runner.run(render.sbatch_argv(req, container_images=images), effect=True)
+        return ObjectRef(id=self._job_id(reply, req.name), name=req.name)
+
+    def _job_id(self, reply: Reply, name: str) -> str:
+        """The job id sbatch's ``reply`` gives for ``name``; its refusal with its cause, or an
+        unknown outcome when it exited 0 without one."""
         if not reply.ok:
             cause = refusal_cause(reply.stderr)
             if cause is not None:
                 raise LaunchRefusedError(
-                    f"sbatch refused {req.name}: {cause.kind}: {_err(reply)}", cause.kind.value
+                    f"sbatch refused {name}: {cause.kind}: {_err(reply)}", cause.kind.value
                 )
-            self._check(reply, f"sbatch {req.name}", effect=True)
+            self._check(reply, f"sbatch {name}", effect=True)
         try:
-            job_id = parse.parse_job_id(reply.stdout)
+            return parse.parse_job_id(reply.stdout)
         except InvalidError as err:
             # It exited 0, so something may have been created; without an id nobody knows.
-            raise OutcomeUnknownError(f"sbatch {req.name} printed no job id: {err}") from None
-        return ObjectRef(id=job_id, name=req.name)
+            raise OutcomeUnknownError(f"sbatch {name} printed no job id: {err}") from None
 
     def groups(self, spec: JobSpec) -> bool:
         """Batch-script tasks through the Slurm commands start as one array."""
@@ -213,26 +224,12 @@ class SlurmBackend:
             indices[t.index] = req.job
         batch = first.spec.script
         assert batch is not None  # self.groups
-        reply = self.runner.run_as_submitter(
-            script.group_sbatch_argv(first, batch, task.group, script.index_text(indices)),
-            environment=batch.environment,
-            folder=batch.directory,
-            stdin=script.wrapper(first, batch, group=task.group),
+        name = f"the array of {task.group}"
+        argv = script.group_sbatch_argv(first, batch, task.group, script.index_text(indices))
+        reply = self._as_submitter(
+            batch, argv, script.wrapper(first, batch, group=task.group), name
         )
-        what = f"sbatch the array of {task.group}"
-        if reply.returncode == FOLDER_GONE:
-            raise LaunchRefusedError(f"{what}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value)
-        if not reply.ok:
-            cause = refusal_cause(reply.stderr)
-            if cause is not None:
-                raise LaunchRefusedError(
-                    f"{what} refused: {cause.kind}: {_err(reply)}", cause.kind.value
-                )
-            self._check(reply, what, effect=True)
-        try:
-            array = parse.parse_job_id(reply.stdout)
-        except InvalidError as err:
-            raise OutcomeUnknownError(f"{what} printed no job id: {err}") from None
+        array = self._job_id(reply, name)
         return {
             job: ObjectRef(id=f"{array}_{index}", name=object_name(job))
             for index, job in indices.items()
@@ -243,16 +240,17 @@ class SlurmBackend:
         environment, the script (with dispatch's numbers) on stdin."""
         batch = req.spec.script
         assert batch is not None
+        argv = script.sbatch_argv(req, batch, test_only=test_only)
+        return self._as_submitter(batch, argv, script.wrapper(req, batch), req.name)
+
+    def _as_submitter(self, batch: BatchScript, argv: list[str], stdin: str, name: str) -> Reply:
+        """Run ``argv`` (an sbatch of ``name``) in the submitter's folder, with their
+        environment, ``stdin`` the batch script; a folder gone since is a launch failure."""
         reply = self.runner.run_as_submitter(
-            script.sbatch_argv(req, batch, test_only=test_only),
-            environment=batch.environment,
-            folder=batch.directory,
-            stdin=script.wrapper(req, batch),
+            argv, environment=batch.environment, folder=batch.directory, stdin=stdin
         )
         if reply.returncode == FOLDER_GONE:
-            raise LaunchRefusedError(
-                f"sbatch {req.name}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value
-            )
+            raise LaunchRefusedError(f"sbatch {name}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value)
         return reply
 
     def check(self, req: StartRequest) -> str:
@@ -556,7 +554,7 @@ class SlurmBackend:
         uid, user = self.identity
         ours = [r for r in rows if not r.owned_by_other(uid, user)]
         for r in ours:
-            if r.raw_id:
+            if r.raw_id and r.raw_id != r.job_id:
                 self._raw_ids[r.job_id] = r.raw_id
         return ours
 
