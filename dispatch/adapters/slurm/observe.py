@@ -50,7 +50,7 @@ def history_adds_nothing(live: Iterable[Row], names: Sequence[str]) -> bool:
 def observe_one(rows: list[Row]) -> ObjectObs:
     """The observation of one job from all rows about it (live and history)."""
     live = [r for r in rows if r.origin is Origin.LIVE]
-    history = [r for r in rows if r.origin is Origin.HISTORY]
+    history = _without_the_arrays_word(r for r in rows if r.origin is Origin.HISTORY)
     current = live[-1] if live else history[-1]
     comment = next((r.comment for r in [*live, *reversed(history)] if r.comment), "")
     numbers = read_comment(comment)
@@ -75,6 +75,22 @@ def observe_one(rows: list[Row]) -> ObjectObs:
         nodes=() if between else expand_hostlist(current.nodes),
         runs=runs_of(live, history, restarts, between),
     )
+
+
+def _without_the_arrays_word(history: Iterable[Row]) -> list[Row]:
+    """The history of an element without what the array's own record said of it once the
+    element has a record of its own.
+
+    A pending element is held in its array's record (its raw id is the array's job id) until it
+    starts, when Slurm gives it a record of its own. Accounting hears of the two changes apart:
+    for a moment ``sacct`` shows the element both running under its own id and pending in the
+    array's record, and that pending row is no second run. (The array's last element runs in
+    the array's own record, and then no row of it has another raw id.)"""
+    rows = list(history)
+    own = {r.raw_id for r in rows if r.array_job and r.raw_id and r.raw_id != r.array_job}
+    if not own:
+        return rows
+    return [r for r in rows if not (r.array_job and r.raw_id == r.array_job)]
 
 
 def runs_of(

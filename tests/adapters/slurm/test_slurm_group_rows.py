@@ -178,3 +178,58 @@ def test_array_indices_read_as_sbatch_writes_them(text: str, indices: list[int])
 def test_a_query_for_tasks_asks_for_their_group_array_once() -> None:
     names = [f"{ARRAY}_0", f"{ARRAY}_7", "dj-eeeeffffgggghhhh", f"dj-{GROUP}-1"]
     assert group_names(names) == [*names, ARRAY]
+
+
+def _sacct(job: str, state: str, start: str, raw: str, nodes: str = "n1") -> str:
+    # JobID, JobName, State, Reason, ExitCode, NodeList, Priority, Submit, Eligible, Start,
+    # End, JobIDRaw, Comment
+    return "|".join(
+        [job, ARRAY, state, "None", "0:0", nodes, "4294901740", "1796209191", "1796209191"]
+        + [start, "Unknown", raw, "dispatch:1/1"]
+    )
+
+
+def test_an_element_that_just_started_is_not_read_as_requeued_while_accounting_lags() -> None:
+    """Seen on the local cluster (22.05): element 2 had just started under its own job id
+    (1162) and ``sacct -D`` still showed it pending in the array's record (1121) as well.
+    Read as two runs, the element looked requeued, and its task ended failed (cause
+    requeued) with its run stopped."""
+    live = parse_squeue_text(_squeue("1162", "1121", "2", ARRAY, "RUNNING", "None"))
+    history = parse_sacct_text(
+        "\n".join(
+            [
+                _sacct("1121_[2-9]", "PENDING", "Unknown", "1121", nodes="None assigned"),
+                _sacct("1121_2", "RUNNING", "1796503380", "1162"),
+            ]
+        )
+    )
+    (seen,) = [o for o in observe([*live, *history]) if o.ref.id == "1121_2"]
+    assert (seen.state, seen.restarts, seen.cause.kind.value) == (ObjectState.RUNNING, 0, "none")
+    assert [r.restarts for r in seen.runs] == [0]
+    # Without the live row (squeue did not list it), the lagging history reads the same.
+    (alone,) = [o for o in observe(history) if o.ref.id == "1121_2"]
+    assert (alone.state, alone.restarts) == (ObjectState.RUNNING, 0)
+    # The elements still pending in the array's record read as before.
+    assert {o.ref.id: o.state for o in observe(history) if o.ref.id != "1121_2"} == {
+        f"1121_{i}": ObjectState.PENDING for i in range(3, 10)
+    }
+
+
+def test_an_element_requeued_under_its_own_job_id_still_reads_as_requeued() -> None:
+    history = parse_sacct_text(
+        "\n".join(
+            [
+                _sacct("1121_2", "REQUEUED", "1796503380", "1162"),
+                _sacct("1121_2", "PENDING", "Unknown", "1162", nodes="None assigned"),
+            ]
+        )
+    )
+    (seen,) = observe(history)
+    assert (seen.ref.id, seen.state, seen.restarts) == ("1121_2", ObjectState.PENDING, 1)
+    assert seen.cause.kind.value == "requeued"
+
+
+def test_the_arrays_last_element_runs_in_the_arrays_own_record() -> None:
+    history = parse_sacct_text(_sacct("1121_9", "RUNNING", "1796503381", "1121"))
+    (seen,) = observe(history)
+    assert (seen.ref.id, seen.state, seen.restarts) == ("1121_9", ObjectState.RUNNING, 0)
