@@ -1,7 +1,8 @@
 """End to end on the local Slurm cluster: 48 eight-second jobs submitted and run to the end,
 by ``dispatch sbatch`` one call after another (supervised by ``dispatch supervise --follow``
 sweeping every ``--every`` seconds), against submitit's executor (one job array) in the same
-run.
+run. With ``--array``, dispatch submits them as submitit does, as one array: one
+``dispatch sbatch --array=0-47`` call (one held Slurm array, released by one command).
 
 submitit comes from PyPI into its own virtualenv (``--submitit-python``, default
 ``/tmp/submitit-venv/bin/python``; make it with ``python3 -m venv /tmp/submitit-venv &&
@@ -11,7 +12,11 @@ has ended (dispatch: every job settled in the ledger; submitit: every result ret
 use the ``low`` partition, one task a job, ``--time=00:10:00``.
 
     LOCALCLUSTER_PORT_BASE=... .venv/bin/python benchmarks/sbatch_vs_submitit.py [--jobs 48]
-        [--every 1]
+        [--every 1] [--array] [--runs 1]
+
+Each run measures submitit first, then dispatch, and prints its own rows; the poll that
+notices the end is the same for both sides' figures where it can be: dispatch's is a
+``dispatch list --json`` every ``POLL`` seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +37,7 @@ from sbatch import cluster_env  # noqa: E402
 
 DISPATCH = str(Path(sys.executable).parent / "dispatch")
 SECONDS = 8
+POLL = 0.2  # seconds between two looks at dispatch's unsettled jobs
 
 SUBMITIT = """
 import sys, time, submitit
@@ -48,9 +55,12 @@ print(submitted, time.perf_counter() - t0)
 """
 
 
-def run_dispatch(folder: Path, env: dict[str, str], jobs: int, every: float) -> tuple[float, float]:
-    """Submit ``jobs`` with ``dispatch sbatch`` one after another, a supervisor sweeping beside
-    them; seconds to submit them all, and until every one settled."""
+def run_dispatch(
+    folder: Path, env: dict[str, str], jobs: int, every: float, array: bool
+) -> tuple[float, float]:
+    """Submit ``jobs`` with ``dispatch sbatch``, one after another or (``array``) as one array,
+    a supervisor sweeping beside them; seconds to submit them all, and until every one
+    settled."""
     config = folder / "dispatch.toml"
     config.write_text(
         f'ledger = "{folder / "ledger"}"\n[backend]\nname = "slurm"\n[backend.settings]\n'
@@ -69,10 +79,11 @@ def run_dispatch(folder: Path, env: dict[str, str], jobs: int, every: float) -> 
         stderr=subprocess.DEVNULL,
     )
     try:
+        calls = [[f"--array=0-{jobs - 1}"]] if array else [[]] * jobs
         t0 = time.perf_counter()
-        for _ in range(jobs):
+        for flags in calls:
             subprocess.run(
-                [DISPATCH, "sbatch", "--parsable", "job.sbatch"],
+                [DISPATCH, "sbatch", "--parsable", *flags, "job.sbatch"],
                 cwd=folder,
                 env=env,
                 check=True,
@@ -83,11 +94,14 @@ def run_dispatch(folder: Path, env: dict[str, str], jobs: int, every: float) -> 
         while _listed(env, "--json"):  # the unsettled jobs
             if time.monotonic() > deadline:
                 raise SystemExit("dispatch: jobs still unsettled after 15 minutes")
-            time.sleep(0.5)
+            time.sleep(POLL)
         settled = time.perf_counter() - t0
-        states = [r["state"] for r in _listed(env, "--all", "--json")]
-        if len(states) != jobs or set(states) != {"succeeded"}:
-            raise SystemExit(f"dispatch: not every job succeeded: {states}")
+        rows = _listed(env, "--all", "--tasks", "--json")
+        if len(rows) != jobs or {r["state"] for r in rows} != {"succeeded"}:
+            ended = sorted((r["job"], r["state"], r["cause"]) for r in rows)
+            kept = Path(tempfile.mkdtemp(prefix="dispatch-e2e-failed-"))
+            shutil.copytree(folder / "ledger", kept / "ledger")
+            raise SystemExit(f"dispatch: not every job succeeded: {ended}; ledger kept in {kept}")
         return submitted, settled
     finally:
         sweeper.send_signal(signal.SIGTERM)
@@ -118,25 +132,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=48)
     parser.add_argument("--every", type=float, default=1.0, help="seconds between sweeps")
+    parser.add_argument("--array", action="store_true", help="dispatch submits one array")
+    parser.add_argument("--runs", type=int, default=1, help="pairs, submitit then dispatch")
     parser.add_argument("--submitit-python", default="/tmp/submitit-venv/bin/python")
     args = parser.parse_args()
     env = {**os.environ, **cluster_env()}
-    with tempfile.TemporaryDirectory(prefix="dispatch-e2e-bench-") as tmp:
-        folder = Path(tmp)
-        load = os.getloadavg()[0]
-        s_sub, s_all = run_submitit(args.submitit_python, folder, env, args.jobs)
-        d_sub, d_all = run_dispatch(folder, env, args.jobs, args.every)
-        load = max(load, os.getloadavg()[0])
-    print(
-        f"{args.jobs} jobs of {SECONDS} s on the local cluster, load up to {load:.1f} "
-        "(shared machine: noisy)"
-    )
-    print(f"{'':<42}{'submit all s':>13}{'all ended s':>13}{'per call s':>11}")
-    print(
-        f"{'dispatch sbatch x' + str(args.jobs) + ', sweeps every ' + f'{args.every:g} s':<42}"
-        f"{d_sub:>13.1f}{d_all:>13.1f}{d_sub / args.jobs:>11.2f}"
-    )
-    print(f"{'submitit (one array)':<42}{s_sub:>13.2f}{s_all:>13.1f}{'-':>11}")
+    calls = 1 if args.array else args.jobs
+    how = f"--array=0-{args.jobs - 1}, one call" if args.array else f"x{args.jobs}"
+    for run in range(1, args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="dispatch-e2e-bench-") as tmp:
+            folder = Path(tmp)
+            load = os.getloadavg()[0]
+            s_sub, s_all = run_submitit(args.submitit_python, folder, env, args.jobs)
+            d_sub, d_all = run_dispatch(folder, env, args.jobs, args.every, args.array)
+            load = max(load, os.getloadavg()[0])
+        print(
+            f"run {run}: {args.jobs} jobs of {SECONDS} s on the local cluster, load up to "
+            f"{load:.1f} (shared machine: noisy)"
+        )
+        print(f"{'':<52}{'submit all s':>13}{'all ended s':>13}{'per call s':>11}")
+        print(
+            f"{f'dispatch sbatch {how}, sweeps every {args.every:g} s':<52}"
+            f"{d_sub:>13.2f}{d_all:>13.1f}{d_sub / calls:>11.2f}"
+        )
+        print(f"{'submitit (one array)':<52}{s_sub:>13.2f}{s_all:>13.1f}{'-':>11}")
+        print(f"{'ratio dispatch/submitit, all ended':<52}{'':>13}{d_all / s_all:>13.3f}")
 
 
 if __name__ == "__main__":
