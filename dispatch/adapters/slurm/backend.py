@@ -24,7 +24,7 @@ from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import history_adds_nothing, observe
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
-from dispatch.adapters.slurm.row import Row, group_names
+from dispatch.adapters.slurm.row import Row, group_names, note_raw_ids
 from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
 from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.adapters.slurm.spool import Spool, probe_spank
@@ -553,9 +553,7 @@ class SlurmBackend:
         user's row is dropped here."""
         uid, user = self.identity
         ours = [r for r in rows if not r.owned_by_other(uid, user)]
-        for r in ours:
-            if r.raw_id and r.raw_id != r.job_id:
-                self._raw_ids[r.job_id] = r.raw_id
+        note_raw_ids(ours, self._raw_ids)
         return ours
 
     def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:

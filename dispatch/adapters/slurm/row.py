@@ -119,6 +119,18 @@ def element(row: Row, index: int) -> Row:
     )
 
 
+def note_raw_ids(rows: Iterable[Row], known: dict[str, str]) -> None:
+    """Note in ``known`` the job id Slurm gives each element's run in ``rows`` (what the
+    nodes' records name). A pending element's raw id is its array's until it starts in a
+    record of its own, and accounting may still say the array's after that: an element's own
+    raw id, once noted, is never replaced by its array's."""
+    for r in rows:
+        if not r.raw_id or r.raw_id == r.job_id:
+            continue
+        if r.raw_id != r.array_job or r.job_id not in known:
+            known[r.job_id] = r.raw_id
+
+
 def group_names(names: Iterable[str]) -> list[str]:
     """``names`` and the name of the group array of each task named among them: what a query
     for those tasks' objects must ask Slurm for, in order, each once."""

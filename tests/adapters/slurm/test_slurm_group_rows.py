@@ -20,7 +20,7 @@ from dispatch.adapters.slurm.parse import (
     parse_squeue_json,
     parse_squeue_text,
 )
-from dispatch.adapters.slurm.row import array_indices, group_names
+from dispatch.adapters.slurm.row import array_indices, group_names, note_raw_ids
 from dispatch.model.enums import ObjectState
 
 GROUP = "aaaabbbbccccdddd"
@@ -233,3 +233,20 @@ def test_the_arrays_last_element_runs_in_the_arrays_own_record() -> None:
     history = parse_sacct_text(_sacct("1121_9", "RUNNING", "1796503381", "1121"))
     (seen,) = observe(history)
     assert (seen.ref.id, seen.state, seen.restarts) == ("1121_9", ObjectState.RUNNING, 0)
+
+
+def test_the_nodes_records_of_an_element_are_looked_up_by_its_own_job_id_once_known() -> None:
+    """The cessation proof reads the nodes' records of the element's run, named by the job id
+    Slurm gave it: a lagging accounting row of the array's record must not send it to the
+    array's own id, under which another element (the last) runs."""
+    pending = parse_squeue_text(_squeue("1121", "1121", "2", ARRAY, "PENDING", "Priority"))
+    known: dict[str, str] = {}
+    note_raw_ids(pending, known)
+    assert known == {"1121_2": "1121"}  # pending: the array's record holds it
+    running = parse_sacct_text(_sacct("1121_2", "RUNNING", "1796503380", "1162"))
+    lagging = parse_sacct_text(_sacct("1121_[2-9]", "PENDING", "Unknown", "1121"))
+    note_raw_ids([*running, *lagging], known)
+    assert known["1121_2"] == "1162"
+    note_raw_ids(lagging, known)
+    assert known["1121_2"] == "1162"
+    assert known["1121_9"] == "1121"
