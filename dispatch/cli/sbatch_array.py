@@ -57,8 +57,7 @@ def submit_group(
     launched: list[Status] = []
     # The first elements are released together, by one call, once each is recorded opened.
     with supervisor.opening_together():
-        for job in jobs[:now_n]:
-            result = supervisor.launch(job)
+        for job, result in supervisor.launch_many(jobs[:now_n]).items():
             if result is None or result.found is None:
                 launched.append(session.observer.get(job))
                 continue

@@ -247,21 +247,35 @@ class Supervisor:
         as its look showed it, so the next pass decides on that look again while the record
         holds nothing but this pass's own commits since.
         """
+        return self.launch_many([job], passes)[job]
+
+    def launch_many(
+        self, jobs: Sequence[JobID], passes: int = LAUNCH_PASSES
+    ) -> dict[JobID, PassResult | None]:
+        """``launch`` for each of ``jobs``, their first looks taken together: every record is
+        read, then the scheduler is asked once for those with an attempt (a group's tasks,
+        whose elements its one call made), then each job's passes go on as ``launch``'s."""
         token = self._token()
-        if not self.store.lock(job, token):
-            return None
-        result: PassResult | None = None
+        locked = [job for job in jobs if self.store.lock(job, token)]
+        results: dict[JobID, PassResult | None] = dict.fromkeys(jobs)
         try:
-            for _ in range(passes):
-                view = self.store.read(job)
-                found = self._look(job, view, result)
-                result = self.pass_once(job, token, view, found)
-                result.found = found
-                if result.settled or not result.progressed or "open" in result.steps:
-                    break
+            views = {job: self.store.read(job) for job in locked}
+            asked = [job for job in locked if _attempted(views[job])]
+            looks = find_all(self.backend, asked) if len(asked) > 1 else {}
+            for job in locked:
+                view, result = views[job], None
+                for _ in range(passes):
+                    found = looks.pop(job) if job in looks else self._look(job, view, result)
+                    result = self.pass_once(job, token, view, found)
+                    result.found = found
+                    if result.settled or not result.progressed or "open" in result.steps:
+                        break
+                    view = self.store.read(job)
+                results[job] = result
         finally:
-            self.store.unlock(job, token)
-        return result
+            for job in locked:
+                self.store.unlock(job, token)
+        return results
 
     def _look(self, job: JobID, view: View, last: PassResult | None) -> Discovery:
         """What the scheduler shows of ``job`` for a pass deciding on ``view``: the last pass's
@@ -271,7 +285,7 @@ class Supervisor:
         """
         if last and last.found and not last.acted and last.revision == view.revision:
             return last.found
-        if not any(isinstance(e, AttemptEntry) for c in view.commits for e in c.entries):
+        if not _attempted(view):
             return Discovery(objects=(), complete=False)
         return self.backend.find(job)
 
@@ -956,6 +970,11 @@ def _waits_on(job: JobID, upstream: Iterable[JobID], slot: int | None) -> list[s
     array member waiting for its place, its group's places."""
     group = group_of(job) if slot is not None else None
     return [*upstream, *([place(group)] if group is not None else [])]
+
+
+def _attempted(view: View) -> bool:
+    """Whether the record holds an attempt: before one, no object can bear its numbers."""
+    return any(isinstance(e, AttemptEntry) for c in view.commits for e in c.entries)
 
 
 def _launching(steps: list[st.Step]) -> bool:

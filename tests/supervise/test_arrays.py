@@ -287,3 +287,24 @@ def test_a_release_together_that_lifts_nothing_is_made_again_one_by_one(world: W
     world.clock.advance(timedelta(seconds=31))
     world.sweep_until_idle(world.supervisor())
     assert _running(world, jobs) == jobs[:2] and len(backend.together) == 1
+
+
+def test_the_first_tasks_of_a_group_are_launched_with_one_look_and_one_release(
+    world: World,
+) -> None:
+    """What ``dispatch sbatch --array`` does after the group's one call: every first task's
+    record is read, the scheduler asked once for all of them, and their elements released by
+    one call; a task whose lock another supervisor holds is left to it."""
+    backend = _together(world)
+    jobs = _array(world, "0-5")
+    sup = world.supervisor()
+    sup.start_group(jobs)
+    assert world.store.lock(jobs[5], "another supervisor's token")
+    backend.calls.clear()
+    with sup.opening_together():
+        results = sup.launch_many(jobs)
+    assert results[jobs[5]] is None
+    assert all(r is not None and "open" in r.steps for j, r in results.items() if j != jobs[5])
+    assert (backend.calls["find_many"], backend.calls["find"]) == (1, 0)
+    assert len(backend.together) == 1 and len(backend.together[0]) == 5
+    assert _running(world, jobs) == jobs[:5]
