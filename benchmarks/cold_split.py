@@ -42,14 +42,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import sweep  # noqa: E402
+
 STEPS = ("revision", "read", "fold", "decide", "pass rest", "sweep rest")
 
 
 def child(ledger: Path, objects: Path, n: int) -> None:
     """One cold tick, timed by step; prints one JSON line of microseconds per job."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import sweep as bench
-
     from dispatch.records.file import FileRecords
     from dispatch.supervise import supervisor as sup_module
 
@@ -72,8 +72,8 @@ def child(ledger: Path, objects: Path, n: int) -> None:
     timed(sup_module.Supervisor, "pass_once", "pass")
     timed(sup_module, "Folding", "fold")
     timed(sup_module, "next_steps", "decide")
-    bench.forget_memo(ledger)
-    backend = bench.running_backend(json.loads(objects.read_text()))
+    sweep.forget_memo(ledger)
+    backend = sweep.running_backend(json.loads(objects.read_text()))
     supervisor = sup_module.Supervisor(backend, FileRecords(ledger))
     load = os.getloadavg()[0]
     t0 = time.process_time()
@@ -91,16 +91,6 @@ def child(ledger: Path, objects: Path, n: int) -> None:
         "sweep rest": (total - spent["revision"] - spent["read"] - spent["pass"]) / n * 1e6,
     }
     print(json.dumps({"total": total / n * 1e6, "load": load, **split}))
-
-
-def run_child(*args: str) -> dict[str, Any]:
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", *args]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
-    if done.returncode != 0:
-        raise SystemExit(f"child {args} failed:\n{done.stderr}")
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
 
 
 def main() -> None:
@@ -123,7 +113,7 @@ def main() -> None:
             ledger, objects = base / "ledger", base / "objects.json"
             if not objects.exists():
                 base.mkdir(parents=True, exist_ok=True)
-                print(f"{n:>8}  writing the ledger ...", end="\r", flush=True)
+                print(f"{n:>8}  writing the ledger ...", end="\r", flush=True, file=sys.stderr)
                 setup = [sys.executable, str(ROOT / "benchmarks" / "sweep.py"), "--child"]
                 subprocess.run(
                     [*setup, "setup-file", str(ledger), str(objects), str(n)],
@@ -132,7 +122,8 @@ def main() -> None:
                     env={**os.environ, "PYTHONPATH": str(ROOT)},
                 )
             for tick in range(1, args.runs + 1):
-                r = run_child(str(ledger), str(objects), str(n))
+                me = [sys.executable, str(Path(__file__).resolve()), "--child"]
+                r = sweep.child_json([*me, str(ledger), str(objects), str(n)], ROOT)
                 print(
                     f"{n:>8}{tick:>6}{r['load']:>6.1f}{r['total']:>8.0f}"
                     + "".join(f"{r[s]:>12.0f}" for s in STEPS)

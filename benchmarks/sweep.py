@@ -287,10 +287,15 @@ def run_child(
     argv = [sys.executable, str(script), "--child", *args]
     if strace is not None:
         argv = ["strace", "-f", "-c", "-o", str(strace), *argv]
+    return child_json(argv, tree)
+
+
+def child_json(argv: list[str], tree: Path) -> dict[str, Any]:
+    """Run ``argv`` over ``tree``'s ``dispatch``; the JSON of its last line of output."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
-        raise SystemExit(f"child {args} failed:\n{done.stderr}")
+        raise SystemExit(f"child {argv[2:]} failed:\n{done.stderr}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
