@@ -50,7 +50,7 @@ def history_adds_nothing(live: Iterable[Row], names: Sequence[str]) -> bool:
 def observe_one(rows: list[Row]) -> ObjectObs:
     """The observation of one job from all rows about it (live and history)."""
     live = [r for r in rows if r.origin is Origin.LIVE]
-    history = _without_the_arrays_word(r for r in rows if r.origin is Origin.HISTORY)
+    history = _without_the_arrays_record(r for r in rows if r.origin is Origin.HISTORY)
     current = live[-1] if live else history[-1]
     comment = next((r.comment for r in [*live, *reversed(history)] if r.comment), "")
     numbers = read_comment(comment)
@@ -77,7 +77,7 @@ def observe_one(rows: list[Row]) -> ObjectObs:
     )
 
 
-def _without_the_arrays_word(history: Iterable[Row]) -> list[Row]:
+def _without_the_arrays_record(history: Iterable[Row]) -> list[Row]:
     """The history of an element without what the array's own record said of it once the
     element has a record of its own.
 
@@ -87,8 +87,7 @@ def _without_the_arrays_word(history: Iterable[Row]) -> list[Row]:
     array's record, and that pending row is no second run. (The array's last element runs in
     the array's own record, and then no row of it has another raw id.)"""
     rows = list(history)
-    own = {r.raw_id for r in rows if r.array_job and r.raw_id and r.raw_id != r.array_job}
-    if not own:
+    if not any(r.array_job and r.raw_id and r.raw_id != r.array_job for r in rows):
         return rows
     return [r for r in rows if not (r.array_job and r.raw_id == r.array_job)]
 
