@@ -81,15 +81,14 @@ def _without_the_arrays_record(history: Iterable[Row]) -> list[Row]:
     """The history of an element without what the array's own record said of it once the
     element has a record of its own.
 
-    A pending element is held in its array's record (its raw id is the array's job id) until it
-    starts, when Slurm gives it a record of its own. Accounting hears of the two changes apart:
-    for a moment ``sacct`` shows the element both running under its own id and pending in the
-    array's record, and that pending row is no second run. (The array's last element runs in
-    the array's own record, and then no row of it has another raw id.)"""
+    Accounting hears apart of an element leaving its array's record and of its own record
+    (``Row.in_arrays_record``): for a moment ``sacct`` shows the element both running under its
+    own id and pending in the array's record, and that pending row is no second run. (The
+    array's last element runs in the array's own record, and then every row of it is that.)"""
     rows = list(history)
-    if not any(r.array_job and r.raw_id and r.raw_id != r.array_job for r in rows):
+    if not any(r.array_job and r.raw_id and not r.in_arrays_record for r in rows):
         return rows
-    return [r for r in rows if not (r.array_job and r.raw_id == r.array_job)]
+    return [r for r in rows if not r.in_arrays_record]
 
 
 def runs_of(

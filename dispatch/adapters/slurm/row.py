@@ -56,6 +56,13 @@ class Row:
     array_task: int | None = None
     raw_id: str = ""
 
+    @property
+    def in_arrays_record(self) -> bool:
+        """Whether this row of an element is its array's own record speaking: a pending
+        element is held there (its raw id is the array's job id) until it starts in a record of
+        its own; the array's last element runs there."""
+        return bool(self.array_job) and self.raw_id == self.array_job
+
     def owned_by_other(self, uid: int, user: str) -> bool:
         """Whether the row says the job belongs to a user other than ``uid`` (named ``user``).
 
@@ -121,13 +128,12 @@ def element(row: Row, index: int) -> Row:
 
 def note_raw_ids(rows: Iterable[Row], known: dict[str, str]) -> None:
     """Note in ``known`` the job id Slurm gives each element's run in ``rows`` (what the
-    nodes' records name). A pending element's raw id is its array's until it starts in a
-    record of its own, and accounting may still say the array's after that: an element's own
-    raw id, once noted, is never replaced by its array's."""
+    nodes' records name). Accounting may still show an element in its array's record after it
+    started in its own: an element's own raw id, once noted, is never replaced by its array's."""
     for r in rows:
         if not r.raw_id or r.raw_id == r.job_id:
             continue
-        if r.raw_id != r.array_job or r.job_id not in known:
+        if not r.in_arrays_record or r.job_id not in known:
             known[r.job_id] = r.raw_id
 
 
