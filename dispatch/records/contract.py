@@ -261,6 +261,17 @@ class FoldCheck:
 
 
 @runtime_checkable
+class Durable(Protocol):
+    """A store on which a revision can be visible to readers before it is durable: its writer
+    died between naming it and syncing its folder, and a power cut can still take it away."""
+
+    def make_durable(self, job: JobID) -> None:
+        """Make every revision of ``job`` that a read can see durable: what a process does
+        before it acts on revisions it did not write (and commits nothing first)."""
+        ...
+
+
+@runtime_checkable
 class Folded(Protocol):
     """A store that checks each commit with a fold (``FoldCheck``), and takes a fold its
     caller already made, so the caller's next commit replays nothing."""

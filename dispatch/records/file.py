@@ -176,6 +176,11 @@ class FileRecords:
             self._drop_marker(job)
         return view
 
+    def make_durable(self, job: JobID) -> None:
+        """Sync the job's folder: a revision whose writer died before syncing it becomes
+        durable, so no power cut takes away what a caller is about to act on."""
+        fmt.fsync_dir(self._locate(job))
+
     def _settle_durable(self, folder: str) -> None:
         """Make the settle a reader saw durable before its marker goes: dropping the marker of a
         settle a power cut could still lose would leave the job in no index."""

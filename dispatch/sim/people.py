@@ -110,14 +110,18 @@ def _command(w: World, op: Operator, job: JobID, j: Job, what: str) -> Callable[
 
 
 def _target(w: World, j: Job) -> AbandonTarget:
-    """An abandon target: one the record may need, or a wrong number, or a stranger."""
+    """An abandon target: one the record may need, or a wrong number, or a stranger. Half the
+    numbers are the latest ones, as a person copies them from ``dispatch status``."""
     rng = w.rng
-    n = rng.randint(1, len(j.submissions) + 1)
+    latest = rng.random() < 0.5 and bool(j.submissions)
+    n = len(j.submissions) if latest else rng.randint(1, len(j.submissions) + 1)
     sub = j.submission(n)
     kind = rng.random()
     if kind < 0.4:
         return AbandonTarget(submission=n)
     if kind < 0.8:
+        if latest and sub is not None and sub.attempts:
+            return AbandonTarget(submission=n, attempt=len(sub.attempts))
         return AbandonTarget(
             submission=n, attempt=rng.randint(1, len(sub.attempts) + 2 if sub else 2)
         )

@@ -28,7 +28,7 @@ from dispatch.model.objects import (
 )
 from dispatch.model.record import Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
-from dispatch.records.contract import Records, ResidualIndex, Sharded
+from dispatch.records.contract import Durable, Records, ResidualIndex, Sharded
 
 if TYPE_CHECKING:
     from dispatch.sim.world import Proc, World
@@ -76,6 +76,13 @@ class SimStore:
         self.w.committed_at[(job, revision)] = self.w.n
         self.w.after(self.proc, f"committed r{revision}")
         return revision
+
+    def make_durable(self, job: JobID) -> None:
+        """Make the revisions a read can see durable (the file ledger syncs the folder)."""
+        if isinstance(self.inner, Durable):
+            self.w.before(self.proc, f"durable {job}")
+            self.inner.make_durable(job)
+            self.w.after(self.proc, "durable")
 
     def jobs(self, include_settled: bool = False) -> list[JobID]:
         """The unsettled jobs."""

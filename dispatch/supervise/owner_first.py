@@ -13,7 +13,7 @@ from datetime import datetime
 
 from dispatch.model.record import Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
-from dispatch.records.contract import Records
+from dispatch.records.contract import Durable, Records
 
 
 class OwnerFirst:
@@ -38,6 +38,11 @@ class OwnerFirst:
             return list(entries)
         # Built only here: most passes of a sweep wait and never commit.
         return [OwnerEntry(at=self.at, by=self.by, token=self.token), *entries]
+
+    def make_durable(self, job: JobID) -> None:
+        """The wrapped store's ``make_durable``, where it has one."""
+        if isinstance(self.store, Durable):
+            self.store.make_durable(job)
 
     def create(self, header: Header) -> View:
         """The wrapped store's ``create``."""

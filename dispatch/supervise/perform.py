@@ -4,12 +4,14 @@ Intent before effect: every call with an effect on the scheduler follows a commi
 that names it, so a crash after the call leaves an intent for the next pass to reconcile,
 never an effect nobody recorded. A call whose outcome is unknown is recorded as unknown.
 
-While the pass ``holds`` (a launch's decisions before its open: what was seen of the object,
-and that it is the canonical one), the entry of a step that calls nothing waits: it goes in
-with the open's intent, so a launched job's record holds five revisions where it held seven,
-or, when no open follows, one revision each at the pass's end (``flush``), as it always did.
-What a crash before that commit loses was never acted on, and one commit of several entries
-lands whole or not at all.
+While the pass ``holds`` (a launch's decisions before the call that follows them: a new
+submission before its first attempt, what was seen of the launched object and that it is the
+canonical one before its open), the entry of a step that calls nothing waits: it goes in with
+the call's intent, so a launched job's record holds four revisions where it held seven, or,
+when no call follows, one revision each at the pass's end (``flush``), as it always did. What
+a crash before that commit loses was never acted on, and one commit of several entries lands
+whole or not at all. A new submission's epoch is advanced once its authorize is in, after
+the start of its first attempt when that went in with it.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from dispatch.model.record import (
     View,
 )
 from dispatch.model.values import Actor, Cause, JobID
-from dispatch.records.contract import Records
+from dispatch.records.contract import Durable, Records
 from dispatch.spi import Backend, CessationSignal, Fencer, Holder, ManyOpener, Requeuer
 from dispatch.supervise.owner_first import OwnerFirst
 
@@ -75,12 +77,26 @@ class Performer:
         self._pending: list[Entry] = []
         # The opens the supervisor makes together after its passes (None: each at once).
         self.opens: list[ObjectRef] | None = None
+        # A pending authorize's submission: its epoch advances once the authorize is in.
+        self._advance: int | None = None
+        # Whether a commit of this pass landed: it made every revision before it durable.
+        self._committed = False
 
     def commit(self, entries: Sequence[Entry]) -> None:
         """Commit, after the entries still pending, at the revision this pass is at;
         ``ConflictError`` ends the pass (and drops them)."""
         batch, self._pending = [*self._pending, *entries], []
         self.revision = self.store.commit(self.job, batch, self.revision)
+        self._committed = True
+
+    def _advanced(self) -> None:
+        """Advance the epoch of an authorize that was pending, now that it is in: after the
+        start of its first attempt (with that execution's fence), or when no start followed
+        it, after its own commit. Never between the attempt's commit and its start, where a
+        crash would leave a start call of unknown outcome for a person to resolve."""
+        if self._advance is not None:
+            n, self._advance = self._advance, None
+            self.fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
 
     def decided(self, view: View) -> View | None:
         """``view`` with the entries still pending as its next revision, while the pass only
@@ -100,6 +116,8 @@ class Performer:
         pending, self._pending = self._pending, []
         for entry in pending:
             self.revision = self.store.commit(self.job, [entry], self.revision)
+            self._committed = True
+        self._advanced()
 
     def run(self, step: st.Step) -> bool:
         """Perform one step: commit the entry it names (``core.commits``), then its effect;
@@ -108,13 +126,19 @@ class Performer:
         False when it changed nothing: a cessation answer that says what the last one said."""
         entry = entry_of(step, self.now, self.actor, self.token)
         calls = isinstance(step, st.Start | st.Open | st.Stop | st.Call | st.Cease)
+        waits = entry is not None and self.holds and not calls
         if entry is not None:
-            if self.holds and not calls:
+            if waits:
                 self._pending.append(entry)
             else:
                 self.commit([entry])
         if calls:
             self.acted = True
+            if not self._committed and isinstance(self.store, Durable):
+                # A call on revisions only read (a recorded open or stop made again): one whose
+                # writer died before syncing it could still be lost to a power cut after the
+                # call, leaving an effect no durable record names.
+                self.store.make_durable(self.job)
         match step:
             case st.Start(submission=n, attempt=a):
                 self._start(n, a)
@@ -129,7 +153,10 @@ class Performer:
                 return self._cease(ref, said)
             case st.Authorize(submission=n):
                 self.current = n
-                self.fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
+                if waits:
+                    self._advance = n
+                else:
+                    self.fence(lambda f: f.advance(self.job, self.header.lineage_base + n))
             case st.Outcome() | st.Settle():
                 # Again at the settle: a crash right after the outcome's commit left it unsaid.
                 self.fence(lambda f: f.advance(self.job, None))
@@ -146,6 +173,7 @@ class Performer:
             call = Made(error=err)
         reply = call.reply(self.job, n, a, self.now, self.actor, self.token)
         self.commit([reply])
+        self._advanced()
         if reply.ref is not None:
             made = reply.ref
             self.fence(lambda f: f.fence(self.job, made, req.lineage_submission))

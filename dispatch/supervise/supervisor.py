@@ -47,9 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dispatch.supervise")
 
-# Passes ``launch`` gives a new job, and rounds a sweep gives a job that moves: authorize,
-# start, canonical and open take one each (after an ending, observe and authorize share one),
-# and a pass lost to a racing actor may need another.
+# Passes ``launch`` gives a new job, and rounds a sweep gives a job that moves: authorize and
+# start share one, canonical and open another (after an ending, observe joins the first), and
+# a start whose outcome was unknown, or a pass lost to a racing actor, may need more.
 LAUNCH_PASSES = 8
 
 
@@ -352,10 +352,11 @@ class Supervisor:
         # A failed last look before a settle is recorded after the settle commit, not under it.
         with self.deliveries.holding_failures():
             try:
-                # A launch's decisions wait for the commit before its open, decided in a
-                # second round on the same look.
+                # A launch's decisions wait for the commit of the call that follows them (the
+                # first attempt, the open), decided in a second round on the same look.
                 performer.holds = _launching(steps)
                 for _ in range(2):
+                    before = steps
                     for step in steps:
                         if isinstance(step, st.Wait):
                             result.wake = step.wake
@@ -372,13 +373,13 @@ class Supervisor:
                         result.steps.append(step.kind)
                         result.settled = result.settled or isinstance(step, st.Settle)
                     # Only decisions so far, none in yet, nothing asked of the scheduler: the
-                    # open that follows them (``_follows``) is decided on the same look, and
+                    # call that follows them (``_follows``) is decided on the same look, and
                     # they go in with its intent.
                     decided = performer.decided(view)
                     if decided is None:
                         break
                     steps = next_steps(fold(decided, now), found, now, stop_stale=self._stop_stale)
-                    if not _follows(steps):
+                    if not _follows(steps, before):
                         break  # decided by the next pass, on a look taken after these are in
                 performer.flush()
             except ConflictError as err:
@@ -978,18 +979,28 @@ def _attempted(view: View) -> bool:
 
 
 def _launching(steps: list[st.Step]) -> bool:
-    """Whether ``steps`` are decisions that an open may follow on the same look: what was seen
-    of the launched object, and that it is the submission's canonical one."""
-    return all(isinstance(s, st.Observe | st.Canonical | st.Wait) for s in steps)
+    """Whether ``steps`` are decisions that a launch's call may follow on the same look: a new
+    submission (its first attempt follows), what was seen of the launched object and that it
+    is the submission's canonical one (its open follows)."""
+    return all(isinstance(s, st.Observe | st.Canonical | st.Authorize | st.Wait) for s in steps)
 
 
-def _follows(steps: list[st.Step]) -> bool:
-    """Whether ``steps``, decided on the look the decisions before them were decided on, are
-    the launch's open. Anything else (a settle, a stop, a start) is decided on a look taken
-    after those decisions are in, as every pass of a sweep's rounds is: an object that appeared
-    since, or a person's command, must be seen first."""
+def _follows(steps: list[st.Step], before: list[st.Step]) -> bool:
+    """Whether ``steps``, decided on the look the decisions ``before`` them were decided on,
+    are the launch's next call: the open of the object they made canonical, or the first
+    attempt of the submission they authorized (no object can bear its numbers before that
+    attempt is in, so the look has nothing newer to show of it). Anything else (a settle, a
+    stop, a retried start) is decided on a look taken after those decisions are in, as every
+    pass of a sweep's rounds is: an object that appeared since, or a person's command, must be
+    seen first."""
     calls = [s for s in steps if not isinstance(s, st.Wait)]
-    return len(calls) == 1 and isinstance(calls[0], st.Open)
+    if len(calls) != 1:
+        return False
+    call = calls[0]
+    if isinstance(call, st.Open):
+        return True
+    authorized = {s.submission for s in before if isinstance(s, st.Authorize)}
+    return isinstance(call, st.Start) and call.attempt == 1 and call.submission in authorized
 
 
 @contextlib.contextmanager

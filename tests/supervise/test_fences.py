@@ -169,3 +169,29 @@ def test_a_sweep_keeps_the_fences_of_every_job_still_going(world: World) -> None
     before = b.fences()
     world.sup.sweep()
     assert b.fences() == before
+
+
+def test_a_new_submissions_epoch_advances_once_its_authorize_is_in_never_before_its_start(
+    world: World,
+) -> None:
+    """The authorize goes in with its first attempt, before the start is called; the epoch
+    advances after the start's reply, before that execution's fence. A crash at the advance
+    leaves a start whose object is recorded, which the next pass fences and opens: no start
+    of unknown outcome for a person to resolve."""
+    b = fencing(world)
+    b.crash_at = "advance"
+    with pytest.raises(Crash):
+        world.passes()
+    kinds = [[e.kind for e in c.entries] for c in world.store.read(world.job).commits]
+    assert kinds[-2:] == [["authorize", "attempt"], ["reply"]]
+    made = world.folded().submissions[0].attempts[0].ref
+    assert made is not None and b.fences() == {}
+    assert world.backend.inspect(made).state is ObjectState.GATED
+    world.passes()
+    assert b.seen_at_open == [
+        {
+            f"fence.{made.id}": f"job={world.job}\nsubmission=1\n",
+            f"current.{world.job}": "current=1\n",
+        }
+    ]
+    assert world.status().escalations == () and len(world.folded().submissions[0].attempts) == 1

@@ -75,16 +75,15 @@ def test_a_hold_that_races_the_launch_is_seen_by_its_look_and_the_job_is_not_ope
 
 
 def test_what_a_launch_saw_and_its_canonical_object_go_in_with_its_open() -> None:
-    """The authorize, the attempt and the start's reply each in a revision of its own; then
-    what was seen of the object, that it is the canonical one and the open in one revision,
-    before the open is called: nothing is called on a decision that is not in yet."""
+    """The authorize with the attempt it is made for, before the start is called; the start's
+    reply; then what was seen of the object, that it is the canonical one and the open in one
+    revision, before the open is called: nothing is called on a decision that is not in yet."""
     store = MemoryRecords()
     _, _, sup, job = world(store)
     assert sup.launch(job) is not None
     kinds = [[e.kind for e in c.entries] for c in store.read(job).commits]
     assert kinds == [
-        ["owner", "authorize"],
-        ["attempt"],
+        ["owner", "authorize", "attempt"],
         ["reply"],
         ["observe", "canonical", "open"],
     ]

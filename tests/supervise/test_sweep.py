@@ -48,9 +48,9 @@ def test_a_sweep_that_moves_jobs_asks_once_a_round_for_all_of_them_never_once_a_
     world.backend.calls.clear()
     report = world.supervisor().sweep()
     assert len(report.passed) == 6 and len(report.progressed) == 5
-    # authorize, start, canonical and open, the running object's evidence, and a look that
+    # authorize and start, canonical and open, the running object's evidence, and a look that
     # finds nothing more to do: a round each, every moving job in every round, however many
-    assert world.backend.calls["find_many"] == one_job == 5
+    assert world.backend.calls["find_many"] == one_job == 4
     assert world.backend.calls["find"] == 0
 
 
@@ -99,7 +99,7 @@ def test_a_sweep_commits_its_owner_entry_in_the_same_revision_as_its_first_decis
     world.supervisor().sweep()
     commits = world.store.read(job).commits
     kinds = [e.kind for e in commits[0].entries]
-    assert kinds == ["owner", "authorize"]
+    assert kinds == ["owner", "authorize", "attempt"]
     token = commits[0].entries[0].token  # type: ignore[union-attr]
     # Every later decision of the sweep's rounds carries the same token, with no new owner.
     decisions = [e for c in commits for e in c.entries if hasattr(e, "token")]
