@@ -492,11 +492,18 @@ class World:
         return all(self._settled_and_delivered(j) for j in self.job_ids)
 
     def release_everything(self) -> None:
-        """Give back every owner lock this process table holds (file store), as at exit."""
+        """Give back every owner lock and shard claim this process table holds (file store),
+        as at exit: a run stopped mid-sweep (``stop_at``) still holds some, and the next run on
+        the same folder in this process would find them taken."""
         if self.root is None:
             return
         for job in self.job_ids:
             FileRecords.revoke(self._reader, job)  # type: ignore[arg-type]
+        for p in self.procs:
+            for shard, token in sorted(p.claims.items()):
+                if isinstance(p.raw, Sharded):
+                    p.raw.unclaim(shard, token)
+            p.claims.clear()
 
     def describe(self) -> None:
         """Fill the outcome with each job's record and the scheduler's ground truth."""

@@ -59,7 +59,7 @@ def trusts_every_version(version: int) -> bool:
 # Seeds whose memos the simulator loses whole, loses in part, and carries over an upgrade.
 COLD, PARTLY_COLD, UPGRADED = 85, 8, 31
 # Seeds that find a release trusting the memos of every version of the decisions.
-TRUST_FINDS = (166, 326)
+TRUST_FINDS = (326, 449)
 
 
 @pytest.mark.parametrize(

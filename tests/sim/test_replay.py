@@ -66,3 +66,15 @@ def test_stop_at_replays_a_prefix_of_the_same_trace(ledger_root: Path) -> None:
     assert part.stopped_at == 120
     assert part.trace == full.trace[:120]
     assert part.record and part.truth
+
+
+def test_a_run_stopped_mid_sweep_leaves_no_claim_the_next_run_would_find_taken(
+    ledger_root: Path,
+) -> None:
+    """``--stop-at`` ends a run inside a sweep, its simulated processes still holding shard
+    claims; the same seed run again in this process (the test of ``dispatch sim`` does both)
+    keeps every invariant, as it does in a fresh process (a claim left taken stops its sweeps,
+    and the job never settles)."""
+    stopped = run_seed(87, ledger_root, stop_at=60)
+    assert stopped.stopped_at == 60 and any("claim taken" in line for line in stopped.trace)
+    assert run_seed(87, ledger_root).violations == []
