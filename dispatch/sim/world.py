@@ -377,10 +377,7 @@ class World:
         for job, token in sorted(p.locks.items()):
             p.raw.unlock(job, token)
         p.locks.clear()
-        for shard, token in sorted(p.claims.items()):
-            assert isinstance(p.raw, Sharded)
-            p.raw.unclaim(shard, token)
-        p.claims.clear()
+        _give_back_claims(p)
         p.held.clear()
         p.done = True
         self.procs.remove(p)
@@ -500,10 +497,7 @@ class World:
         for job in self.job_ids:
             FileRecords.revoke(self._reader, job)  # type: ignore[arg-type]
         for p in self.procs:
-            for shard, token in sorted(p.claims.items()):
-                if isinstance(p.raw, Sharded):
-                    p.raw.unclaim(shard, token)
-            p.claims.clear()
+            _give_back_claims(p)
 
     def describe(self) -> None:
         """Fill the outcome with each job's record and the scheduler's ground truth."""
@@ -514,6 +508,14 @@ class World:
             except DispatchError as err:
                 self.out.record.append(f"job {job}: unreadable: {err}")
         self.out.truth = describe_truth(self.backend)
+
+
+def _give_back_claims(p: Proc) -> None:
+    """Give back the shard claims ``p`` holds, as its process's end does."""
+    for shard, token in sorted(p.claims.items()):
+        assert isinstance(p.raw, Sharded)
+        p.raw.unclaim(shard, token)
+    p.claims.clear()
 
 
 class _Observer(FileRecords):
