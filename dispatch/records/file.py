@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NoReturn
 
 from dispatch.core.fold import Folding
 from dispatch.model.errors import ConflictError, DispatchError, InvalidError, NotFoundError
@@ -41,8 +42,9 @@ SNAPSHOT_EVERY = 32
 ACQUIRE_TRIES = 100
 
 # Records a store keeps read (the oldest read goes first): a sweep reads each record once, so
-# keeping them all would make its memory grow with the ledger; 1,024 covers a job's passes.
-CACHE_JOBS = 1024
+# keeping them all would make its memory grow with the ledger; 256 covers a job's passes, and a
+# record let go soon after its pass is freed while its memory is still in the CPU's caches.
+CACHE_JOBS = 256
 
 
 def snapshot_due(revision: int, first: int) -> bool:
@@ -510,23 +512,68 @@ class FileRecords:
         last, snapshotted = peeked or self._last_revision(job, folder)
         if upto is not None:
             last = upto
-        header, first = self._load_header(job, os.path.join(folder, fmt.revision_name(1)))
-        view = None
         if snapshotted:
-            # Checked against the files as they are now: one written since the listing may be
-            # past ``upto``, and then stands for revisions 1..upto too.
-            bound = last if upto is None else sys.maxsize
-            view = self._load_snapshot(job, folder, header, first, bound)
-            if view is not None and view.revision > last:
-                view = View(header=header, commits=view.commits[: last - 1])
+            view = self._read_from_snapshot(job, folder, last, upto)
+        else:
+            view = self._read_files(job, folder, last)
+        if upto is None:
+            view, _ = self._read_after(job, folder, view)
+        return view, any(settles(c.entries) for c in view.commits)
+
+    def _read_from_snapshot(self, job: JobID, folder: str, last: int, upto: int | None) -> View:
+        """Revisions 1..last, from the snapshot where it is exactly the files it stands for,
+        then the files after it one by one."""
+        header, first = self._load_header(job, os.path.join(folder, fmt.revision_name(1)))
+        # Checked against the files as they are now: one written since the listing may be
+        # past ``upto``, and then stands for revisions 1..upto too.
+        bound = last if upto is None else sys.maxsize
+        view = self._load_snapshot(job, folder, header, first, bound)
+        if view is not None and view.revision > last:
+            view = View(header=header, commits=view.commits[: last - 1])
         commits = list(view.commits) if view is not None else []
         for revision in range(len(commits) + 2, last + 1):
             name = f"{folder}/{fmt.revision_name(revision)}"  # a string: no join's checks
             commits.append(self._load_commit(job, name, revision))
-        view = View(header=header, commits=tuple(commits))
-        if upto is None:
-            view, _ = self._read_after(job, folder, view)
-        return view, any(settles(c.entries) for c in view.commits)
+        return View(header=header, commits=tuple(commits))
+
+    def _read_files(self, job: JobID, folder: str, last: int) -> View:
+        """Revisions 1..last, which exist, read and checked with one parse of their bytes
+        joined as a snapshot is (``snapshot.join``): the View holds a header of ``job`` and one
+        commit per file, numbered as the files are. When they are not that, each file is parsed
+        on its own to name the one at fault."""
+        first = fmt.read_with_stat(f"{folder}/{fmt.revision_name(1)}")
+        if first is None:
+            raise NotFoundError(f"no record for job {job}")
+        raws = [first[0]]
+        st = first[1]
+        for revision in range(2, last + 1):
+            data, st = self._read_revision(f"{folder}/{fmt.revision_name(revision)}")
+            raws.append(data)
+        try:
+            view: View | None = View.load(snapshot.join(raws[0], raws[1:]))
+        except InvalidError:
+            view = None
+        if (
+            view is None
+            or view.header.job != job
+            or len(view.commits) != last - 1
+            or any(c.revision != r for r, c in enumerate(view.commits, start=2))
+        ):
+            self._name_the_bad_file(job, folder, raws)
+        with self._mu:
+            self._note_stamp(job, last, st)
+            if last > 1:
+                self._raw.setdefault(job, {}).update(enumerate(raws[1:], start=2))
+        return view
+
+    def _name_the_bad_file(self, job: JobID, folder: str, raws: list[bytes]) -> NoReturn:
+        """Raise the problem of the first of the revision files (bytes ``raws``) that is not
+        what its name says."""
+        path = f"{folder}/{fmt.revision_name(1)}"
+        self._parse_header(job, path, raws[0])
+        for revision, data in enumerate(raws[1:], start=2):
+            self._parse_commit(job, f"{folder}/{fmt.revision_name(revision)}", data, revision)
+        raise self._problem(folder, "its revision files do not join into one record")
 
     def _read_after(self, job: JobID, folder: str, view: View) -> tuple[View, bool]:
         """``view`` with every revision after it that exists now (``view`` itself if none)."""
@@ -561,13 +608,17 @@ class FileRecords:
         data = read[0]
         with self._mu:
             self._note_stamp(job, 1, read[1])
+        return self._parse_header(job, path, data), data
+
+    def _parse_header(self, job: JobID, path: str | Path, data: bytes) -> Header:
+        """The header of ``job`` that ``data``, the bytes of ``path``, hold."""
         try:
             header: Header = Header.load(data)
         except InvalidError as err:
             raise self._problem(path, f"not a record header: {err.message}") from None
         if header.job != job:
             raise self._problem(path, f"the header is of job {header.job!r}")
-        return header, data
+        return header
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
         data, stamp = self._read_revision(path)

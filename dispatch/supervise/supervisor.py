@@ -314,6 +314,33 @@ class Supervisor:
         # A settled record had its last look: its escalations are not offered again.
         undelivered = [] if j.settled else self.deliveries.owed(j)
         result = PassResult(job=job, settled=j.settled)
+        if waits_on_upstream(j):
+            found, reads = upstream_of(self.store, j, found, now, known)
+            # An upstream the ledger does not hold: the memo keeps no answer about it.
+            result.asked = reads is None
+            result.upstream = tuple((up, r) for up, r, _ in reads or ())
+            result.upstream_looked = tuple(looked for _, _, looked in reads or ())
+        if waits_for_slot(j):
+            found = self._slots_now().ahead(j, found)
+            result.slot = j.header.spec.task.throttle if j.header.spec.task else None
+        owner, steps = j.owner, next_steps(j, found, now, stop_stale=self._stop_stale)
+        if result.slot is not None or result.upstream:
+            result.polled, result.deadline = True, deadline_after(j, now)
+        acts = any(not isinstance(s, st.Wait) for s in steps)
+        if not acts and not undelivered:
+            # A lone wait, most passes: nothing to lock, perform, commit or deliver.
+            for step in steps:
+                if isinstance(step, st.Wait):
+                    result.wake = step.wake
+            result.revision = view.revision
+            return result
+        if take is not None and not take():
+            raise _LockHeld(job)
+        # The steps first: a protocol check costs tens of microseconds, and most passes wait.
+        if acts and isinstance(self.store, Folded):
+            # The store checks each commit with a fold: it goes on from this one. ``j`` is not
+            # read again (the store extends it in place).
+            self.store.seed(folding)
         store: Records = self.store
         if j.owner != token and not j.settled:  # a settled record takes evidence only
             # A sweep holds the lock alone: ownership goes in with the pass's first commit.
@@ -329,26 +356,6 @@ class Supervisor:
             len(j.submissions),
         )
         performer.opens = self._opens
-        if waits_on_upstream(j):
-            found, reads = upstream_of(self.store, j, found, now, known)
-            # An upstream the ledger does not hold: the memo keeps no answer about it.
-            result.asked = reads is None
-            result.upstream = tuple((up, r) for up, r, _ in reads or ())
-            result.upstream_looked = tuple(looked for _, _, looked in reads or ())
-        if waits_for_slot(j):
-            found = self._slots_now().ahead(j, found)
-            result.slot = j.header.spec.task.throttle if j.header.spec.task else None
-        owner, steps = j.owner, next_steps(j, found, now, stop_stale=self._stop_stale)
-        if result.slot is not None or result.upstream:
-            result.polled, result.deadline = True, deadline_after(j, now)
-        acts = any(not isinstance(s, st.Wait) for s in steps)
-        if take is not None and (acts or undelivered) and not take():
-            raise _LockHeld(job)
-        # The steps first: a protocol check costs tens of microseconds, and most passes wait.
-        if acts and isinstance(self.store, Folded):
-            # The store checks each commit with a fold: it goes on from this one. ``j`` is not
-            # read again (the store extends it in place).
-            self.store.seed(folding)
         # A failed last look before a settle is recorded after the settle commit, not under it.
         with self.deliveries.holding_failures():
             try:

@@ -19,7 +19,7 @@ from dispatch.model.errors import (
     RejectedError,
     UnavailableError,
 )
-from dispatch.model.record import CancelEntry, OutcomeEntry, SettleEntry, View
+from dispatch.model.record import CancelEntry, Commit, Header, OutcomeEntry, SettleEntry, View
 from dispatch.model.values import Cause
 from dispatch.records import ledger_format as fmt
 from dispatch.records import locks
@@ -191,6 +191,53 @@ def test_a_header_of_another_job_is_invalid(tmp_path: Path) -> None:
     )
     with pytest.raises(InvalidError, match="header is of job 'j1'"):
         FileRecords(root).read("j2")
+
+
+def test_a_cold_read_is_the_record_its_files_hold_each_parsed_alone(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 5)
+    folder = root / "jobs" / "j1"
+    alone = View(
+        header=Header.load((folder / fmt.revision_name(1)).read_bytes()),
+        commits=tuple(
+            Commit.load((folder / fmt.revision_name(r)).read_bytes()) for r in range(2, 6)
+        ),
+    )
+    assert FileRecords(root).read("j1") == alone
+    assert FileRecords(root).read_at("j1", 3) == View(
+        header=alone.header, commits=alone.commits[:2]
+    )
+
+
+def test_two_revision_files_with_each_others_bytes_are_invalid_naming_the_first(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 4)
+    third, fourth = (root / "jobs" / "j1" / fmt.revision_name(r) for r in (3, 4))
+    was = third.read_bytes()
+    third.write_bytes(fourth.read_bytes())
+    fourth.write_bytes(was)
+    with pytest.raises(InvalidError, match=f"{third}.*holds revision 4"):
+        FileRecords(root).read("j1")
+
+
+def test_a_revision_file_holding_the_next_one_too_is_invalid_naming_it(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 3)
+    second, third = (root / "jobs" / "j1" / fmt.revision_name(r) for r in (2, 3))
+    second.write_bytes(second.read_bytes() + b"," + third.read_bytes())
+    third.write_bytes(b"")
+    fresh = FileRecords(root)
+    with pytest.raises(InvalidError, match=str(second)):
+        fresh.read("j1")
+    assert [p.path for p in fresh.problems()] == [second]
 
 
 def test_a_missing_revision_is_invalid_naming_the_gap(tmp_path: Path) -> None:
