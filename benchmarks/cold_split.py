@@ -18,10 +18,14 @@ untimed tick's. Run from the repository root (N = 100,000 needs about 6 minutes 
 3 GiB of disk):
 
     .venv/bin/python benchmarks/cold_split.py [--sizes 10000,100000] [--runs 2] [--dir DIR]
-        [--keep DIR]
+        [--keep DIR] [--baseline REF]
 
 ``--keep DIR`` writes each size's ledger under ``DIR/<N>`` and keeps it; a later run with the
 same ``--keep`` times the ledger found there instead of writing it again.
+
+``--baseline REF`` checks REF out with ``git worktree`` and times its ``dispatch`` too, on the
+same ledger: each tick a pair, REF's first, then this tree's (REF must have the steps timed
+here). The ledger is written by this tree.
 
 The first tick of each size runs right after the setup, so the page cache holds what the setup
 wrote; later ticks of the same size show what a tick costs once its files were read recently.
@@ -99,38 +103,62 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="cold ticks per size")
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the ledgers")
+    parser.add_argument("--baseline", default=None, help="also time this commit's dispatch")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(Path(args.child[0]), Path(args.child[1]), int(args.child[2]))
         return
+    old = None
+    if args.baseline:
+        old = sweep.worktree(args.baseline, Path(tempfile.mkdtemp(prefix="dispatch-cold-")) / "b")
+    trees = [("this", ROOT)] if old is None else [(args.baseline[:10], old), ("this", ROOT)]
     print("CPU microseconds per job of a cold tick (no memo), by step; fresh process each tick")
-    print(f"{'N':>8}{'tick':>6}{'load':>6}{'total':>8}" + "".join(f"{s:>12}" for s in STEPS))
-    for n in (int(s) for s in args.sizes.split(",")):
-        kept = args.keep / str(n) if args.keep else None
-        base = kept or Path(tempfile.mkdtemp(prefix="dispatch-cold-split-", dir=args.dir))
-        try:
-            ledger, objects = base / "ledger", base / "objects.json"
-            if not objects.exists():
-                base.mkdir(parents=True, exist_ok=True)
-                print(f"{n:>8}  writing the ledger ...", end="\r", flush=True, file=sys.stderr)
-                setup = [sys.executable, str(ROOT / "benchmarks" / "sweep.py"), "--child"]
-                subprocess.run(
-                    [*setup, "setup-file", str(ledger), str(objects), str(n)],
-                    check=True,
-                    capture_output=True,
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
-                )
-            for tick in range(1, args.runs + 1):
+    print(
+        f"{'N':>8}{'tick':>6}{'tree':>12}{'load':>6}{'total':>8}"
+        + "".join(f"{s:>12}" for s in STEPS)
+    )
+    try:
+        for n in (int(s) for s in args.sizes.split(",")):
+            ticks(n, args, trees)
+    finally:
+        if old is not None:
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
+                check=False,
+                capture_output=True,
+            )
+            shutil.rmtree(old.parent, ignore_errors=True)
+
+
+def ticks(n: int, args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
+    """Write (or find) the ledger of ``n`` jobs and print ``args.runs`` cold ticks of each tree."""
+    kept = args.keep / str(n) if args.keep else None
+    base = kept or Path(tempfile.mkdtemp(prefix="dispatch-cold-split-", dir=args.dir))
+    try:
+        ledger, objects = base / "ledger", base / "objects.json"
+        if not objects.exists():
+            base.mkdir(parents=True, exist_ok=True)
+            print(f"{n:>8}  writing the ledger ...", end="\r", flush=True, file=sys.stderr)
+            setup = [sys.executable, str(ROOT / "benchmarks" / "sweep.py"), "--child"]
+            subprocess.run(
+                [*setup, "setup-file", str(ledger), str(objects), str(n)],
+                check=True,
+                capture_output=True,
+                env={**os.environ, "PYTHONPATH": str(ROOT)},
+            )
+        for tick in range(1, args.runs + 1):
+            for name, tree in trees:
                 me = [sys.executable, str(Path(__file__).resolve()), "--child"]
-                r = sweep.child_json([*me, str(ledger), str(objects), str(n)], ROOT)
+                r = sweep.child_json([*me, str(ledger), str(objects), str(n)], tree)
                 print(
-                    f"{n:>8}{tick:>6}{r['load']:>6.1f}{r['total']:>8.0f}"
-                    + "".join(f"{r[s]:>12.0f}" for s in STEPS)
+                    f"{n:>8}{tick:>6}{name:>12}{r['load']:>6.1f}{r['total']:>8.0f}"
+                    + "".join(f"{r[s]:>12.0f}" for s in STEPS),
+                    flush=True,
                 )
-        finally:
-            if kept is None:
-                shutil.rmtree(base, ignore_errors=True)
+    finally:
+        if kept is None:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
