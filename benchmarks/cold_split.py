@@ -123,11 +123,7 @@ def main() -> None:
             ticks(n, args, trees)
     finally:
         if old is not None:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                check=False,
-                capture_output=True,
-            )
+            sweep.remove_worktree(old)
             shutil.rmtree(old.parent, ignore_errors=True)
 
 

@@ -323,6 +323,15 @@ def worktree(ref: str, into: Path) -> Path:
     return into
 
 
+def remove_worktree(tree: Path) -> None:
+    """Remove a worktree ``worktree`` added (whatever it holds now)."""
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+        check=False,
+        capture_output=True,
+    )
+
+
 def snapshot(into: Path) -> Path:
     """A copy of this tree's ``dispatch`` and of this script, which the children run."""
     shutil.copytree(ROOT / "dispatch", into / "dispatch", ignore=shutil.ignore_patterns("*.pyc"))
@@ -725,11 +734,7 @@ def main() -> None:
                 changed_ticks(base, ledger, objects, n, args.changed, args.runs, memos, warm)
     finally:
         if old is not None:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                check=False,
-                capture_output=True,
-            )
+            remove_worktree(old)
         shutil.rmtree(base, ignore_errors=True)
 
 

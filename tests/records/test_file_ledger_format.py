@@ -193,12 +193,17 @@ def test_a_header_of_another_job_is_invalid(tmp_path: Path) -> None:
         FileRecords(root).read("j2")
 
 
-def test_a_cold_read_is_the_record_its_files_hold_each_parsed_alone(tmp_path: Path) -> None:
+def grown_record(tmp_path: Path, revisions: int) -> tuple[Path, Path]:
+    """A ledger whose job j1 is at ``revisions``: its root and the job's folder."""
     root = tmp_path / "ledger"
     store = FileRecords(root)
     store.create(header("j1"))
-    grow(store, "j1", 5)
-    folder = root / "jobs" / "j1"
+    grow(store, "j1", revisions)
+    return root, root / "jobs" / "j1"
+
+
+def test_a_cold_read_is_the_record_its_files_hold_each_parsed_alone(tmp_path: Path) -> None:
+    root, folder = grown_record(tmp_path, 5)
     alone = View(
         header=Header.load((folder / fmt.revision_name(1)).read_bytes()),
         commits=tuple(
@@ -214,11 +219,8 @@ def test_a_cold_read_is_the_record_its_files_hold_each_parsed_alone(tmp_path: Pa
 def test_two_revision_files_with_each_others_bytes_are_invalid_naming_the_first(
     tmp_path: Path,
 ) -> None:
-    root = tmp_path / "ledger"
-    store = FileRecords(root)
-    store.create(header("j1"))
-    grow(store, "j1", 4)
-    third, fourth = (root / "jobs" / "j1" / fmt.revision_name(r) for r in (3, 4))
+    root, folder = grown_record(tmp_path, 4)
+    third, fourth = (folder / fmt.revision_name(r) for r in (3, 4))
     was = third.read_bytes()
     third.write_bytes(fourth.read_bytes())
     fourth.write_bytes(was)
@@ -227,11 +229,8 @@ def test_two_revision_files_with_each_others_bytes_are_invalid_naming_the_first(
 
 
 def test_a_revision_file_holding_the_next_one_too_is_invalid_naming_it(tmp_path: Path) -> None:
-    root = tmp_path / "ledger"
-    store = FileRecords(root)
-    store.create(header("j1"))
-    grow(store, "j1", 3)
-    second, third = (root / "jobs" / "j1" / fmt.revision_name(r) for r in (2, 3))
+    root, folder = grown_record(tmp_path, 3)
+    second, third = (folder / fmt.revision_name(r) for r in (2, 3))
     second.write_bytes(second.read_bytes() + b"," + third.read_bytes())
     third.write_bytes(b"")
     fresh = FileRecords(root)
