@@ -541,11 +541,8 @@ class FileRecords:
         joined as a snapshot is (``snapshot.join``): the View holds a header of ``job`` and one
         commit per file, numbered as the files are. When they are not that, each file is parsed
         on its own to name the one at fault."""
-        first = fmt.read_with_stat(f"{folder}/{fmt.revision_name(1)}")
-        if first is None:
-            raise NotFoundError(f"no record for job {job}")
-        raws = [first[0]]
-        st = first[1]
+        data, st = self._read_header(job, f"{folder}/{fmt.revision_name(1)}")
+        raws = [data]
         for revision in range(2, last + 1):
             data, st = self._read_revision(f"{folder}/{fmt.revision_name(revision)}")
             raws.append(data)
@@ -602,13 +599,18 @@ class FileRecords:
 
     def _load_header(self, job: JobID, path: str | Path) -> tuple[Header, bytes]:
         """The header and the bytes of its file."""
+        data, st = self._read_header(job, path)
+        with self._mu:
+            self._note_stamp(job, 1, st)
+        return self._parse_header(job, path, data), data
+
+    def _read_header(self, job: JobID, path: str | Path) -> tuple[bytes, os.stat_result]:
+        """The bytes of a header file and the ``fstat`` of their read; ``NotFoundError`` when
+        there is none (the record does not exist)."""
         read = fmt.read_with_stat(path)
         if read is None:
             raise NotFoundError(f"no record for job {job}")
-        data = read[0]
-        with self._mu:
-            self._note_stamp(job, 1, read[1])
-        return self._parse_header(job, path, data), data
+        return read
 
     def _parse_header(self, job: JobID, path: str | Path, data: bytes) -> Header:
         """The header of ``job`` that ``data``, the bytes of ``path``, hold."""
