@@ -111,7 +111,12 @@ def main() -> None:
         return
     old = None
     if args.baseline:
-        old = sweep.worktree(args.baseline, Path(tempfile.mkdtemp(prefix="dispatch-cold-")) / "b")
+        parent = Path(tempfile.mkdtemp(prefix="dispatch-cold-"))
+        try:
+            old = sweep.worktree(args.baseline, parent / "b")
+        except SystemExit:
+            shutil.rmtree(parent, ignore_errors=True)
+            raise
     trees = [("this", ROOT)] if old is None else [(args.baseline[:10], old), ("this", ROOT)]
     print("CPU microseconds per job of a cold tick (no memo), by step; fresh process each tick")
     print(

@@ -315,11 +315,16 @@ def goals(n: int) -> tuple[float, float]:
 
 
 def worktree(ref: str, into: Path) -> Path:
-    subprocess.run(
+    """Check ``ref`` out at ``into``; a ref git cannot check out ends the run in one line."""
+    done = subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), ref],
-        check=True,
+        check=False,
         capture_output=True,
+        text=True,
     )
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no reason given"])[-1]
+        raise SystemExit(f"--baseline {ref}: git cannot check it out ({said})")
     return into
 
 
@@ -612,7 +617,11 @@ def main() -> None:
         return
     sizes = [int(s) for s in args.sizes.split(",")]
     base = Path(tempfile.mkdtemp(prefix="dispatch-sweep-bench-", dir=args.dir))
-    old = worktree(args.baseline, base / "baseline") if args.baseline else None
+    try:
+        old = worktree(args.baseline, base / "baseline") if args.baseline else None
+    except SystemExit:
+        shutil.rmtree(base, ignore_errors=True)
+        raise
     THIS[0] = snapshot(base / "this")
     traced = shutil.which("strace") is not None
     print(f"one idle sweep (every pass waits) over N jobs; file ledger under {base}")
