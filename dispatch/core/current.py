@@ -43,6 +43,7 @@ class Current:
         self.job = job
         self.d = d
         self._seen = {o.ref.id: o for o in d.objects}
+        self._objects: tuple[ObjectObs, ...] | None = None
 
     def obs(self, ref: ObjectRef) -> ObjectObs | None:
         """The newest observation of ``ref``: from find, else from the record."""
@@ -76,10 +77,10 @@ class Current:
 
     def vanished(self, ref: ObjectRef) -> bool:
         """Whether an object seen before is missing from a complete find without an end."""
-        rec = self.job.object(ref)
-        if rec is None or any(excused(rec) for excused in NOT_VANISHED):
+        if not self.d.complete or self.seen_now(ref):
             return False
-        return self.d.complete and not self.seen_now(ref)
+        rec = self.job.object(ref)
+        return rec is not None and not any(excused(rec) for excused in NOT_VANISHED)
 
     def alive(self, ref: ObjectRef) -> bool:
         """Whether the object may still run."""
@@ -92,13 +93,16 @@ class Current:
         """Whether the object no longer blocks settling, counting this find."""
         return rec.done or self.ended(rec.ref) or self.vanished(rec.ref)
 
-    def objects(self) -> list[ObjectObs]:
-        """Every object of the job that find shows or the record saw, foreign included."""
-        found = dict(self._seen)
-        for rec in self.job.objects.values():
-            if rec.ref.id not in found and rec.last is not None:
-                found[rec.ref.id] = rec.last
-        return [found[k] for k in sorted(found)]
+    def objects(self) -> tuple[ObjectObs, ...]:
+        """Every object of the job that find shows or the record saw, foreign included, in
+        the order of their ids (worked out once: a pass asks several times)."""
+        if self._objects is None:
+            found = dict(self._seen)
+            for rec in self.job.objects.values():
+                if rec.ref.id not in found and rec.last is not None:
+                    found[rec.ref.id] = rec.last
+            self._objects = tuple(found[k] for k in sorted(found))
+        return self._objects
 
     def at(self, fallback: datetime) -> datetime:
         """When find looked (``fallback`` when it did not say)."""

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from dispatch.core.fold import Folding
 from dispatch.model.errors import ConflictError, InvalidError
-from dispatch.model.record import Decision, Entry, Header, OwnerEntry, SettleEntry, View
+from dispatch.model.record import Commit, Decision, Entry, Header, OwnerEntry, SettleEntry, View
 from dispatch.model.values import Actor, JobID
 
 
@@ -161,6 +161,15 @@ def owner_token(view: View) -> str:
 def settles(entries: Sequence[Entry]) -> bool:
     """Whether a commit of ``entries`` settles the record."""
     return any(isinstance(e, SettleEntry) for e in entries)
+
+
+def settled_by(commits: Iterable[Commit]) -> bool:
+    """Whether one of ``commits`` settles the record (one scan of all their entries)."""
+    for c in commits:
+        for e in c.entries:
+            if isinstance(e, SettleEntry):
+                return True
+    return False
 
 
 def owner_entry_refused(entry: OwnerEntry, locked: str) -> bool:

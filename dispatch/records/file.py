@@ -27,7 +27,13 @@ from dispatch.model.values import Actor, JobID
 from dispatch.records import file_index as index
 from dispatch.records import ledger_format as fmt
 from dispatch.records import snapshot
-from dispatch.records.contract import FoldCheck, check_commit, owner_token, settles
+from dispatch.records.contract import (
+    FoldCheck,
+    check_commit,
+    owner_token,
+    settled_by,
+    settles,
+)
 from dispatch.records.locks import OwnerLocks, check_locking
 
 # The first snapshot's revision; later ones at twice the last (64, 128, ...). A snapshot saves
@@ -42,9 +48,14 @@ SNAPSHOT_EVERY = 32
 ACQUIRE_TRIES = 100
 
 # Records a store keeps read (the oldest read goes first): a sweep reads each record once, so
-# keeping them all would make its memory grow with the ledger; 256 covers a job's passes, and a
-# record let go soon after its pass is freed while its memory is still in the CPU's caches.
+# keeping them all would make its memory grow with the ledger; 256 covers a job's passes.
 CACHE_JOBS = 256
+
+# Of the records a sweep read at a revision and nothing read again since (passes that only
+# waited, most of a sweep's), the store keeps the last few only: a record let go right after
+# its pass is freed while its memory is still in the CPU's caches, several times cheaper than
+# 256 reads later. A read of the record (a commit, a look upstream) keeps it as any other.
+PASSING_JOBS = 8
 
 
 def snapshot_due(revision: int, first: int) -> bool:
@@ -85,6 +96,8 @@ class FileRecords:
         # The views last read or written, oldest first (an OrderedDict: dropping the oldest of
         # a plain dict that keeps taking and dropping entries scans its dropped slots).
         self._cache: OrderedDict[JobID, View] = OrderedDict()
+        # The jobs of ``_cache`` read only by ``read_at``, oldest first (``PASSING_JOBS``).
+        self._passing: OrderedDict[JobID, None] = OrderedDict()
         self._settled: set[JobID] = set()
         # The bytes of each revision read or written, so a snapshot is a join, not a dump.
         self._raw: dict[JobID, dict[int, bytes]] = {}
@@ -159,6 +172,7 @@ class FileRecords:
             raise NotFoundError(f"no record for job {job}")
         with self._mu:
             cached = self._cache.get(job)
+            self._passing.pop(job, None)
         folder = os.path.join(self._jobs_s, job)
         if cached is None:
             if not self._check_folder(job):
@@ -355,6 +369,10 @@ class FileRecords:
             folder = self._locate(job)
             view, settled = self._read_cold(job, folder, upto=revision)
             view = self._seen(job, folder, view, settled)
+            with self._mu:
+                self._passing[job] = None
+                while len(self._passing) > PASSING_JOBS:
+                    self._drop(self._passing.popitem(last=False)[0])
         else:
             view = cached if cached.revision >= revision else self.read(job)
         if view.revision <= revision:
@@ -518,7 +536,7 @@ class FileRecords:
             view = self._read_files(job, folder, last)
         if upto is None:
             view, _ = self._read_after(job, folder, view)
-        return view, any(settles(c.entries) for c in view.commits)
+        return view, settled_by(view.commits)
 
     def _read_from_snapshot(self, job: JobID, folder: str, last: int, upto: int | None) -> View:
         """Revisions 1..last, from the snapshot where it is exactly the files it stands for,
@@ -541,10 +559,14 @@ class FileRecords:
         joined as a snapshot is (``snapshot.join``): the View holds a header of ``job`` and one
         commit per file, numbered as the files are. When they are not that, each file is parsed
         on its own to name the one at fault."""
-        data, st = self._read_header(job, f"{folder}/{fmt.revision_name(1)}")
-        raws = [data]
-        for revision in range(2, last + 1):
-            data, st = self._read_revision(f"{folder}/{fmt.revision_name(revision)}")
+        paths = [f"{folder}/{fmt.revision_name(r)}" for r in range(1, last + 1)]
+        raws = []
+        for path, read in zip(paths, fmt.read_each(paths), strict=True):
+            if read is None:
+                if path is paths[0]:
+                    raise NotFoundError(f"no record for job {job}")
+                raise self._problem(path, "revision vanished while it was read")
+            data, st = read
             raws.append(data)
         try:
             view: View | None = View.load(snapshot.join(raws[0], raws[1:]))
@@ -587,7 +609,7 @@ class FileRecords:
             settled = job in self._settled
         if not new:
             return view, settled
-        settled = settled or any(settles(c.entries) for c in new)
+        settled = settled or settled_by(new)
         return View(header=view.header, commits=(*view.commits, *new)), settled
 
     def _header(self, job: JobID) -> Header:
@@ -803,12 +825,17 @@ class FileRecords:
             cached = self._cache.pop(job, None)
             self._cache[job] = view if cached is None or cached.revision < view.revision else cached
             while len(self._cache) > CACHE_JOBS:
-                oldest, _ = self._cache.popitem(last=False)
-                self._raw.pop(oldest, None)
-                self._owners.pop(oldest, None)
-                self._stamps.pop(oldest, None)
+                self._drop(next(iter(self._cache)))
             if settled:
                 self._settled.add(job)
+
+    def _drop(self, job: JobID) -> None:
+        """Let go of what is kept read of ``job`` (``self._mu`` held)."""
+        self._cache.pop(job, None)
+        self._passing.pop(job, None)
+        self._raw.pop(job, None)
+        self._owners.pop(job, None)
+        self._stamps.pop(job, None)
 
     def _drop_marker(self, job: JobID) -> None:
         try:

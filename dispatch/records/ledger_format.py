@@ -22,6 +22,7 @@ import re
 import secrets
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from dispatch.model.errors import InvalidError, RejectedError
@@ -51,13 +52,28 @@ JOB_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 TEMP_MAX_AGE_SECONDS = 15 * 60
 
 
+def _name(revision: int) -> str:
+    return f"r{revision:010d}.json"  # REVISION_DIGITS wide, written out
+
+
+# The names of the first revisions, made once: a sweep names and parses every file of every
+# record it reads, and a look-up is several times cheaper than formatting or parsing.
+_NAMES = [_name(r) for r in range(1025)]
+_REVISIONS = {name: r for r, name in enumerate(_NAMES)}
+
+
 def revision_name(revision: int) -> str:
     """The file name of a revision, e.g. ``r0000000002.json``; revision 1 is the header."""
-    return f"r{revision:010d}.json"  # REVISION_DIGITS wide, written out: a sweep names many
+    if 0 <= revision < 1025:
+        return _NAMES[revision]
+    return _name(revision)
 
 
 def revision_of(name: str) -> int | None:
     """The revision a file name holds, or None when it is not a revision file."""
+    known = _REVISIONS.get(name)
+    if known is not None:
+        return known
     digits = name[1:-5]
     if len(name) == 16 and name[0] == "r" and name[-5:] == ".json" and digits.isascii():
         return int(digits) if digits.isdecimal() else None  # the usual name: no pattern
@@ -167,33 +183,47 @@ def read_bytes(path: str | Path) -> bytes | None:
 _TYPE_AND_WRITES = stat.S_IFMT(0o777777) | stat.S_IWGRP | stat.S_IWOTH
 
 
+# Non-blocking, so that a FIFO in a file's place is refused, not waited on.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+
+
 def read_with_stat(path: str | Path) -> tuple[bytes, os.stat_result] | None:
     """``read_bytes``, with the ``fstat`` the read makes anyway (``stamp`` names the file)."""
-    try:
-        # Non-blocking, so that a FIFO in a file's place is refused below, not waited on.
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise RejectedError(symlink_refused(path)) from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if st.st_mode & _TYPE_AND_WRITES != stat.S_IFREG or st.st_uid != _me():
-            check_file(path, st)  # says what is wrong
-        # Ledger files never change once named: one read of the size is the whole file, and
-        # only a short read (or a file that grew) needs more until the end.
-        data = os.read(fd, st.st_size + 1)
-        if len(data) != st.st_size:
-            chunks = [data]
-            while chunk := os.read(fd, 1 << 16):
-                chunks.append(chunk)
-            data = b"".join(chunks)
+    return read_each((path,))[0]
+
+
+def read_each(paths: Sequence[str | Path]) -> list[tuple[bytes, os.stat_result] | None]:
+    """``read_with_stat`` of each of ``paths``, in order, in one loop (a cold read of a record
+    reads all its files)."""
+    me = _me()
+    out: list[tuple[bytes, os.stat_result] | None] = []
+    for path in paths:
+        try:
+            fd = os.open(path, _READ_FLAGS)
+        except FileNotFoundError:
+            out.append(None)
+            continue
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RejectedError(symlink_refused(path)) from None
+            raise
+        try:
             st = os.fstat(fd)
-        return data, st
-    finally:
-        os.close(fd)
+            if st.st_mode & _TYPE_AND_WRITES != stat.S_IFREG or st.st_uid != me:
+                check_file(path, st)  # says what is wrong
+            # Ledger files never change once named: one read of the size is the whole file,
+            # and only a short read (or a file that grew) needs more until the end.
+            data = os.read(fd, st.st_size + 1)
+            if len(data) != st.st_size:
+                chunks = [data]
+                while chunk := os.read(fd, 1 << 16):
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+                st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        out.append((data, st))
+    return out
 
 
 def stamp(st: os.stat_result) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from dispatch.model.record import CancelEntry, Commit, Header, OutcomeEntry, Set
 from dispatch.model.values import Cause
 from dispatch.records import ledger_format as fmt
 from dispatch.records import locks
-from dispatch.records.file import FileRecords, Problem, snapshot_due
+from dispatch.records.file import PASSING_JOBS, FileRecords, Problem, snapshot_due
 
 
 def cancel(reason: str = "") -> list[CancelEntry]:
@@ -516,14 +517,45 @@ def fmt_key(key: str) -> str:
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     """Record every file the ledger reads from now on."""
     opened: list[Path] = []
-    real = fmt.read_with_stat  # every read of a file, ``read_bytes``'s too
+    real = fmt.read_each  # every read of a file, ``read_with_stat``'s and ``read_bytes``'s too
 
-    def counting(path: Path) -> tuple[bytes, os.stat_result] | None:
-        opened.append(path)
-        return real(path)
+    def counting(paths: Sequence[str | Path]) -> list[tuple[bytes, os.stat_result] | None]:
+        opened.extend(Path(p) for p in paths)
+        return real(paths)
 
-    monkeypatch.setattr(fmt, "read_with_stat", counting)
+    monkeypatch.setattr(fmt, "read_each", counting)
     return opened
+
+
+def test_a_sweep_keeps_only_the_last_few_records_it_read_at_a_revision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a sweep's passes only read (most of them wait) is let go soon after, while the
+    records a commit or a plain read came back to stay kept."""
+    root = tmp_path / "ledger"
+    writer = FileRecords(root)
+    jobs = [f"j{i:02d}" for i in range(PASSING_JOBS + 3)]
+    for job in jobs:
+        writer.create(header(job))
+        grow(writer, job, 3)
+    store = FileRecords(root)
+    for job in jobs[:2]:
+        store.read_at(job, store.revision(job))
+    store.read(jobs[1])  # as a commit reads it: kept as every other read record is
+    for job in jobs[2:]:
+        store.read_at(job, store.revision(job))
+    written = {job: writer.read(job) for job in jobs}
+    opened = count_reads(monkeypatch)
+    # j00 went PASSING_JOBS reads at a revision ago: read from its files again; j01 was read
+    # as a commit reads, and the last read at a revision is still kept: each only probes the
+    # next revision.
+    for job in (jobs[0], jobs[1], jobs[-1]):
+        assert store.read(job) == written[job]
+    assert [p.relative_to(root / "jobs").as_posix() for p in opened] == [
+        *(f"{jobs[0]}/{fmt.revision_name(r)}" for r in (1, 2, 3, 4)),
+        f"{jobs[1]}/{fmt.revision_name(4)}",
+        f"{jobs[-1]}/{fmt.revision_name(4)}",
+    ]
 
 
 def test_a_revision_link_whose_reply_was_lost_still_counts_as_committed(
