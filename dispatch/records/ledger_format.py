@@ -64,7 +64,7 @@ _REVISIONS = {name: r for r, name in enumerate(_NAMES)}
 
 def revision_name(revision: int) -> str:
     """The file name of a revision, e.g. ``r0000000002.json``; revision 1 is the header."""
-    if 0 <= revision < 1025:
+    if 0 <= revision < len(_NAMES):
         return _NAMES[revision]
     return _name(revision)
 
