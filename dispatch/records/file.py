@@ -561,11 +561,9 @@ class FileRecords:
         on its own to name the one at fault."""
         paths = [f"{folder}/{fmt.revision_name(r)}" for r in range(1, last + 1)]
         raws = []
-        for path, read in zip(paths, fmt.read_each(paths), strict=True):
+        for revision, (path, read) in enumerate(zip(paths, fmt.read_each(paths), strict=True), 1):
             if read is None:
-                if path is paths[0]:
-                    raise NotFoundError(f"no record for job {job}")
-                raise self._problem(path, "revision vanished while it was read")
+                raise self._missing(job, path, header=revision == 1)
             data, st = read
             raws.append(data)
         try:
@@ -631,8 +629,15 @@ class FileRecords:
         there is none (the record does not exist)."""
         read = fmt.read_with_stat(path)
         if read is None:
-            raise NotFoundError(f"no record for job {job}")
+            raise self._missing(job, path, header=True)
         return read
+
+    def _missing(self, job: JobID, path: str | Path, *, header: bool) -> DispatchError:
+        """What a read of the revision file ``path`` that found none raises: without its header
+        the record does not exist; a later revision, listed before, went while it was read."""
+        if header:
+            return NotFoundError(f"no record for job {job}")
+        return self._problem(path, "revision vanished while it was read")
 
     def _parse_header(self, job: JobID, path: str | Path, data: bytes) -> Header:
         """The header of ``job`` that ``data``, the bytes of ``path``, hold."""
@@ -645,7 +650,7 @@ class FileRecords:
         return header
 
     def _load_commit(self, job: JobID, path: str | Path, revision: int) -> Commit:
-        data, stamp = self._read_revision(path)
+        data, stamp = self._read_revision(job, path)
         return self._parse_commit(job, path, data, revision, stamp)
 
     def _note_stamp(self, job: JobID, revision: int, stamp: os.stat_result) -> None:
@@ -708,13 +713,13 @@ class FileRecords:
 
     def _raw_of(self, job: JobID, path: str | Path) -> bytes:
         """The bytes of a revision file, which must exist."""
-        return self._read_revision(path)[0]
+        return self._read_revision(job, path)[0]
 
-    def _read_revision(self, path: str | Path) -> tuple[bytes, os.stat_result]:
+    def _read_revision(self, job: JobID, path: str | Path) -> tuple[bytes, os.stat_result]:
         """The bytes of a revision file, which must exist, and the ``fstat`` of their read."""
         read = fmt.read_with_stat(path)
         if read is None:
-            raise self._problem(path, "revision vanished while it was read")
+            raise self._missing(job, path, header=False)
         return read
 
     # --- writing ------------------------------------------------------------------------------
