@@ -251,6 +251,29 @@ def test_a_missing_revision_is_invalid_naming_the_gap(tmp_path: Path) -> None:
         FileRecords(root).read("j1")
 
 
+def test_a_revision_gone_between_the_listing_and_the_read_is_invalid_naming_it(
+    tmp_path: Path,
+) -> None:
+    """A sweep lists a job's folder (``revision``) before it reads the files: one that went in
+    between is named as vanished; a header gone with it means no record."""
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    grow(store, "j1", 4)
+    reader = FileRecords(root)
+    assert reader.revision("j1") == 4
+    gone = root / "jobs" / "j1" / "r0000000003.json"
+    gone.unlink()
+    with pytest.raises(InvalidError, match=f"{gone}: revision vanished while it was read"):
+        reader.read_at("j1", 4)
+    other = FileRecords(root)
+    store.create(header("j2"))
+    assert other.revision("j2") == 1
+    (root / "jobs" / "j2" / "r0000000001.json").unlink()
+    with pytest.raises(NotFoundError, match="no record for job j2"):
+        other.read_at("j2", 1)
+
+
 def test_a_foreign_file_in_a_job_folder_is_invalid_naming_its_path(tmp_path: Path) -> None:
     root = tmp_path / "ledger"
     FileRecords(root).create(header("j1"))
