@@ -35,26 +35,28 @@ the 10 it recovered (``--changed-first-only``: that row alone, after the ledger'
 the tick before). ``--upgrade`` adds, per size and tree, the first tick of the tree's next
 release (a copy of its ``dispatch`` with a comment added to every core and model source) on the
 warm memo the tree left: the tick after an upgrade that changed no decision, wall and CPU
-seconds with the load. A cold row per size times ticks without a memo (the first tick, one
-after the memo was lost or lapsed): ``--runs`` pairs, the baseline's dispatch then this tree's,
-alternately on the same ledger, each tree's CPU per job (the sweep's own, without start-up),
-wall and the load they ran at. ``no memo s`` is this tree's first cold tick, and its system
-calls per job are printed too. ``--cold-own`` adds
-the cold row on a second ledger, written by this tree, of as many jobs (a release may write
+seconds with the load. A cold row per size times ticks without a memo (the first tick, one after
+the memo was lost or lapsed): ``--runs`` pairs, the baseline's dispatch then this tree's,
+alternately on the same ledger, each after an untimed read of every file of the ledger (the page
+cache holds it: the figure is the sweep's CPU, not the disk's), each tree's CPU per job (the
+sweep's own, without start-up), wall and the load they ran at, the share of this tree's CPU
+spent in the kernel and the most blocks a tick read from the disk (0 when warm). ``no memo s``
+is this tree's first cold tick, and its system calls per job are printed too. ``--cold-own``
+adds the cold row on a second ledger, written by this tree, of as many jobs (a release may write
 fewer revisions a job than the baseline did), timed over this tree alone. ``--changed PCT``
-(default 1; 0 leaves it out) is the tick after
-PCT % of the jobs changed between two ticks: their objects completed (exit code 0; the jobs'
-spec has no recovery rule, so a preempted object would end its job failed rather than be
-resubmitted). Each of ``--runs`` rounds times, in a fresh process, the baseline's dispatch then
-this tree's on a copy of the ledger whose files are hard links to the ledger's (so the memo
-each tree left holds in it) with that tree's memo: wall, CPU, CPU per changed job (and over the
-warm tick's CPU), the whole process's CPU (start-up and imports included: a release that builds
-its models' schemas at their first use pays for them inside the tick, one that builds them at
-import before it), and the load. The tick commits the changed jobs' records with fsync, as
-any tick does. The row fails unless the tick passed every job, acted on and settled exactly
-the changed ones, and skipped none of them on the memo; it prints how many passes it skipped.
-The figures measured are in ``docs/supervising.md`` ("How long a sweep takes") and, per step
-of a pass, in ``docs/ledger.md`` ("What an idle sweep costs per job").
+(default 1; 0 leaves it out) is the tick after PCT % of the jobs changed between two ticks:
+their objects completed (exit code 0; the jobs' spec has no recovery rule, so a preempted object
+would end its job failed rather than be resubmitted). Each of ``--runs`` rounds times, in a
+fresh process, the baseline's dispatch then this tree's on a copy of the ledger whose files are
+hard links to the ledger's (so the memo each tree left holds in it) with that tree's memo: wall,
+CPU, CPU per changed job (and over the warm tick's CPU), the whole process's CPU (start-up and
+imports included: a release that builds its models' schemas at their first use pays for them
+inside the tick, one that builds them at import before it), and the load. The tick commits the
+changed jobs' records with fsync, as any tick does. The row fails unless the tick passed every
+job, acted on and settled exactly the changed ones, and skipped none of them on the memo; it
+prints how many passes it skipped. The figures measured are in ``docs/supervising.md`` ("How
+long a sweep takes") and, per step of a pass, in ``docs/ledger.md`` ("What an idle sweep costs
+per job").
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -129,9 +132,11 @@ def timed_sweep(store: Records, backend: MemoryBackend, n: int) -> dict[str, Any
     backend.calls.clear()
     sup = Supervisor(backend, store)
     load = os.getloadavg()[0]
+    use0 = resource.getrusage(resource.RUSAGE_SELF)
     t0, cpu0 = time.perf_counter(), time.process_time()
     report = sup.sweep()
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+    use = resource.getrusage(resource.RUSAGE_SELF)
     if len(report.passed) != n or report.progressed or report.failed:
         raise SystemExit(f"the timed sweep did not just wait over {n} jobs: {report}")
     return {
@@ -139,6 +144,9 @@ def timed_sweep(store: Records, backend: MemoryBackend, n: int) -> dict[str, Any
         "wall_s": wall,
         "us_per_job": wall / n * 1e6,
         "cpu_s": cpu,
+        "sys_s": use.ru_stime - use0.ru_stime,
+        # Blocks the sweep read from the disk: its files' pages the page cache did not hold.
+        "blocks_in": use.ru_inblock - use0.ru_inblock,
         "load": load,
         "find_many": backend.calls["find_many"],
         "find": backend.calls["find"],
@@ -475,6 +483,18 @@ def files_per_job(ledger: Path) -> float:
     return files / len(folders)
 
 
+def read_all(ledger: Path) -> None:
+    """Read every file of the ledger's records, untimed, so that the tick after finds them in
+    the page cache: a cold tick's figure is the sweep's CPU, not the disk's. (A host may page
+    out file pages nobody read for a minute, as the one these figures come from does; a tick
+    of 100,000 jobs after another tree's of a minute would then read part of the ledger back
+    from the disk, and pay for it in system time that the tree's code has no part in.)"""
+    for folder in os.scandir(ledger / "jobs"):
+        for name in os.listdir(folder.path):
+            with open(os.path.join(folder.path, name), "rb") as file:
+                file.read()
+
+
 def cold_ticks(
     ledger: Path, child: tuple[str, ...], old: Path | None, runs: int, *, writer: str = "baseline"
 ) -> dict[str, Any]:
@@ -486,8 +506,10 @@ def cold_ticks(
     for _ in range(runs):
         if old is not None:
             forget_memo(ledger)
+            read_all(ledger)
             was.append(run_child(*child, tree=old, own=True))
         forget_memo(ledger)
+        read_all(ledger)
         this.append(run_child(*child))
     n = this[0]["jobs"]
 
@@ -509,11 +531,14 @@ def cold_ticks(
         walls = f"{wall(was):.1f} s baseline, {wall(this):.1f} s this"
     else:
         cpu, walls = f"{ms(this):.3f} ms this ({goal})", f"{wall(this):.1f} s this"
+    sys_share = statistics.median(r["sys_s"] / r["cpu_s"] for r in this)
+    blocks = max(r["blocks_in"] for r in (*this, *was))
     print(
         f"cold tick (no memo), N={n}, ledger written by {writer} "
         f"({files_per_job(ledger):.1f} files a job), medians of {runs} "
         f"{'pairs' if was else 'ticks'}: CPU per job {cpu}; wall {walls}; "
-        f"load {min(loads):.1f}-{max(loads):.1f}",
+        f"load {min(loads):.1f}-{max(loads):.1f}; this tree's system time "
+        f"{sys_share:.0%} of its CPU; most blocks a tick read from the disk: {blocks}",
         flush=True,
     )
     return this[0]
