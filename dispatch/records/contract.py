@@ -80,6 +80,14 @@ class Sharded(Protocol):
         the pass its memo says would only wait while this stays the same."""
         ...
 
+    def stamp_read(self, job: JobID, revision: int) -> str | None:
+        """``stamp_at`` without its look for a later revision: the text that names the content
+        of ``revision`` (the one this store's read of it noted, else found without reading
+        it), None when there is no such revision. For what a sweep keeps of the pass it just
+        made at ``revision``: the next sweep trusts it only while ``stamp_at`` gives the same,
+        which a later revision makes None."""
+        ...
+
     def recall(self, shard: int) -> bytes | None:
         """What the last sweep of ``shard`` remembered (``dispatch/supervise/memo.py``), or
         None; read by the sweep that holds the shard's claim."""

@@ -385,28 +385,31 @@ class FileRecords:
         missing); None otherwise. Revision files never change once durable, and one that a
         power cut lost and a later commit wrote again has another modification time, so an
         equal stamp is the same record."""
-        if revision < 1 or not self._is_job_id(job):
+        found = self.stamp_read(job, revision)
+        if found is None:
             return None
-        base = f"{self._jobs_s}/{job}/"  # plain strings: a list checks ten thousand of these
-        with self._mu:
-            read = self._stamps.get(job)
-        if read is not None and read[0] == revision:
-            found = fmt.stamp(read[1])
-        else:
-            try:
-                st = os.lstat(base + fmt.revision_name(revision))
-            except OSError:
-                return None
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            found = fmt.stamp(st)
         try:
-            os.lstat(base + fmt.revision_name(revision + 1))
+            os.lstat(f"{self._jobs_s}/{job}/{fmt.revision_name(revision + 1)}")
         except FileNotFoundError:
             return found
         except OSError:
             return None
         return None
+
+    def stamp_read(self, job: JobID, revision: int) -> str | None:
+        """The stamp of ``revision``: noted by this store's last read of it (the ``fstat`` the
+        read made), else one ``lstat``; None when it is not a revision file of the job."""
+        if revision < 1 or not self._is_job_id(job):
+            return None
+        with self._mu:
+            read = self._stamps.get(job)
+        if read is not None and read[0] == revision:
+            return fmt.stamp(read[1])
+        try:  # a plain string, no Path: a list stamps ten thousand of these
+            st = os.lstat(f"{self._jobs_s}/{job}/{fmt.revision_name(revision)}")
+        except OSError:
+            return None
+        return fmt.stamp(st) if stat.S_ISREG(st.st_mode) else None
 
     def recall(self, shard: int) -> bytes | None:
         """What the last sweep of ``shard`` remembered, or None (also when it cannot be read:

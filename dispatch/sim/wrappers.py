@@ -183,6 +183,13 @@ class SimShardedStore(SimStore):
         self.w.after(self.proc, f"stamp {'same' if stamp else 'moved'}", effect=False)
         return stamp
 
+    def stamp_read(self, job: JobID, revision: int) -> str | None:
+        """The stamp of ``revision`` as this store read it, without a look for a later one."""
+        self.w.before(self.proc, f"stamp read {job} r{revision}", effect=False)
+        stamp = self.sharded.stamp_read(job, revision)
+        self.w.after(self.proc, f"stamp {'found' if stamp else 'none'}", effect=False)
+        return stamp
+
     def recall(self, shard: int) -> bytes | None:
         """What the last sweep of the shard remembered."""
         self.w.before(self.proc, f"recall shard {shard}", effect=False)

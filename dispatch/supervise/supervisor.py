@@ -698,7 +698,10 @@ class Supervisor:
                 self._wakes.waited(job, waits_on)
             if self._memos is not None and isinstance(view, int):
                 self._memos.drop(job)
-                stamp = self._memos.store.stamp_at(job, view) if result and result.waited else None
+                # The stamp of the revision the pass read, as the read found it: a revision
+                # written since makes the next sweep's ``stamp_at`` differ, so none is looked for.
+                only_waited = result is not None and result.waited
+                stamp = self._memos.store.stamp_read(job, view) if only_waited else None
                 ups = self._memos.stamped(result.upstream) if result and stamp else None
                 if result is not None and stamp is not None and ups is not None:
                     wake = result.deadline if result.polled else result.wake

@@ -173,6 +173,72 @@ def test_the_stamp_is_none_once_a_later_revision_exists(world: World) -> None:
     assert store.stamp_at("../x", 1) is None
 
 
+def test_the_stamp_read_names_a_revision_whatever_came_after_it(world: World) -> None:
+    (job,) = idle(world, 1)
+    store = world.store
+    assert isinstance(store, FileRecords)
+    revision = store.revision(job)
+    stamp = store.stamp_at(job, revision)
+    assert store.stamp_read(job, revision) == stamp is not None
+    world.cluster.operator.hold(job, ADA, "look at the loss")
+    assert store.stamp_at(job, revision) is None
+    assert FileRecords(store.root).stamp_read(job, revision) == stamp
+    assert store.stamp_read(job, revision + 2) is None
+    assert store.stamp_read(job, 0) is None
+    assert store.stamp_read("../x", 1) is None
+
+
+def test_a_cold_sweep_keeps_what_it_read_without_looking_for_later_revisions(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    jobs = idle(world, 4)
+    assert isinstance(world.store, FileRecords)
+    for memo_file in memo_files(world):
+        memo_file.unlink()
+    revisions = {job: world.store.revision(job) for job in jobs}
+    later = {f"r{r + 1:010d}.json" for r in revisions.values()}
+    looked: list[str] = []
+    lstat = os.lstat
+
+    def counting(path: str) -> os.stat_result:
+        looked.append(os.path.basename(path))
+        return lstat(path)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    report = world.supervisor().sweep()
+    monkeypatch.setattr(os, "lstat", lstat)
+    assert sorted(report.passed) == jobs and not report.remembered
+    assert later.isdisjoint(looked)
+    report = world.supervisor().sweep()
+    assert sorted(report.remembered) == jobs
+
+
+def test_a_record_that_moved_during_its_pass_gets_the_next_sweeps_pass(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pass read revision N; a person's hold lands before the sweep keeps what it saw:
+    # the kept stamp is N's, and the next sweep, finding N + 1, passes the job again.
+    jobs = idle(world, 2)
+    store = world.store
+    assert isinstance(store, FileRecords)
+    for memo_file in memo_files(world):
+        memo_file.unlink()
+    read_at = store.read_at
+
+    def read_then_hold(job: str, revision: int) -> object:
+        view = read_at(job, revision)
+        if job == jobs[0]:
+            world.cluster.operator.hold(job, ADA, "look at the loss")
+        return view
+
+    monkeypatch.setattr(store, "read_at", read_then_hold)
+    world.supervisor().sweep()
+    monkeypatch.setattr(store, "read_at", read_at)
+    report = world.supervisor().sweep()
+    assert jobs[0] in report.passed and jobs[0] not in report.remembered
+    assert jobs[1] in report.remembered
+
+
 @pytest.mark.parametrize(
     ("made_under", "kept"),
     [
