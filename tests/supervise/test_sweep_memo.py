@@ -137,21 +137,28 @@ def test_a_memo_of_a_record_rewritten_after_a_power_cut_is_not_trusted(world: Wo
     assert store.stamp_at(jobs[0], revision) not in (None, stamp)
 
 
+@pytest.fixture
+def stats(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the paths ``os.lstat`` is asked about from now on, in order."""
+    asked: list[str] = []
+    lstat = os.lstat
+
+    def counting(path: str) -> os.stat_result:
+        asked.append(os.path.basename(path))
+        return lstat(path)
+
+    monkeypatch.setattr(os, "lstat", counting)
+    return asked
+
+
 def test_the_stamp_of_a_record_just_read_is_its_reads_own_and_costs_one_lstat(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, stats: list[str]
 ) -> None:
     (job,) = idle(world, 1)
     assert isinstance(world.store, FileRecords)
     fresh, reader = FileRecords(world.store.root), FileRecords(world.store.root)
     revision = reader.read(job).revision
-    stats: list[str] = []
-    lstat = os.lstat
-
-    def counting(path: str) -> os.stat_result:
-        stats.append(os.path.basename(path))
-        return lstat(path)
-
-    monkeypatch.setattr(os, "lstat", counting)
+    stats.clear()
     stamp = reader.stamp_at(job, revision)
     # Only the next revision's name is looked up: the last file's stamp is its read's fstat.
     assert stats == [f"r{revision + 1:010d}.json"]
@@ -189,26 +196,17 @@ def test_the_stamp_read_names_a_revision_whatever_came_after_it(world: World) ->
 
 
 def test_a_cold_sweep_keeps_what_it_read_without_looking_for_later_revisions(
-    world: World, monkeypatch: pytest.MonkeyPatch
+    world: World, stats: list[str]
 ) -> None:
     jobs = idle(world, 4)
     assert isinstance(world.store, FileRecords)
     for memo_file in memo_files(world):
         memo_file.unlink()
-    revisions = {job: world.store.revision(job) for job in jobs}
-    later = {f"r{r + 1:010d}.json" for r in revisions.values()}
-    looked: list[str] = []
-    lstat = os.lstat
-
-    def counting(path: str) -> os.stat_result:
-        looked.append(os.path.basename(path))
-        return lstat(path)
-
-    monkeypatch.setattr(os, "lstat", counting)
+    later = {f"r{world.store.revision(job) + 1:010d}.json" for job in jobs}
+    stats.clear()
     report = world.supervisor().sweep()
-    monkeypatch.setattr(os, "lstat", lstat)
     assert sorted(report.passed) == jobs and not report.remembered
-    assert later.isdisjoint(looked)
+    assert later.isdisjoint(stats)
     report = world.supervisor().sweep()
     assert sorted(report.remembered) == jobs
 
