@@ -25,6 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dispatch.channel_names import webhook_name
 from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
 from dispatch.model.limits import MAX_DURATION
 from dispatch.regular_file import read_regular
@@ -243,6 +244,12 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         webhook and not webhook.startswith(("http://", "https://"))
     ):
         raise check.error("deliver.webhook", webhook, _KEYS["deliver"]["webhook"])
+    if webhook:
+        try:
+            webhook_name(webhook)
+        except ValueError as err:
+            # Not the address itself: it is a secret (its path, or a password in it).
+            raise InvalidError(f"config {path}: deliver.webhook: {err}") from None
     channels = [k for k in ("command", "mail_to", "webhook") if k in deliver]
     if len(channels) > 1:
         raise InvalidError(

@@ -2,11 +2,12 @@
 are imported.
 
 cron starts a sweep every tick, and on a quiet site most ticks find no unsettled job and no
-settled one with residual attempts. Such a sweep asks the scheduler nothing and commits
+settled one with residual attempts or an escalation still to deliver. Such a sweep asks the
+scheduler nothing and commits
 nothing, so its report is known from the ledger's layout (``docs/ledger.md``), read here with
 ``os`` alone, after the trust checks ``FileRecords`` makes when it opens a ledger
 (``docs/security.md``): the root's parents, the root, ``FORMAT``, ``jobs/``, ``unsettled/``,
-``keys/`` and the lock check, plus ``residual/`` and ``sweep/``.
+``keys/`` and the lock check, plus ``residual/``, ``outbox/`` and ``sweep/``.
 
 Anything else goes to the whole sweep, which says in its own words what it refuses: a job to
 pass, a missing or unfinished ledger, a check that fails, metrics to write, an option other
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import click
 
+from dispatch import channel_names
 from dispatch.config import settings_for
 from dispatch.model.errors import DispatchError
 from dispatch.records import ledger_format as fmt
@@ -30,9 +32,10 @@ from dispatch.records import sweep_exit
 from dispatch.records.locks import check_locking
 
 # The sweep indexes of dispatch/records/file_index.py (which imports the core): the residual
-# index, the mark that it was built, and the folder of the shard locks.
+# index and the outbox, the mark that each was built, and the folder of the shard locks.
 RESIDUAL = "residual"
-RESIDUAL_BUILT = ".built"
+OUTBOX = "outbox"
+BUILT = ".built"
 SWEEP = "sweep"
 
 
@@ -48,7 +51,9 @@ def answer(args: Sequence[str]) -> bool:
         settings = settings_for(config)
         if settings.sweep_metrics is not None or not nothing_to_pass(settings.ledger):
             return False
-    except (DispatchError, OSError):
+        if not nothing_to_deliver(settings.ledger, channel_names.configured(settings)):
+            return False
+    except (DispatchError, OSError, ValueError):
         return False
     finished = datetime.now(UTC)
     if as_json:
@@ -90,7 +95,20 @@ def nothing_to_pass(root: Path) -> bool:
     if _visible(os.listdir(root / fmt.UNSETTLED)):
         return False
     residual = os.listdir(root / RESIDUAL)
-    return RESIDUAL_BUILT in residual and not _visible(residual)
+    return BUILT in residual and not _visible(residual)
+
+
+def nothing_to_deliver(root: Path, channel: str) -> bool:
+    """Whether the ledger's outbox was built for ``channel`` and names no settled job with an
+    escalation still to deliver (``docs/ledger.md``); False for anything else, which the whole
+    sweep sees to (an outbox missing, or built for another channel, it builds again)."""
+    folder = root / OUTBOX
+    if not fmt.check_folder(folder):
+        return False
+    names = os.listdir(folder)
+    if _visible(names) or BUILT not in names:
+        return False
+    return fmt.read_bytes(folder / BUILT) == fmt.channel_digest(channel).encode()
 
 
 def _visible(names: list[str]) -> bool:

@@ -57,12 +57,20 @@ def age(d: timedelta) -> str:
     return f"{seconds}s"
 
 
+def queue_of(adapter: str) -> str:
+    """The scheduler's queue, named as the adapter in use would have people call it."""
+    return "Slurm's queue" if adapter == "slurm" else "the scheduler's queue"
+
+
 def delivery(e: Escalation) -> str:
     """What became of an escalation's delivery, as the record says it."""
     if e.delivered is not None:
         return f"delivered {when(e.delivered)}" + (f" ({e.via})" if e.via else "")
     if e.failed is not None:
-        return f"delivery failed {when(e.failed.at)}: {e.failed.error}; offered again each pass"
+        return (
+            f"delivery failed {when(e.failed.at)}: {e.failed.error}; "
+            "offered again at each sweep until delivered"
+        )
     if e.logged is not None:
         return "logged only (no delivery configured)"
     return "not delivered yet"

@@ -23,7 +23,7 @@ import click
 
 from dispatch.batch import request
 from dispatch.batch.directives import OPTIONS
-from dispatch.cli.render import clean
+from dispatch.cli.render import clean, queue_of
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose
 from dispatch.core.fold import fold
@@ -379,8 +379,12 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         plan = cluster.operator.submit(req.spec, me(), **req.submit)
         launched = session.supervisor().launch(plan.job)
         st = _launched(session, plan.job, launched)
+    # A job that failed at its launch says that alone, once: no id on stdout to build on,
+    # no line saying it waits for a sweep.
+    failed = st.state is State.FAILED
     if cmd.parsable:
-        click.echo(plan.job)
+        if not failed:
+            click.echo(plan.job)
     elif cmd.json:
         echo_json(
             {**_submitted(st), "plan": plan.model_dump(mode="json"), "notes": list(req.notes)}
@@ -388,9 +392,10 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
     else:
         for line in plan_lines(plan, cessation) + after_lines(req.spec, session.store):
             click.echo(clean(line))
-        click.echo(clean(_summary(st, backend.declarations().name)))
-    if st.state is State.FAILED:
-        fail(f"job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
+        if not failed:
+            click.echo(clean(_summary(st, backend.declarations().name)))
+    if failed:
+        fail(f"dispatch job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
 
 
 def _lines(
@@ -426,11 +431,12 @@ def _launched(session: Session, job: str, launched: PassResult | None) -> Status
 
 def _summary(st: Status, adapter: str) -> str:
     got = _submitted(st)
+    queue = queue_of(adapter)
     if got["slurm_job"]:
         what = "Slurm job" if adapter == "slurm" else "scheduler object"
         where = f"{what} {got['slurm_job']} (submission {got['submission']})"
     elif st.after:
-        where = "waits for the jobs it depends on: nothing is in Slurm's queue until they settled"
+        where = f"waits for the jobs it depends on: nothing is in {queue} until they settled"
     else:
-        where = f"not in Slurm's queue yet ({st.state}); the next sweep launches it"
+        where = f"not in {queue} yet ({st.state}); the next sweep launches it"
     return f"Submitted dispatch job {st.job} ({st.name}): {where}"

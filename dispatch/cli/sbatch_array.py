@@ -19,7 +19,7 @@ import click
 
 from dispatch.batch import array
 from dispatch.batch.request import Request
-from dispatch.cli.render import clean
+from dispatch.cli.render import clean, queue_of
 from dispatch.cli.session import Session, echo_json, fail, me, progress
 from dispatch.cluster import Config, compose
 from dispatch.core.fold import fold
@@ -82,8 +82,7 @@ def submit_group(
     else:
         for line in lines:
             click.echo(clean(line))
-        what = "Slurm jobs" if session.settings.backend == "slurm" else "scheduler objects"
-        click.echo(clean(_summary(group, req, launched, what)))
+        click.echo(clean(_summary(group, req, launched, session.settings.backend)))
     if failed:
         st = failed[0]
         fail(f"task {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
@@ -98,15 +97,17 @@ def _launched(st: Status) -> dict[str, Any]:
     }
 
 
-def _summary(group: str, req: Request, launched: list[Status], what: str) -> str:
+def _summary(group: str, req: Request, launched: list[Status], adapter: str) -> str:
     assert req.array is not None
+    what = "Slurm jobs" if adapter == "slurm" else "scheduler objects"
     n = len(req.array.indices)
     first, last = req.array.indices[0], req.array.indices[-1]
     queued = [d["slurm_job"] for d in map(_launched, launched) if d["slurm_job"]]
-    where = f"{what} {', '.join(queued)}" if queued else "nothing in Slurm's queue yet"
+    queue = queue_of(adapter)
+    where = f"{what} {', '.join(queued)}" if queued else f"nothing in {queue} yet"
     rest = n - len(queued)
     if req.spec.after and not queued:
-        where = "every task waits for the jobs it depends on: nothing is in Slurm's queue"
+        where = f"every task waits for the jobs it depends on: nothing is in {queue}"
         return f"Submitted dispatch array {group} ({req.spec.name}): {n} tasks; {where}"
     verb = "launches"
     arrays = {q.partition("_")[0] for q in queued if "_" in q}

@@ -115,14 +115,18 @@ def requeue(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> S
 
 def restore_bits(job: Job, cur: Current, now: datetime) -> list[Step]:
     """Clear a requeue bit left set by a crash between requeue's two steps; a job whose rule
-    lets it requeue itself keeps the bit it was created with."""
+    lets it requeue itself keeps the bit it was created with. Only a bit dispatch set is
+    cleared: on an object it never called requeue on, the bit is a person's (``scontrol update
+    Requeue=1``), and what their ``scontrol requeue`` then does must not depend on when a
+    sweep happens to pass (``docs/slurm-mapping.md``)."""
     steps: list[Step] = []
     if job.header.spec.own_requeue:
         return steps
     for o in cur.objects():
         if o.foreign or not o.requeue_bit or not cur.alive(o.ref):
             continue
-        if any(now < c.deadline for c in job.calls_on(o.ref, "requeue")):
+        requeues = job.calls_on(o.ref, "requeue")
+        if not requeues or any(now < c.deadline for c in requeues):
             continue
         restores = job.calls_on(o.ref, "restore")
         if not restores or now >= restores[-1].deadline:

@@ -11,8 +11,10 @@ from datetime import datetime
 
 from dispatch.core.calls import CALL_DEADLINE, CESSATION_INTERVAL, GROUP_START_DEADLINE
 from dispatch.core.current import Current, blockers
-from dispatch.core.job import Job, SubmissionRec
+from dispatch.core.job import Job, ObjectRec, SubmissionRec
 from dispatch.core.steps import Escalate, Step
+from dispatch.model.base import format_duration
+from dispatch.model.enums import CheckpointMode
 
 
 def _overdue_hold(job: Job, cur: Current, now: datetime) -> list[Escalate]:
@@ -72,11 +74,48 @@ def _slow_cleanup(job: Job, cur: Current, now: datetime) -> list[Escalate]:
     return [Escalate(id="cleanup-deadline", detail="; ".join(left))] if left else []
 
 
+def _unproven(job: Job) -> tuple[datetime, SubmissionRec, ObjectRec] | None:
+    """When a shared checkpoint's recovery hold in force was placed, its submission, and that
+    submission's canonical object, when the cessation signal was asked about it and did not
+    prove it."""
+    hold = job.active_hold()
+    if hold is None or not hold.recovery or hold.placed_at is None:
+        return None
+    if job.header.plan.checkpoint is not CheckpointMode.SHARED:
+        return None
+    sub = job.submission(hold.submission)
+    rec = job.object(sub.canonical) if sub is not None and sub.canonical is not None else None
+    if sub is None or rec is None or rec.ceased is not False:
+        return None
+    return hold.placed_at, sub, rec
+
+
+def _cessation_unproven(job: Job, cur: Current, now: datetime) -> list[Escalate]:
+    # The hold stays: dispatch never runs a new execution beside one whose end it cannot
+    # prove. But it says so once the wait has lasted the job's clean-up deadline, not only
+    # when the hold itself is overdue (a day later).
+    found = _unproven(job)
+    if found is None:
+        return []
+    placed, sub, rec = found
+    if now < placed + job.header.options.cleanup_deadline:
+        return []
+    detail = (
+        f"submission {sub.n} ({rec.ref.id}) ended, and its processes are not proven gone "
+        f"after {format_duration(job.header.options.cleanup_deadline)}: "
+        f"{rec.ceased_detail or 'no answer'}; "
+        "the job waits under its recovery hold until they are. Check those nodes, then "
+        "resubmit, give up or cancel the job"
+    )
+    return [Escalate(id=f"cessation-unproven:{sub.n}", detail=detail)]
+
+
 # The escalations time brings, in the order a pass commits them.
 DEADLINES: tuple[Callable[[Job, Current, datetime], list[Escalate]], ...] = (
     _overdue_hold,
     _unaccounted_launches,
     _slow_cleanup,
+    _cessation_unproven,
 )
 
 
@@ -140,6 +179,11 @@ def _cessation_asks(job: Job) -> list[datetime]:
     return times
 
 
+def _cessation_wait(job: Job) -> list[datetime]:
+    found = _unproven(job)
+    return [] if found is None else [found[0] + job.header.options.cleanup_deadline]
+
+
 # Every moment a waiting job must be looked at again.
 WAKES: tuple[Callable[[Job], list[datetime]], ...] = (
     _hold_until,
@@ -148,6 +192,7 @@ WAKES: tuple[Callable[[Job], list[datetime]], ...] = (
     _cleanup_deadline,
     _call_deadlines,
     _cessation_asks,
+    _cessation_wait,
 )
 
 

@@ -43,7 +43,7 @@ class ControlFolder(FoldState):
         hold = Hold(
             kind=HoldKind.BACKEND, by=e.by, reason=e.reason, until=e.until, instance=e.instance
         )
-        self.job.holds.append(HoldRec(instance=e.instance, hold=hold))
+        self.job.holds.append(HoldRec(instance=e.instance, hold=hold, placed_at=e.at))
         self._move(Change.HOLD, e.at, NO_CAUSE, self._latest_n())
 
     def _release(self, e: ReleaseEntry) -> None:

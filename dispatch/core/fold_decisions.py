@@ -171,7 +171,12 @@ class DecisionFolder(FoldState):
         )
         j.holds.append(
             HoldRec(
-                instance=e.instance, hold=hold, submission=e.submission, rule=e.rule, cause=e.cause
+                instance=e.instance,
+                hold=hold,
+                submission=e.submission,
+                rule=e.rule,
+                cause=e.cause,
+                placed_at=e.at,
             )
         )
         self._move(Change.HOLD, e.at, e.cause, e.submission)

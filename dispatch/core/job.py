@@ -111,6 +111,8 @@ class HoldRec:
     released_at: datetime | None = None
     released_by: Actor | None = None  # a person's release; None when the record lifted it
     override: bool = False
+    # When the hold was placed (a recovery hold's wait for proof of cessation counts from it).
+    placed_at: datetime | None = None
 
     @property
     def recovery(self) -> bool:

@@ -114,6 +114,21 @@ class ResidualIndex(Protocol):
 
 
 @runtime_checkable
+class Outbox(Protocol):
+    """A store that lists the settled jobs that may still hold escalations to deliver, so a
+    sweep reads those few settled records instead of all of them."""
+
+    def outbox_jobs(self, channel: str) -> list[JobID]:
+        """Settled jobs that may hold escalations ``channel`` has not delivered (a superset),
+        sorted."""
+        ...
+
+    def emptied(self, job: JobID) -> None:
+        """Take ``job`` off the outbox: nothing of its record is left to deliver."""
+        ...
+
+
+@runtime_checkable
 class Records(Protocol):
     """Where job records live."""
 

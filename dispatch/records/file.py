@@ -446,27 +446,51 @@ class FileRecords:
     def residual_jobs(self) -> list[JobID]:
         """Settled jobs that settled with residual attempts, until a sweep finds none left;
         built from the settled records once, on a ledger an earlier release wrote."""
-        names = index.listed(self.root)
+        return self._indexed(index.RESIDUALS, index.has_residuals)
+
+    def resolved(self, job: JobID) -> None:
+        """Take ``job`` off the residual index: its record has no residual attempt left."""
+        if fmt.is_job_id(job):
+            index.RESIDUALS.drop(self.root, job)
+
+    def outbox_jobs(self, channel: str) -> list[JobID]:
+        """Settled jobs that may hold escalations ``channel`` has not delivered, until a sweep
+        finds none left; built from the settled records once for each channel."""
+        return self._indexed(index.OUTBOX, index.has_undelivered, fmt.channel_digest(channel))
+
+    def emptied(self, job: JobID) -> None:
+        """Take ``job`` off the outbox: nothing of its record is left to deliver."""
+        if fmt.is_job_id(job):
+            index.OUTBOX.drop(self.root, job)
+
+    def _indexed(
+        self, markers: index.Markers, wanted: Callable[[View], bool], made_for: str = ""
+    ) -> list[JobID]:
+        """The jobs ``markers`` holds; built first, when it was not (for ``made_for``), by
+        reading every settled record once and marking those ``wanted`` holds for."""
+        names = markers.listed(self.root, made_for)
         if names is not None:
             return names
         unsettled = set(self.jobs())
+        found: list[JobID] = []
         for job in self.jobs(include_settled=True):
             if job in unsettled:
                 continue
             try:
                 view = self.read(job)
             except DispatchError:
-                index.mark_residual(self.root, job)  # a sweep reads it and reports why
+                found.append(job)  # a sweep reads it and reports why
                 continue
-            if index.has_residuals(view):
-                index.mark_residual(self.root, job)
-        index.built(self.root)
-        return index.listed(self.root) or []
-
-    def resolved(self, job: JobID) -> None:
-        """Take ``job`` off the residual index: its record has no residual attempt left."""
-        if fmt.is_job_id(job):
-            index.drop_residual(self.root, job)
+            if wanted(view):
+                found.append(job)
+        try:
+            for job in found:
+                markers.mark(self.root, job)
+            markers.built(self.root, made_for)
+        except OSError as err:
+            # The jobs are known all the same; the index is built again by the next sweep.
+            self._problem(self.root / markers.folder, f"index not built: {err}")
+        return found
 
     # --- beyond the contract ----------------------------------------------------------------
 
@@ -744,7 +768,10 @@ class FileRecords:
         if settled and index.has_residuals(new):
             # Before the settle exists: a job settled with residual attempts is never out of
             # both indexes (a commit that then loses leaves a marker a sweep ignores).
-            index.mark_residual(self.root, job)
+            index.RESIDUALS.mark(self.root, job)
+        if settled and index.has_undelivered(new):
+            # The same for an escalation still to deliver: sweeps go on offering it.
+            index.OUTBOX.mark(self.root, job)
         if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
             raise ConflictError(
                 f"job {job}: another writer committed revision {revision}; "

@@ -1,10 +1,14 @@
-"""The file ledger's sweep indexes: shard locks that sweeps claim, and settled jobs that may
-still have residual attempts. Both live beside ``jobs/`` and are described in ``docs/ledger.md``.
+"""The file ledger's sweep indexes: shard locks that sweeps claim, settled jobs that may
+still have residual attempts, and settled jobs with escalations still to deliver. They live
+beside ``jobs/`` and are described in ``docs/ledger.md``.
 
 A sweep claims the unsettled jobs shard by shard (``sweep/shard-NN.lock``, a non-blocking
 ``flock`` each) instead of holding one owner lock per job for the whole sweep, so it holds at
 most ``SWEEP_SHARDS`` open files whatever the number of jobs, and two sweepers that start
 together split the shards between them.
+
+``outbox/<job>`` marks a job that settled holding an escalation no channel delivered yet, so
+that sweeps go on offering it without reading every settled record.
 
 ``residual/<job>`` marks a job that settled with residual attempts (launches nobody knows
 the outcome of, which sweeps keep looking for); it is made before the job's
@@ -20,6 +24,7 @@ import zlib
 from pathlib import Path
 
 from dispatch.core.fold import fold
+from dispatch.core.job import Job
 from dispatch.model.enums import UnmatchedPolicy
 from dispatch.model.errors import DispatchError
 from dispatch.model.record import View
@@ -33,9 +38,10 @@ SWEEP_SHARDS = 64
 
 SWEEP = "sweep"
 RESIDUAL = "residual"
-# Made once every settled job that may have residual attempts is in ``residual/``: a ledger
-# written by an earlier release gets its index built by the first sweep that needs it.
-RESIDUAL_BUILT = ".built"
+OUTBOX_FOLDER = "outbox"
+# Made once every settled job an index should hold is in it: a ledger written by an earlier
+# release gets its index built by the first sweep that needs it.
+BUILT = ".built"
 
 
 def shard_of(job: JobID) -> int:
@@ -80,50 +86,83 @@ def rows_path(root: Path, shard: int) -> Path:
     return root / SWEEP / f"list-{shard:02d}"
 
 
+def _settled_fold(view: View) -> Job:
+    """The settled record ``view`` folded at its settle (``DispatchError`` when it does not)."""
+    settle = view.commits[-1].entries[-1] if view.commits else None
+    return fold(view, settle.at if settle is not None else view.header.created_at)
+
+
 def has_residuals(view: View) -> bool:
     """Whether the settled record ``view`` has residual attempts; a record that does not fold
     is counted in (a sweep then reads it and reports why)."""
     if view.header.options.unmatched is not UnmatchedPolicy.RESIDUAL:
         return False
-    settle = view.commits[-1].entries[-1] if view.commits else None
-    at = settle.at if settle is not None else view.header.created_at
     try:
-        return bool(fold(view, at).residuals())
+        return bool(_settled_fold(view).residuals())
     except DispatchError:
         return True
 
 
-def mark_residual(root: Path, job: JobID) -> None:
-    """Put ``job`` in the residual index, durably (before its unsettled marker goes)."""
-    folder = root / RESIDUAL
-    fmt.ensure_folder(folder)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    os.close(os.open(folder / job, flags, 0o600))
-    fmt.fsync_dir(folder)
-
-
-def drop_residual(root: Path, job: JobID) -> None:
-    """Take ``job`` out of the residual index."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(root / RESIDUAL / job)
-
-
-def listed(root: Path) -> list[str] | None:
-    """The names in the residual index, or None when the index was never built."""
-    folder = root / RESIDUAL
+def has_undelivered(view: View) -> bool:
+    """Whether the settled record ``view`` holds an escalation no channel delivered (one only
+    logged included); a record that does not fold is counted in, as above."""
     try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return None
-    if RESIDUAL_BUILT not in names:
-        return None
-    return sorted(n for n in names if fmt.is_job_id(n))
+        return any(e.delivered is None for e in _settled_fold(view).escalations.values())
+    except DispatchError:
+        return True
 
 
-def built(root: Path) -> None:
-    """Record that the residual index holds every settled job that may have residuals."""
-    folder = root / RESIDUAL
-    fmt.ensure_folder(folder)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    os.close(os.open(folder / RESIDUAL_BUILT, flags, 0o600))
-    fmt.fsync_dir(folder)
+class Markers:
+    """An index of settled jobs beside ``jobs/``: one empty file per job in a folder of its own,
+    and a ``.built`` file made once the index holds every job it should (its content names
+    what it was made for, when that matters: the outbox's delivery channel)."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def mark(self, root: Path, job: JobID) -> None:
+        """Put ``job`` in the index, durably (before its unsettled marker goes)."""
+        folder = root / self.folder
+        fmt.ensure_folder(folder)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        os.close(os.open(folder / job, flags, 0o600))
+        fmt.fsync_dir(folder)
+
+    def drop(self, root: Path, job: JobID) -> None:
+        """Take ``job`` out of the index."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(root / self.folder / job)
+
+    def listed(self, root: Path, made_for: str = "") -> list[str] | None:
+        """The names in the index, or None when it was never built (or built for another
+        ``made_for``)."""
+        folder = root / self.folder
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            return None
+        if BUILT not in names:
+            return None
+        if made_for and fmt.read_bytes(folder / BUILT) != made_for.encode():
+            return None
+        return sorted(n for n in names if fmt.is_job_id(n))
+
+    def built(self, root: Path, made_for: str = "") -> None:
+        """Record that the index holds every settled job it should, for ``made_for``."""
+        folder = root / self.folder
+        fmt.ensure_folder(folder)
+        if made_for:
+            fmt.replace(folder / BUILT, made_for.encode(), sync=True)
+        else:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(folder / BUILT, flags, 0o600))
+        fmt.fsync_dir(folder)
+
+
+# ``residual/<job>``: a job that settled with residual attempts (see the top of this module).
+RESIDUALS = Markers(RESIDUAL)
+# ``outbox/<job>``: a job that settled holding an escalation no channel delivered yet, made
+# before its settle lands; taken away once a sweep delivered them all. Built for one delivery
+# channel: a ledger whose channel changed (configured at last, say) has it built again from
+# the settled records, so that what was only logged reaches the new channel.
+OUTBOX = Markers(OUTBOX_FOLDER)

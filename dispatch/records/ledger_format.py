@@ -441,3 +441,9 @@ def prepare_root(root: Path) -> None:
     if not check_folder(root):
         raise InvalidError(f"ledger root {root} vanished while it was being checked")
     check_format(root)
+
+
+def channel_digest(name: str) -> str:
+    """A delivery channel's name as the ledger's caches keep it (the sweep memo, the outbox):
+    a digest, so that no file of the ledger shows a channel's address."""
+    return hashlib.blake2b(name.encode(), digest_size=8).hexdigest()

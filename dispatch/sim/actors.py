@@ -102,6 +102,9 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
                 sup._last_look(job)
                 p.drop(job)
                 yield None
+        # What settled jobs still owe a person, as a sweep offers it after its passes.
+        sup.deliveries.rest_over()
+        progressed = bool(sup.deliver_settled()) or progressed
         yield None if progressed else w.clock.now() + POLL
 
 

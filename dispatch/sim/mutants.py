@@ -12,6 +12,7 @@ mutant on until an invariant breaks.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager
@@ -34,6 +35,7 @@ from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim.outcome import SeedRun
 from dispatch.sim.world import run_seed
+from dispatch.supervise.delivery import Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.perform import Made, Performer
 from dispatch.supervise.supervisor import Supervisor
@@ -60,8 +62,9 @@ MUTANTS: dict[str, str] = {
     "deliver-before-commit": "an escalation is delivered before the pass commits it",
     "settle-before-escalations": "Settle is committed before the deadline escalations of the "
     "same pass (bug 1, seed 56)",
-    "settle-before-last-look": "escalations are delivered only after the settle commit, so a "
-    "crash right after it loses them (bug 2, seed 87)",
+    "settle-before-last-look": "escalations are delivered only after the settle commit, and a "
+    "settled job's are never offered again, so a crash right after it loses them (bug 2, seed "
+    "87)",
     "vanished-canonical-reopened": "a verified-stopped canonical object is judged by its last "
     "observation, so a crash before the ending leaves it re-opened forever (bug 3, seed 221)",
     "unseen-object-never-vanishes": "an object known only from its start reply never counts as "
@@ -90,6 +93,10 @@ MUTANTS: dict[str, str] = {
     "while its own record is unchanged, though the job it waits on has moved since",
     "array-afternotok-per-task": "afternotok on a whole array asks every task to fail, as on "
     "jobs named one by one, not one of them",
+    "outbox-ignored": "a settled job's escalations get the one offer of its last look, never "
+    "another: a channel down at that moment loses them",
+    "failure-called-delivered": "an offer the channel did not acknowledge (an error, a "
+    "redirect, no answer in time) is recorded as delivered",
 }
 
 
@@ -202,6 +209,42 @@ def _no_last_look(sup: Supervisor, job: JobID, step: st.Step, now: datetime) -> 
     return False
 
 
+def _no_outbox(
+    sup: Supervisor, report: object = None, skip: object = ()
+) -> list[JobID]:
+    """What settled jobs still owe is never offered."""
+    return []
+
+
+@contextmanager
+def _settle_before_last_look() -> Iterator[None]:
+    """No last look before a settle, and nothing offered after it."""
+    with ExitStack() as stack:
+        stack.enter_context(_substituted(Supervisor, "_before", _no_last_look))
+        stack.enter_context(_substituted(Supervisor, "deliver_settled", _no_outbox))
+        yield
+
+
+def _failure_called_delivered() -> AbstractContextManager[None]:
+    """Whatever the channel said, the offer is recorded as delivered."""
+    offer = Deliveries.offer
+
+    def offering(self: Deliveries, job: JobID, escalations: Sequence[Escalation]) -> None:
+        deliver = self.deliver
+
+        def swallowing(j: JobID, e: Escalation) -> None:
+            with contextlib.suppress(Exception):  # the bug: the failure is not seen
+                deliver(j, e)
+
+        self.deliver = swallowing
+        try:
+            offer(self, job, escalations)
+        finally:
+            self.deliver = deliver
+
+    return _substituted(Deliveries, "offer", offering)
+
+
 def _not_durable(store: FileRecords, folder: str) -> None:
     """The settle a reader saw is taken as durable without syncing its folder."""
 
@@ -293,7 +336,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "budget-after-start": _budget_after_start,
     "owner-token-unchecked": _owner_token_unchecked,
     "deliver-before-commit": _delivering_first,
-    "settle-before-last-look": lambda: _substituted(Supervisor, "_before", _no_last_look),
+    "settle-before-last-look": _settle_before_last_look,
     "marker-drop-before-settle-durable": lambda: _substituted(
         FileRecords, "_settle_durable", _not_durable
     ),
@@ -313,6 +356,8 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "later-member-by-index": lambda: _substituted(Slots, "ahead", _ahead_by_index),
     "memo-upstream-unchecked": lambda: _substituted(SweepMemos, "unmoved", _upstream_unmoved),
     "array-afternotok-per-task": lambda: _substituted(upstream_module, "_one_of", _each_of),
+    "outbox-ignored": lambda: _substituted(Supervisor, "deliver_settled", _no_outbox),
+    "failure-called-delivered": _failure_called_delivered,
 }
 
 

@@ -20,6 +20,7 @@ from dispatch.adapters.memory import MemoryBackend, Shape
 from dispatch.core.fold import fold
 from dispatch.core.next import next_steps
 from dispatch.core.steps import Wait
+from dispatch.core.waits import owed
 from dispatch.model.array import task_of
 from dispatch.model.enums import ActorKind, State
 from dispatch.model.errors import DispatchError
@@ -44,6 +45,9 @@ from dispatch.sim.memos import MemoFaults, release_of, running
 from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
 from dispatch.sim.wrappers import SimBackend, SimShardedStore, SimStore
 from dispatch.supervise.upstream import look_upstream, waits_on_upstream
+
+# How long a slow channel holds an offer before it counts as failed (its timeout).
+SLOW_CHANNEL = timedelta(seconds=20)
 
 # Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
 FAULT_STEPS = 250
@@ -142,6 +146,9 @@ class World:
         self._stack: list[Mover] = []
         self._checking = False
         self.offered: set[tuple[JobID, str]] = set()
+        # The deliveries the channel acknowledged: only these may be recorded delivered.
+        self.acked: set[tuple[JobID, str]] = set()
+        self.channel = ChannelFaults(seed)
         # Jobs whose owner lock was revoked from a live holder: delivery is at least once now.
         self.revoked_jobs: set[JobID] = set()
 
@@ -243,6 +250,14 @@ class World:
         if not self.quiet and self.rng.random() < self.mix.deliver_fail:
             self.after(p, f"deliver {esc.id} failed")
             raise RuntimeError("the pager did not answer")
+        failure = None if self.quiet else self.channel.failure()
+        if failure is not None:
+            if failure == "slow":
+                # A channel that answers too late: the offer waits out its timeout.
+                self.clock.advance(SLOW_CHANNEL)
+            self.after(p, f"deliver {esc.id} failed: channel {failure}")
+            raise RuntimeError(f"the channel is {failure}")
+        self.acked.add((job, esc.id))
         self.after(p, f"delivered {esc.id}")
 
     def report(self, invariant: str, detail: str) -> None:
@@ -267,6 +282,7 @@ class World:
         finally:
             self._checking = False
         self.checker.truth(views)
+        self._acknowledged()
 
     def check_remembered(
         self,
@@ -307,7 +323,7 @@ class World:
         finally:
             self._checking = False
         steps = next_steps(j, found, now)
-        offered = not j.settled and any(not e.delivered for e in j.escalations.values())
+        offered = not j.settled and bool(owed(j, logged_count=False))
         if len(steps) != 1 or not isinstance(steps[0], Wait) or offered:
             kinds = ",".join(s.kind for s in steps)
             self.report(
@@ -480,9 +496,26 @@ class World:
 
     def _settled_and_delivered(self, job: JobID) -> bool:
         c = self.checker.jobs.get(job)
-        # A final look offers each escalation once; a failed offer then is not repeated.
-        offered = {e for j, e in self.offered if j == job}
-        return c is not None and bool(c.settled_at) and c.escalations <= c.delivered | offered
+        if c is None or not c.settled_at:
+            return False
+        # Every escalation is offered until it is delivered or answered, settled job or not.
+        self._checking = True
+        try:
+            j = fold(self._reader.read(job), self.clock.now())
+        finally:
+            self._checking = False
+        return not owed(j, logged_count=False)
+
+    def _acknowledged(self) -> None:
+        """Invariant 7-acknowledged: no escalation is recorded delivered that the channel did
+        not acknowledge."""
+        for job, c in self.checker.jobs.items():
+            for eid in sorted(c.delivered):
+                if (job, eid) not in self.acked:
+                    self.report(
+                        "7-acknowledged",
+                        f"job {job}: {eid} recorded delivered, never acknowledged by the channel",
+                    )
 
     def _all_settled(self) -> bool:
         self.check()
@@ -508,6 +541,29 @@ class World:
             except DispatchError as err:
                 self.out.record.append(f"job {job}: unreadable: {err}")
         self.out.truth = describe_truth(self.backend)
+
+
+class ChannelFaults:
+    """The delivery channel's own faults, drawn from a generator of the seed's own so that the
+    seed's other draws stay as they were: now and then it goes down for a few offers in a row,
+    answers too late, or redirects (which is not a delivery)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(f"{seed}/channel")
+        self.outage = self.rng.random() < 0.5  # a third of the seeds keep the channel up
+        self.down_for = 0
+        self.why = "down"
+
+    def failure(self) -> str | None:
+        """How this offer fails (``down``, ``slow``, ``redirecting``), or None: delivered."""
+        if self.down_for > 0:
+            self.down_for -= 1
+            return self.why
+        if self.outage and self.rng.random() < 0.15:
+            self.down_for = self.rng.randint(0, 4)
+            self.why = self.rng.choice(("down", "slow", "redirecting"))
+            return self.why
+        return None
 
 
 def _give_back_claims(p: Proc) -> None:

@@ -28,7 +28,7 @@ from dispatch.model.objects import (
 )
 from dispatch.model.record import Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
-from dispatch.records.contract import Durable, Records, ResidualIndex, Sharded
+from dispatch.records.contract import Durable, Outbox, Records, ResidualIndex, Sharded
 
 if TYPE_CHECKING:
     from dispatch.sim.world import Proc, World
@@ -132,8 +132,10 @@ class SimShardedStore(SimStore):
     def __init__(self, world: World, proc: Proc | None, inner: Records) -> None:
         super().__init__(world, proc, inner)
         assert isinstance(inner, Sharded) and isinstance(inner, ResidualIndex)
+        assert isinstance(inner, Outbox)
         self.sharded: Sharded = inner
         self.indexed: ResidualIndex = inner
+        self.outbox: Outbox = inner
         self.shards = inner.shards
 
     def shard_of(self, job: JobID) -> int:
@@ -218,6 +220,19 @@ class SimShardedStore(SimStore):
         self.w.before(self.proc, f"resolved {job}")
         self.indexed.resolved(job)
         self.w.after(self.proc, "resolved")
+
+    def outbox_jobs(self, channel: str) -> list[JobID]:
+        """The settled jobs that may hold escalations still to deliver."""
+        self.w.before(self.proc, "outbox jobs", effect=False)
+        found = self.outbox.outbox_jobs(channel)
+        self.w.after(self.proc, f"outbox jobs {len(found)}", effect=False)
+        return found
+
+    def emptied(self, job: JobID) -> None:
+        """Take ``job`` off the outbox."""
+        self.w.before(self.proc, f"emptied {job}")
+        self.outbox.emptied(job)
+        self.w.after(self.proc, "emptied")
 
 
 class SimBackend:

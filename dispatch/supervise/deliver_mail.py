@@ -12,16 +12,17 @@ from collections.abc import Sequence
 from datetime import timedelta
 from email.message import EmailMessage
 
+from dispatch.channel_names import mail_name
 from dispatch.model.status import Escalation
 from dispatch.model.values import JobID
 from dispatch.supervise.deliver_command import run_delivery
-from dispatch.supervise.delivery import message
+from dispatch.supervise.delivery import Timed, message
 
 # Debian's path of the sendmail interface (exim4, msmtp-mta and postfix all install it).
 SENDMAIL = ("/usr/sbin/sendmail",)
 
 
-class MailDeliver:
+class MailDeliver(Timed):
     """A ``Deliver`` that mails each escalation to ``to`` through ``sendmail``."""
 
     def __init__(
@@ -30,7 +31,7 @@ class MailDeliver:
         if not to:
             raise ValueError("mail delivery needs at least one address")
         self.to, self.sendmail, self.timeout = tuple(to), tuple(sendmail), timeout
-        self.via = f"mail to {', '.join(self.to)}"
+        self.via = mail_name(self.to)
 
     def render(self, job: JobID, escalation: Escalation) -> bytes:
         """The message as ``sendmail -t`` reads it: headers, a blank line, the text."""

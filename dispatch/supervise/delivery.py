@@ -3,20 +3,30 @@
 A channel that returns delivered the escalation: the record says so, and through which channel.
 One that raises did not: the record keeps its error (once per channel and error, so a channel
 down for a day writes one entry, not one a pass), and the escalation is offered again after the
-next pass. With no channel configured an escalation is written to the supervisor's log and
-recorded as logged only: nobody was told, and a channel configured later still delivers it.
+next pass, whether or not its job has settled since (a settled job's are found through the
+ledger's outbox). With no channel configured an escalation is written to the supervisor's log
+and recorded as logged only: nobody was told, and a channel configured later still delivers it.
+
+The backoff: once the channel has failed ``RESTING_AFTER`` offers in a row, it rests for the
+rest of the sweep (or ``run``'s pass), and what was not offered waits for the next one; so a
+channel that is down costs a tick at most that many timeouts, and is tried again at each tick.
+No offer starts once the sweep's time limit has come, and a built-in channel's offer is cut
+short at it (``Timed.within``).
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Protocol, runtime_checkable
+from datetime import datetime, timedelta
+from typing import Protocol, Self, runtime_checkable
 
 from dispatch.clock import Clock
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
+from dispatch.core.waits import owed
 from dispatch.model.errors import ConflictError, DispatchError
 from dispatch.model.record import LOGGED_ONLY, DeliveredEntry, DeliveryFailedEntry
 from dispatch.model.status import Escalation
@@ -31,6 +41,9 @@ Deliver = Callable[[JobID, Escalation], None]
 
 # How often a delivery's record is retried when other commits race it.
 DELIVERY_RETRIES = 4
+# Failed offers in a row after which the channel rests until the next sweep: two, so that one
+# escalation the channel refuses by itself does not hold back the others.
+RESTING_AFTER = 2
 # The most of a channel's error kept in the record.
 ERROR_KEPT = 300
 
@@ -43,6 +56,20 @@ class Channel(Protocol):
 
     def __call__(self, job: JobID, escalation: Escalation) -> None:
         """Deliver ``escalation``; raise unless it reached a person."""
+
+
+class Timed:
+    """A built-in channel: one delivery is bounded by ``timeout``, which ``within`` cuts."""
+
+    timeout: timedelta
+
+    def within(self, limit: timedelta) -> Self:
+        """This channel with its timeout cut to ``limit`` (what a sweep's time limit leaves)."""
+        if limit >= self.timeout:
+            return self
+        cut = copy.copy(self)
+        cut.timeout = limit
+        return cut
 
 
 def message(job: JobID, escalation: Escalation) -> str:
@@ -74,21 +101,49 @@ class Deliveries:
         # Failures kept back while a pass is between its decisions (its last look before a
         # settle), so that recording them cannot move the record under the settle commit.
         self.held: list[tuple[JobID, str, str]] | None = None
+        # No offer starts at or after it (a sweep's time limit), and a timed channel's is cut.
+        self.deadline: datetime | None = None
+        # Failed offers in a row since the last success (or ``rest_over``).
+        self.failing = 0
+
+    @property
+    def resting(self) -> bool:
+        """Whether the channel rests until the next sweep: it failed too often in a row."""
+        return self.failing >= RESTING_AFTER
+
+    def rest_over(self, deadline: datetime | None = None) -> None:
+        """A new sweep (or pass of ``run``) begins: the channel is offered again, until
+        ``deadline``."""
+        self.failing, self.deadline = 0, deadline
+
+    def _channel_now(self) -> Deliver | None:
+        """The channel for the next offer, cut to the time left; None when no offer may
+        start (the channel rests, or the time limit came)."""
+        if self.resting:
+            return None
+        if self.deadline is None:
+            return self.deliver
+        left = self.deadline - self.clock.now()
+        if left <= timedelta(0):
+            return None
+        return self.deliver.within(left) if isinstance(self.deliver, Timed) else self.deliver
 
     def owed(self, j: Job) -> list[Escalation]:
-        """The escalations of ``j`` to offer: not delivered, and (with no channel) not logged."""
-        return [
-            e
-            for e in j.escalations.values()
-            if e.delivered is None and not (self.via == LOGGED_ONLY and e.logged is not None)
-        ]
+        """The escalations of ``j`` to offer: not delivered, not answered since, and (with no
+        channel) not logged."""
+        return owed(j, logged_count=self.via == LOGGED_ONLY)
 
     def offer(self, job: JobID, escalations: Sequence[Escalation]) -> None:
-        """Offer each escalation once, and record what happened."""
+        """Offer each escalation once, and record what happened; those the channel's rest or
+        the time limit leaves are offered by a later sweep."""
         for e in escalations:
+            deliver = self._channel_now()
+            if deliver is None:
+                return
             try:
-                self.deliver(job, e)
+                deliver(job, e)
             except Exception as err:  # noqa: BLE001 - any failure means "offer it again"
+                self.failing += 1
                 shown = printable(str(err))
                 log.warning("job %s: delivering %s failed, offered again: %s", job, e.id, shown)
                 said = err.message if isinstance(err, DispatchError) else str(err)
@@ -98,6 +153,7 @@ class Deliveries:
                 else:
                     self._record(job, e.id, error)
                 continue
+            self.failing = 0
             self._record(job, e.id, None)
 
     @contextmanager

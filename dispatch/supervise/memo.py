@@ -33,6 +33,7 @@ from dispatch.model.enums import State
 from dispatch.model.objects import Discovery
 from dispatch.model.values import Cause, JobID
 from dispatch.records.contract import Sharded
+from dispatch.records.ledger_format import channel_digest
 from dispatch.supervise.upstream import Known, Looked
 
 FORMAT = b"dispatch-sweep-memo 2"
@@ -113,7 +114,7 @@ def seen(d: Discovery) -> str:
 def _made_for(channel: str) -> str:
     # The delivery channel decides too: an escalation only logged waits for no pass until a
     # channel is configured, and then every pass offers it.
-    return hashlib.blake2b(channel.encode(), digest_size=8).hexdigest()
+    return channel_digest(channel)
 
 
 def _head(channel: str) -> bytes:

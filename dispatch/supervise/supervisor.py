@@ -30,7 +30,14 @@ from dispatch.model.errors import ConflictError, DispatchError, NotFoundError
 from dispatch.model.objects import Discovery, ObjectRef
 from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
-from dispatch.records.contract import Folded, Records, ResidualIndex, Sharded, owner_token
+from dispatch.records.contract import (
+    Folded,
+    Outbox,
+    Records,
+    ResidualIndex,
+    Sharded,
+    owner_token,
+)
 from dispatch.spi import Backend, Fencer, LaunchFence, ManyOpener, find_all
 from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
@@ -118,6 +125,8 @@ class SweepReport:
     residual: list[JobID] = field(default_factory=list)
     # Passed jobs whose pass was skipped: the memo showed it would wait (``memo.py``).
     remembered: list[JobID] = field(default_factory=list)
+    # Settled jobs whose escalations still owed were offered (the ledger's outbox).
+    delivered_settled: list[JobID] = field(default_factory=list)
     # ``passed`` as a set: a sweep of 100,000 jobs asks "passed already?" once a pass.
     _passed: set[JobID] = field(default_factory=set, repr=False, compare=False)
     _progressed: set[JobID] = field(default_factory=set, repr=False, compare=False)
@@ -217,6 +226,7 @@ class Supervisor:
         self.store.acquire(job, token, self.actor, self.clock.now())
         try:
             while True:
+                self.deliveries.rest_over()
                 view = self.store.read(job)
                 result = self.pass_once(job, token, view, self.backend.find(job))
                 if result.settled:
@@ -311,7 +321,7 @@ class Supervisor:
         now = self.clock.now()
         folding = Folding(view)
         j = folding.job
-        # A settled record had its last look: its escalations are not offered again.
+        # A settled record's escalations are offered from the outbox (``deliver_settled``).
         undelivered = [] if j.settled else self.deliveries.owed(j)
         result = PassResult(job=job, settled=j.settled)
         if waits_on_upstream(j):
@@ -420,9 +430,14 @@ class Supervisor:
 
     def sweep(self, time_limit: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job (``_sweep``); the elements of group arrays whose
-        places came are released together at its end."""
+        places came are released together at its end. Then what settled jobs still owe a
+        person is offered (``deliver_settled``), in the time the passes left."""
         with self.opening_together():
-            return self._sweep(time_limit, residuals=residuals)
+            report = self._sweep(time_limit, residuals=residuals)
+        swept = {*report.passed, *report.skipped, *report.failed, *report.not_reached}
+        self.deliver_settled(report, skip=swept)
+        report.finished = self.clock.now()
+        return report
 
     def _sweep(self, time_limit: timedelta | None = None, *, residuals: bool = True) -> SweepReport:
         """One pass over every unsettled job: what cron or scrontab runs each tick.
@@ -459,6 +474,7 @@ class Supervisor:
 
         self._memos = None if sharded is None else SweepMemos(sharded, self.deliveries.via)
         self._sweeping, self._wakes = True, Wakes()
+        self.deliveries.rest_over(deadline)
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
@@ -520,6 +536,63 @@ class Supervisor:
                 settled.clear()
                 report.finished = self.clock.now()
         return report
+
+    def deliver_settled(
+        self, report: SweepReport | None = None, skip: Iterable[JobID] = ()
+    ) -> list[JobID]:
+        """Offer what settled jobs still owe a person, once each, until the channel rests or
+        the time limit comes: the jobs the ledger's outbox names (every settled record, on a
+        store without one), each under its owner lock (a job whose lock another process holds
+        is left to it). A job found owing nothing leaves the outbox. The jobs offered to."""
+        store = self.store
+        outbox = store if isinstance(store, Outbox) else None
+        try:
+            if outbox is not None:
+                jobs = outbox.outbox_jobs(self.deliveries.via)
+            else:
+                unsettled = set(store.jobs())
+                jobs = [j for j in store.jobs(include_settled=True) if j not in unsettled]
+        except (DispatchError, OSError) as err:
+            log.warning("the settled jobs' escalations wait for the next sweep: %s", err)
+            return []
+        passed, offered = set(skip), []
+        deadline = self.deliveries.deadline
+        for job in jobs:
+            if self.deliveries.resting or (deadline is not None and self.clock.now() >= deadline):
+                break
+            if job in passed:
+                continue
+            try:
+                if self._deliver_settled(job, outbox):
+                    offered.append(job)
+            except Exception as err:  # noqa: BLE001 - one job's trouble must not stop the sweep
+                if report is not None:
+                    report.failed[job] = _describe(err)
+        if report is not None:
+            report.delivered_settled = offered
+        return offered
+
+    def _deliver_settled(self, job: JobID, outbox: Outbox | None) -> bool:
+        """Offer what the settled ``job`` owes, under its owner lock; take it off ``outbox``
+        once it owes nothing. Whether anything was offered."""
+        token = self._token()
+        if not self.store.lock(job, token):
+            return False  # its holder delivers
+        try:
+            now = self.clock.now()
+            j = fold(self.store.read(job), now)
+            if not j.settled:
+                return False  # a marker that went in before a settle that lost its race
+            owed = self.deliveries.owed(j)
+            left = owed
+            if owed:
+                self.deliveries.offer(job, owed)
+                left = self.deliveries.owed(fold(self.store.read(job), now))
+            if not left and outbox is not None:
+                outbox.emptied(job)
+            return bool(owed)
+        finally:
+            self.store.unlock(job, token)
 
     def _forget(self, keep: set[JobID]) -> None:
         """What the nodes were told of jobs over for long leaves their spool (best effort):

@@ -168,8 +168,14 @@ def test_metrics_named_by_the_config_are_written_by_the_whole_sweep(tmp_path: Pa
 
 
 def test_the_index_names_are_the_file_ledgers() -> None:
-    assert (empty_sweep.RESIDUAL, empty_sweep.RESIDUAL_BUILT, empty_sweep.SWEEP) == (
+    assert (
         file_index.RESIDUAL,
-        file_index.RESIDUAL_BUILT,
+        file_index.OUTBOX.folder,
+        file_index.BUILT,
         file_index.SWEEP,
+    ) == (
+        empty_sweep.RESIDUAL,
+        empty_sweep.OUTBOX,
+        empty_sweep.BUILT,
+        empty_sweep.SWEEP,
     )

@@ -289,7 +289,7 @@ def test_status_says_which_channel_delivered_an_escalation_or_why_it_failed(
         shown = site.run(command.split()[1:], env={**ME, "DISPATCH_CONFIG": str(site.config)})
         assert shown.exit_code == 0 and shown.stdout.splitlines()[1] == row
     else:
-        said = f"delivery failed ... {via} answered HTTP 503; offered again each pass"
+        said = f"delivery failed ... {via} answered HTTP 503; offered again at each sweep"
         for text in (row, status):
             assert all(part in text for part in said.split(" ... ")), text
         assert len(hook.bodies) == 2

@@ -283,7 +283,7 @@ def test_an_array_with_a_dependency_launches_no_task_before_its_upstream_settles
         for j in tasks
     )
     assert out.splitlines()[-1].endswith(
-        "3 tasks; every task waits for the jobs it depends on: nothing is in Slurm's queue"
+        "3 tasks; every task waits for the jobs it depends on: nothing is in the scheduler's queue"
     )
 
 

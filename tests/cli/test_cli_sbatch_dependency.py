@@ -54,7 +54,7 @@ def test_a_dependency_on_a_dispatch_job_is_recorded_and_nothing_is_launched_unti
     ) in out.splitlines()
     assert out.splitlines()[-1] == (
         f"Submitted dispatch job {evaluate} (evaluate.sbatch): waits for the jobs it depends on: "
-        "nothing is in Slurm's queue until they settled"
+        "nothing is in the scheduler's queue until they settled"
     )
     assert not site.backend.env().objects(evaluate)
     site.sweep()
@@ -309,3 +309,31 @@ def test_afternotok_on_an_array_and_on_one_of_its_tasks_is_refused(site: Site) -
     assert code == 0, err
     after = site.store.read(_new(site, before)).header.spec.after
     assert [d.group for d in after] == [group] * 3
+
+
+@pytest.mark.parametrize("parsable", [False, True])
+def test_a_job_whose_dependency_already_failed_says_only_that_it_failed_once(
+    site: Site, parsable: bool
+) -> None:
+    """The upstream job failed before the submission: the new job fails at its launch, and
+    the command says so in one line on stderr; no line says a sweep will launch it, and
+    ``--parsable`` prints no id to build on."""
+    (train,) = site.submit()
+    site.sweep()
+    [obj] = site.backend.env().objects(train)
+    site.backend.env().fail(obj, exit_code=3)
+    site.sweep()
+    assert site.cluster.observer.get(train).settled
+    words = ["--parsable"] if parsable else []
+    code, out, err = sbatch(site, *words, f"--dependency=afterok:{train}", "evaluate.sbatch")
+    assert code == 1
+    evaluate = _new(site, [train])
+    assert err.strip().splitlines() == [
+        f"error: dispatch job {evaluate} failed at launch: dependency: "
+        + site.cluster.observer.get(evaluate).cause.detail
+    ], err
+    if parsable:
+        assert out == ""
+    else:
+        assert "Submitted dispatch job" not in out and "queue yet" not in out, out
+        assert "the next sweep" not in out, out

@@ -38,6 +38,7 @@ from dispatch.core.job import Job
 from dispatch.core.next import TABLE, next_steps
 from dispatch.core.situation import situation
 from dispatch.core.steps import Wait
+from dispatch.core.waits import owed
 from dispatch.model.objects import Discovery
 from dispatch.model.record import View
 
@@ -70,7 +71,7 @@ def decision(case: Case) -> list[str]:
         now = case.now + later
         job = fold(case.view, now)
         steps = next_steps(job, case.found, now, stop_stale=case.stop_stale)
-        offered = not job.settled and any(not e.delivered for e in job.escalations.values())
+        offered = not job.settled and bool(owed(job, logged_count=False))
         if len(steps) == 1 and isinstance(steps[0], Wait) and not offered:
             wake = steps[0].wake
             out.append(f"wait {wake.isoformat() if wake else '-'}")

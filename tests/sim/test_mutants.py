@@ -15,6 +15,7 @@ from dispatch.records import contract
 from dispatch.records.file import FileRecords
 from dispatch.sim import mutants as sim_mutants
 from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched_on
+from dispatch.supervise.delivery import Deliveries
 from dispatch.supervise.memo import SweepMemos
 from dispatch.supervise.perform import Made, Performer
 from dispatch.supervise.supervisor import Supervisor
@@ -53,12 +54,14 @@ def test_no_module_outside_the_simulator_knows_of_mutants() -> None:
 
 def _substituted_parts() -> list[object]:
     """What the installed mutants substitute: the core's tables, the performer's, the
-    supervisor's, the throttle's, the sweep memo's and the file ledger's methods, the store
-    contract's checks, the reading of an afternotok on a whole array."""
+    supervisor's, the deliveries', the throttle's, the sweep memo's and the file ledger's
+    methods, the store contract's checks, the reading of an afternotok on a whole array."""
     return [
         Performer.run,
         Made.reply,
         Supervisor._before,
+        Supervisor.deliver_settled,
+        Deliveries.offer,
         FileRecords._settle_durable,
         contract.owner_entry_refused,
         contract.decision_refused,

@@ -10,6 +10,8 @@ from world import ADA, BOB, World, preempt_rule
 
 import dispatch
 from dispatch.adapters.memory import Shape
+from dispatch.core.deadlines import wake
+from dispatch.core.waits import waits
 from dispatch.model.enums import State
 
 SHAPES = pytest.mark.parametrize("shape", list(Shape))
@@ -283,6 +285,47 @@ def test_a_shared_checkpoint_hold_is_lifted_once_cessation_proves_the_old_proces
     st = w.status()
     assert st.state is State.RUNNING and len(st.submissions) == 2
     assert w.folded().objects[w.canonical(1).id].ceased is True
+
+
+@SHAPES
+def test_a_node_whose_end_cannot_be_proven_is_escalated_at_the_clean_up_deadline_once(
+    shape: Shape,
+) -> None:
+    w = World(shape, spec={"extensions": [dispatch.SharedCheckpoint()]})
+    w.env.report_node_by_node()
+    w.passes()
+    first = w.canonical(1)
+    nodes = w.backend.objects[first.id].nodes
+    w.env.preempt(first)
+    for n in nodes[1:]:
+        w.env.record_end(first, n)  # every node but the first proves its end
+    w.passes()
+    j = w.folded()
+    assert j.active_hold() is not None and len(j.submissions) == 1
+    assert j.objects[first.id].ceased is False
+    assert w.delivered == [], "waiting for proof is not yet a person's business"
+    deadline = w.folded().header.options.cleanup_deadline
+    w.clock.advance(deadline - timedelta(seconds=1))
+    w.passes()
+    assert w.delivered == []
+    assert wake(w.folded(), w.clock.now()) is not None
+    w.clock.advance(timedelta(seconds=1))
+    w.passes()
+    assert w.delivered == ["cessation-unproven:1"]
+    said = w.escalation("cessation-unproven:1").detail
+    assert nodes[0] in said and all(n not in said for n in nodes[1:]), said
+    assert "30m" in said and "resubmit, give up or cancel" in said
+    assert w.folded().active_hold() is not None, "the hold stays in force"
+    w.clock.advance(timedelta(hours=1))
+    w.passes()
+    assert w.delivered == ["cessation-unproven:1"], "committed once"
+    # Proof at last: the hold lifts and the escalation no longer waits on anyone.
+    w.env.record_end(first, nodes[0])
+    w.clock.advance(timedelta(minutes=2))
+    w.passes()
+    st = w.status()
+    assert st.state is State.RUNNING and len(st.submissions) == 2
+    assert not waits(w.folded(), w.escalation("cessation-unproven:1"))
 
 
 @SHAPES
