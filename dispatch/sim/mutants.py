@@ -209,9 +209,7 @@ def _no_last_look(sup: Supervisor, job: JobID, step: st.Step, now: datetime) -> 
     return False
 
 
-def _no_outbox(
-    sup: Supervisor, report: object = None, skip: object = ()
-) -> list[JobID]:
+def _no_outbox(sup: Supervisor, report: object = None, skip: object = ()) -> list[JobID]:
     """What settled jobs still owe is never offered."""
     return []
 
