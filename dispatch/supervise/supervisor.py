@@ -221,7 +221,8 @@ class Supervisor:
         return not (isinstance(self.backend, LaunchFence) and self.backend.refuses_stale())
 
     def run(self, job: JobID) -> None:
-        """Supervise ``job`` until its record settles, then deliver what remains, once each."""
+        """Supervise ``job`` until its record settles, then offer what remains, once each
+        (what that offer could not deliver, the sweeps offer from the outbox)."""
         token = self._token()
         self.store.acquire(job, token, self.actor, self.clock.now())
         try:

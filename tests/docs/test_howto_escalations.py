@@ -57,6 +57,7 @@ def test_the_howto_names_every_escalation_id_and_its_shell_answer() -> None:
         "foreign:<object id>",
         "admin-held:<object id>",
         "cleanup-deadline",
+        "cessation-unproven:<N>",
         "dependency:<job>",
         "dependency:<group>",
         "give-up",

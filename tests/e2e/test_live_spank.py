@@ -28,6 +28,7 @@ from typing import Any
 
 import live_cluster
 import pytest
+from local_webhook import Peer
 
 pytestmark = pytest.mark.live
 
@@ -42,7 +43,7 @@ INNER_STATE = "var/lib/localcluster"  # the state folder inside a release's chro
 class Shell:
     """A user's shell with a config naming a fresh ledger, the cluster and the plugin's spool."""
 
-    def __init__(self, folder: Path, cluster: dict[str, str], spool: str) -> None:
+    def __init__(self, folder: Path, cluster: dict[str, str], spool: str, extra: str = "") -> None:
         self.folder = folder
         self.config = folder / "dispatch.toml"
         reach = (
@@ -54,6 +55,7 @@ class Shell:
             f'ledger = "{folder / "ledger"}"\n[backend]\nname = "slurm"\n'
             f'[backend.settings]\ntransport = "cli"\n{reach}'
             + (f'spank_spool = "{spool}"\n' if spool else "")
+            + extra
         )
         self.env = {**os.environ, **cluster, "USER": "ada", "DISPATCH_CONFIG": str(self.config)}
 
@@ -144,8 +146,8 @@ def user_folder(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def shell_in(folder: Path, spank_spool: str) -> Iterator[Shell]:
-    sh = Shell(folder, cluster(), spank_spool)
+def shell_in(folder: Path, spank_spool: str, extra: str = "") -> Iterator[Shell]:
+    sh = Shell(folder, cluster(), spank_spool, extra)
     sweeper = subprocess.Popen(
         [DISPATCH, "supervise", "--follow", "--every", "1s"],
         cwd=folder,
@@ -242,6 +244,51 @@ def test_a_node_whose_slurmd_stopped_leaves_the_hold_waiting_and_cancel_names_it
         assert f"{slurm_job}: {unproven}" in said, said
     finally:
         subprocess.run([*localcluster(), "up"], capture_output=True, timeout=900)
+
+
+def test_a_node_whose_end_cannot_be_proven_is_escalated_and_the_webhook_gets_it(
+    folder: Path, tmp_path: Path
+) -> None:
+    """The node's slurmd is killed under a shared-checkpoint job: the hold waits (no proof
+    that its processes are gone), and once it has waited the job's clean-up deadline (20 s
+    here) the sweeper escalates ``cessation-unproven:1``, naming the node, to the webhook."""
+    with Peer(tmp_path) as peer:
+        deliver = f'[deliver]\nwebhook = "{peer.url}"\ntimeout = "10s"\n'
+        for shell in shell_in(folder, spool(), deliver):
+            script = shell.script("unproven", "node-lost:resubmit:2", "sleep 600")
+            text = (shell.folder / script).read_text()
+            (shell.folder / script).write_text(
+                text.replace(
+                    "#DISPATCH --checkpoint",
+                    "#DISPATCH --cleanup-deadline=20s\n#DISPATCH --checkpoint",
+                )
+            )
+            job = shell.run("sbatch", "--parsable", script).strip()
+            running = shell.wait(job, "running", lambda d: d["state"] == "running")
+            execution = running["submissions"][0]["executions"][0]
+            lost = execution["nodes"][-1]
+            state = Path(shell.env["LOCALCLUSTER_STATE"])
+            pid = int((state / "run" / f"slurmd-{lost}.pid").read_text().split()[0])
+            os.kill(pid, signal.SIGTERM)
+            try:
+                shell.slurm("scontrol", "update", f"nodename={lost}", "state=down", "reason=e2e")
+                posted = live_cluster.wait_for(
+                    "the webhook to get cessation-unproven:1",
+                    peer.requests,
+                    lambda got: any("cessation-unproven:1" in r["body"] for r in got),
+                    patience=WAIT,
+                )
+                [body] = [r["body"] for r in posted if "cessation-unproven:1" in r["body"]]
+                assert f"cessation unproven on {lost}" in body, body
+                st = shell.status(job)
+                assert len(st["submissions"]) == 1 and st["holds"][0]["active"]
+                [e] = [e for e in st["escalations"] if e["id"] == "cessation-unproven:1"]
+                assert e["delivered"] is not None and e["waiting"], e
+                assert e["answer"] == f"dispatch resubmit {job} | dispatch give-up {job} | " + (
+                    f"dispatch cancel {job}"
+                )
+            finally:
+                subprocess.run([*localcluster(), "up"], capture_output=True, timeout=900)
 
 
 def stale_script(sh: Shell, name: str, stale_run: str) -> str:
