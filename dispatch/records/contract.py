@@ -27,6 +27,7 @@ from dispatch.core.fold import Folding
 from dispatch.model.errors import ConflictError, InvalidError
 from dispatch.model.record import Commit, Decision, Entry, Header, OwnerEntry, SettleEntry, View
 from dispatch.model.values import Actor, JobID
+from dispatch.records.shard_stamps import Stamps
 
 
 @runtime_checkable
@@ -110,6 +111,24 @@ class ResidualIndex(Protocol):
 
     def resolved(self, job: JobID) -> None:
         """Take ``job`` off the index: its record has no residual attempt left."""
+        ...
+
+
+@runtime_checkable
+class ShardStamped(Protocol):
+    """A sharded store whose writes change a stamp per shard, read for every shard at once, so
+    that a sweep passes over whole the shards where nothing moved (``supervise/quiet.py``)."""
+
+    def shard_stamps(self) -> Stamps | None:
+        """Each shard's stamp and the shards with a write in flight; None when unknown."""
+        ...
+
+    def recall_quiet(self) -> bytes | None:
+        """The rows the last sweeps left of the shards they found quiet, or None."""
+        ...
+
+    def remember_quiet(self, data: bytes) -> None:
+        """Keep ``data`` as those rows, replacing the last; a failure is reported, not raised."""
         ...
 
 

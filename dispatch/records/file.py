@@ -26,7 +26,7 @@ from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import file_index as index
 from dispatch.records import ledger_format as fmt
-from dispatch.records import snapshot
+from dispatch.records import shard_stamps, snapshot
 from dispatch.records.contract import (
     FoldCheck,
     check_commit,
@@ -148,10 +148,11 @@ class FileRecords:
             # The marker is durable before the header: a job never exists unseen by a sweep.
             marker = self._unsettled / job
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            os.close(os.open(marker, flags, 0o600))
-            fmt.fsync_dir(self._unsettled)
-            fmt.fsync_dir(self._jobs)
-            created = fmt.create_exclusive(first, data)
+            with shard_stamps.writing(self.root, index.shard_of(job)):
+                os.close(os.open(marker, flags, 0o600))
+                fmt.fsync_dir(self._unsettled)
+                fmt.fsync_dir(self._jobs)
+                created = fmt.create_exclusive(first, data)
         except BaseException:
             # Not recorded (a full disk, an I/O error): the key must not stay taken by a job
             # that does not exist. The marker stays: a create of this job may be racing.
@@ -248,16 +249,21 @@ class FileRecords:
         return sorted(found)
 
     def stamp(self) -> object:
-        """A value that changes when a job is created or settled, or an unsettled record gets a
-        revision, read without opening a record: one listing of the unsettled index and one
-        ``lstat`` per unsettled job folder (a new revision file changes its folder's time)."""
-        marks = []
-        for name in sorted(os.listdir(self._unsettled)):
-            try:
-                marks.append((name, os.lstat(self._jobs / name).st_mtime_ns))
-            except OSError:
-                marks.append((name, -1))
-        return tuple(marks)
+        """A value that changes when a job is created or settled, or a record gets a revision,
+        read without opening a record: one listing of the shards' stamps (``shard_stamps``)."""
+        seen = self.shard_stamps()
+        if seen is None:
+            return None
+        return tuple(sorted(seen.stamps.items())), tuple(sorted(seen.busy))
+
+    def shard_stamps(self) -> shard_stamps.Stamps | None:
+        """Each shard's stamp and the shards with a write in flight, from one listing; None
+        when they cannot be read (a sweep then looks at every job's files)."""
+        try:
+            return shard_stamps.read(self.root)
+        except OSError as err:
+            self._problem(shard_stamps.folder(self.root), f"shard stamps not read: {err}")
+            return None
 
     def find_key(self, key: str) -> JobID | None:
         """The job created with idempotency key ``key``, if any."""
@@ -429,6 +435,25 @@ class FileRecords:
             index.remember(self.root, shard, data)
         except (OSError, DispatchError) as err:
             self._problem(index.memo_path(self.root, shard), f"sweep memo not written: {err}")
+
+    def recall_quiet(self) -> bytes | None:
+        """The rows of the shards the last sweeps passed over whole (``supervise/quiet.py``),
+        or None (also when they cannot be read: reported, since they only save time)."""
+        try:
+            return fmt.read_bytes(index.quiet_path(self.root))
+        except (OSError, DispatchError) as err:
+            self._problem(index.quiet_path(self.root), f"quiet rows ignored: {err}")
+            return None
+
+    def remember_quiet(self, data: bytes) -> None:
+        """Replace the quiet rows (not flushed: a cache); a failure is reported, not raised."""
+        try:
+            if not self._sweep_folder:
+                fmt.ensure_folder(self.root / index.SWEEP)
+                self._sweep_folder = True
+            fmt.replace(index.quiet_path(self.root), data, sync=False)
+        except (OSError, DispatchError) as err:
+            self._problem(index.quiet_path(self.root), f"quiet rows not written: {err}")
 
     def kept_rows(self, shard: int) -> bytes | None:
         """The rows ``dispatch list`` kept of ``shard``'s jobs, or None; ``RejectedError`` when
@@ -772,17 +797,19 @@ class FileRecords:
         if settled and index.has_undelivered(new):
             # The same for an escalation still to deliver: sweeps go on offering it.
             index.OUTBOX.mark(self.root, job)
-        if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
-            raise ConflictError(
-                f"job {job}: another writer committed revision {revision}; "
-                f"the commit was decided at {expected}"
-            )
-        with self._mu:
-            self._raw.setdefault(job, {})[revision] = data
-        self._folds.landed(folding)
-        self._remember(job, new, settled)
-        if settled:
-            self._drop_marker(job)
+        # The shard's stamp changes once the revision is in (``shard_stamps``).
+        with shard_stamps.writing(self.root, index.shard_of(job)):
+            if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
+                raise ConflictError(
+                    f"job {job}: another writer committed revision {revision}; "
+                    f"the commit was decided at {expected}"
+                )
+            with self._mu:
+                self._raw.setdefault(job, {})[revision] = data
+            self._folds.landed(folding)
+            self._remember(job, new, settled)
+            if settled:
+                self._drop_marker(job)
         if snapshot_due(revision, self._snapshot_every):
             self._write_snapshot(job, folder, new)
         return revision

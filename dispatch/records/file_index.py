@@ -81,6 +81,11 @@ def remember(root: Path, shard: int, data: bytes) -> None:
     fmt.replace(memo_path(root, shard), data, sync=False)
 
 
+def quiet_path(root: Path) -> Path:
+    """The rows of the shards sweeps pass over whole (``dispatch/supervise/quiet.py``)."""
+    return root / SWEEP / "quiet"
+
+
 def rows_path(root: Path, shard: int) -> Path:
     """The rows ``dispatch list`` keeps of the jobs of ``shard`` (``dispatch/cli/listing.py``)."""
     return root / SWEEP / f"list-{shard:02d}"

@@ -28,7 +28,15 @@ from dispatch.model.objects import (
 )
 from dispatch.model.record import Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID, JobSpec, RecoveryPolicy, RuleSupport, Support
-from dispatch.records.contract import Durable, Outbox, Records, ResidualIndex, Sharded
+from dispatch.records.contract import (
+    Durable,
+    Outbox,
+    Records,
+    ResidualIndex,
+    Sharded,
+    ShardStamped,
+)
+from dispatch.records.shard_stamps import Stamps
 
 if TYPE_CHECKING:
     from dispatch.sim.world import Proc, World
@@ -132,7 +140,8 @@ class SimShardedStore(SimStore):
     def __init__(self, world: World, proc: Proc | None, inner: Records) -> None:
         super().__init__(world, proc, inner)
         assert isinstance(inner, Sharded) and isinstance(inner, ResidualIndex)
-        assert isinstance(inner, Outbox)
+        assert isinstance(inner, Outbox) and isinstance(inner, ShardStamped)
+        self.stamped: ShardStamped = inner
         self.sharded: Sharded = inner
         self.indexed: ResidualIndex = inner
         self.outbox: Outbox = inner
@@ -220,6 +229,27 @@ class SimShardedStore(SimStore):
         self.w.before(self.proc, f"resolved {job}")
         self.indexed.resolved(job)
         self.w.after(self.proc, "resolved")
+
+    def shard_stamps(self) -> Stamps | None:
+        """Each shard's stamp and the busy shards."""
+        self.w.before(self.proc, "shard stamps", effect=False)
+        stamps = self.stamped.shard_stamps()
+        busy = "-" if stamps is None else len(stamps.busy)
+        self.w.after(self.proc, f"shard stamps, {busy} busy", effect=False)
+        return stamps
+
+    def recall_quiet(self) -> bytes | None:
+        """The rows of the quiet shards."""
+        self.w.before(self.proc, "recall quiet rows", effect=False)
+        data = self.stamped.recall_quiet()
+        self.w.after(self.proc, f"recalled {len(data or b'')} bytes of quiet rows", effect=False)
+        return data
+
+    def remember_quiet(self, data: bytes) -> None:
+        """Replace the rows of the quiet shards."""
+        self.w.before(self.proc, "remember quiet rows")
+        self.stamped.remember_quiet(data)
+        self.w.after(self.proc, "remembered quiet rows")
 
     def outbox_jobs(self, channel: str) -> list[JobID]:
         """The settled jobs that may hold escalations still to deliver."""

@@ -36,6 +36,7 @@ from dispatch.records.contract import (
     Records,
     ResidualIndex,
     Sharded,
+    ShardStamped,
     owner_token,
 )
 from dispatch.spi import Backend, Fencer, LaunchFence, ManyOpener, find_all
@@ -51,6 +52,7 @@ from dispatch.supervise.wakes import Wakes, place
 if TYPE_CHECKING:
     # Imported by ``sweep``, which alone keeps memos: a lone job's passes have none.
     from dispatch.supervise.memo import SweepMemos
+    from dispatch.supervise.quiet import QuietTick
 
 log = logging.getLogger("dispatch.supervise")
 
@@ -185,6 +187,11 @@ class Supervisor:
         self.shards_per_look: int | None = None
         # The gates to lift together at the end of ``opening_together`` (None: each at once).
         self._opens: list[ObjectRef] | None = None
+        # A sweep's quiet rows and claims, until its first look (``_quiet_looked``).
+        self._quiet: tuple[QuietTick, _Claims] | None = None
+        # Whether a sweep passes over whole the shards where nothing moved (``quiet.py``): the
+        # tests of the memo beneath it turn it off.
+        self.quiet_rows = True
 
     def _token(self) -> str:
         return self.rand(16).hex()
@@ -474,12 +481,23 @@ class Supervisor:
         from dispatch.supervise.memo import SweepMemos
 
         self._memos = None if sharded is None else SweepMemos(sharded, self.deliveries.via)
+        quiet = self._quiet_tick(sharded)
         self._sweeping, self._wakes = True, Wakes()
         self.deliveries.rest_over(deadline)
         with _no_cyclic_gc():
             try:
                 if sharded is not None:
-                    claims = _Claims(sharded, token, claimed, sharded.unsettled())
+                    # The shards of quiet rows are not listed (``quiet.py``): their jobs join
+                    # the sweep's first look, and each is passed over whole or passed.
+                    held = set(quiet.check_stamps()) if quiet is not None else set()
+                    listed = len(held) < sharded.shards
+                    unsettled = (
+                        [job for job in sharded.unsettled() if sharded.shard_of(job) not in held]
+                        if listed
+                        else []
+                    )
+                    claims = _Claims(sharded, token, claimed, unsettled)
+                    self._quiet = (quiet, claims) if quiet is not None else None
                     # The jobs the first look shows something of, claimed, read and passed
                     # before any other job is read (``_first_look``), then the others; each
                     # part in as many rounds of claims as the time limit calls for.
@@ -509,7 +527,8 @@ class Supervisor:
                         elif self._lock_and_read(job, token, report, seen):
                             locked.append(job)
                 if residuals:
-                    self._read_residuals(set(seen) | set(report.skipped), report, settled)
+                    unsettled_seen = {*seen, *report.skipped, *report.remembered}
+                    self._read_residuals(unsettled_seen, report, settled)
                 # The jobs a first look's part did not pass yet: all of them without one.
                 rest = {job: view for job, view in seen.items() if job not in found}
                 went = self._look_and_pass(rest, found, token, report, deadline, settled)
@@ -520,11 +539,21 @@ class Supervisor:
                     if deadline is not None and self.clock.now() >= deadline:
                         break
                     self._residual_pass(job, token, view, found[job], report)
+                if quiet is not None and sharded is not None and self._memos is not None:
+                    # Before the memos are saved: what they keep of the jobs the time limit
+                    # left was not checked against this sweep's look.
+                    quiet.save(
+                        claims.members,
+                        self._memos.left,
+                        found,
+                        set(report.progressed),
+                        range(sharded.shards) if listed else list(quiet.held),
+                    )
                 if self._memos is not None:
                     self._memos.save(report.not_reached)
-                self._forget({*seen, *report.skipped, *report.not_reached})
+                self._forget({*seen, *report.skipped, *report.not_reached, *report.passed})
             finally:
-                self._memos = None
+                self._memos, self._quiet = None, None
                 self._sweeping, self._slots, self._wakes = False, None, Wakes()
                 for job in locked:
                     self.store.unlock(job, token)
@@ -595,6 +624,56 @@ class Supervisor:
         finally:
             self.store.unlock(job, token)
 
+    def _quiet_tick(self, sharded: Sharded | None) -> QuietTick | None:
+        """The rows of the shards this sweep may pass over whole (``quiet.py``), on a store
+        that stamps its shards."""
+        if sharded is None or not self.quiet_rows or not isinstance(sharded, ShardStamped):
+            return None
+        from dispatch.supervise.quiet import QuietTick
+
+        return QuietTick(sharded, self.deliveries.via)
+
+    def _quiet_looked(
+        self,
+        quiet: tuple[QuietTick, _Claims],
+        found: dict[JobID, Discovery],
+        token: str,
+        report: SweepReport,
+        deadline: datetime | None,
+    ) -> list[JobID]:
+        """After the look that took in the jobs of the quiet rows: the shards whose row holds
+        are passed over whole; the others (find shows something else of a job) are claimed
+        and passed, each job at its row's revision, which the stamp read before the look says
+        was its last then (so the pass decides on a record no newer than its look). The jobs
+        that moved on."""
+        tick, claims = quiet
+        now = self.clock.now()
+        over = tick.pass_over(found, now)
+        for row in over.values():
+            for job, revision in row.jobs.items():
+                if self.check_remembered is not None:
+                    self.check_remembered(job, revision, found[job], now, ())
+                report._passed.add(job)
+                report.passed.append(job)
+                report.remembered.append(job)
+        moved: list[JobID] = []
+        for shard, row in tick.held.items():
+            if shard in over or not row.jobs:
+                continue
+            if not claims.store.claim(shard, token):
+                report.skipped.extend(row.jobs)
+                continue
+            claims.held.add(shard)
+            claims.claimed.append(shard)
+            claims.members[shard] = list(row.jobs)
+            recalled = self._memos.recall(shard) if self._memos is not None else {}
+            for job, revision in row.jobs.items():
+                waited = recalled.get(job)
+                if waited is not None and waited.revision == revision and self._memos:
+                    self._memos.candidates[job] = waited
+            moved += self._round(dict(row.jobs), found, token, report, deadline)
+        return moved
+
     def _forget(self, keep: set[JobID]) -> None:
         """What the nodes were told of jobs over for long leaves their spool (best effort):
         never of a job this sweep found unsettled."""
@@ -621,13 +700,18 @@ class Supervisor:
         residuals), adding what it said to ``found``, then give each job its pass; the jobs
         that moved on, or None when the scheduler could not be asked (each job failed)."""
         asked = [*views, *(settled or ())]
+        quiet = self._quiet
+        # The sweep's first look also looks at the jobs of its quiet rows.
+        also = quiet[0].jobs() if quiet else []
+        self._quiet = None
         try:
-            found.update(find_all(self.backend, asked) if asked else {})
+            found.update(find_all(self.backend, [*asked, *also]) if asked or also else {})
         except DispatchError as err:
             for job in asked:
                 report.failed[job] = f"the scheduler was not asked: {err}"
             return None
-        return self._round(views, found, token, report, deadline)
+        moved = self._quiet_looked(quiet, found, token, report, deadline) if quiet else []
+        return moved + self._round(views, found, token, report, deadline)
 
     def _first_look(self, claims: _Claims, deadline: datetime | None) -> set[JobID]:
         """The unsettled jobs whose shards a sweep claims, reads and passes before the others:

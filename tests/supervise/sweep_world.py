@@ -42,7 +42,13 @@ class TickingClock(ManualClock):
 class World:
     """Jobs on a memory scheduler, recorded in a memory store or a file ledger."""
 
-    def __init__(self, store: str = "memory", tmp: Path | None = None, rule_budget: int = 1):
+    def __init__(
+        self,
+        store: str = "memory",
+        tmp: Path | None = None,
+        rule_budget: int = 1,
+        quiet_rows: bool = True,
+    ):
         self.clock = ManualClock()
         self.backend = MemoryBackend(auto_run=True, clock=self.clock.now)
         self.store: Records
@@ -64,6 +70,8 @@ class World:
         )
         self.delivered: list[tuple[str, str]] = []
         self._supervisors = count(2)
+        # Whether its supervisors pass over whole the shards where nothing moved.
+        self.quiet_rows = quiet_rows
 
     def submit(self, n: int) -> list[str]:
         """Submit ``n`` supervised jobs; their ids, sorted."""
@@ -74,13 +82,15 @@ class World:
         self, deliver: Deliver | None = None, clock: ManualClock | None = None
     ) -> Supervisor:
         """A supervisor with its own tokens, delivering into ``delivered`` unless told."""
-        return Supervisor(
+        sup = Supervisor(
             self.backend,
             self.store,
             clock=clock or self.clock,
             deliver=deliver or self._deliver,
             rand=counter_rand(next(self._supervisors)),
         )
+        sup.quiet_rows = self.quiet_rows
+        return sup
 
     def _deliver(self, job: str, e: dispatch.Escalation) -> None:
         self.delivered.append((job, e.id))

@@ -207,8 +207,12 @@ def test_two_supervisors_sweeping_at_once_never_both_act_on_a_job(world: World) 
     for rnd in range(8):
         outer, other = (first, second) if rnd % 2 == 0 else (second, first)
         world.backend.find_many = find_many_during_another_sweep  # type: ignore[method-assign,assignment]
-        outer.sweep()
-        assert sorted(inner[-1].skipped) == jobs and not inner[-1].passed
+        report = outer.sweep()
+        # The other skips every job the one holds; it may pass over whole a shard where
+        # nothing moved (a pass that only waits), which acts on nothing.
+        during = inner[-1]
+        assert not during.progressed and set(during.passed) <= set(during.remembered)
+        assert sorted({*during.skipped, *during.remembered}) == jobs, (during, report)
     for job in jobs:
         world.backend.env().complete(world.canonical(job))
     world.sweep_until_idle(first)
