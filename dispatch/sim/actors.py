@@ -51,7 +51,7 @@ def supervisor(w: World, p: Proc) -> Iterator[datetime | None]:
         now: datetime,
         upstream: tuple[tuple[JobID, int, str], ...],
     ) -> None:
-        w.check_trusted(p, job)
+        w.check_trusted(p, job, revision)
         w.check_remembered(p, job, revision, found, now, upstream)
 
     sup.check_remembered = remembered

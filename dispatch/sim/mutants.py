@@ -38,6 +38,7 @@ from dispatch.sim.world import run_seed
 from dispatch.supervise.delivery import Deliveries
 from dispatch.supervise.memo import SweepMemos, Waited
 from dispatch.supervise.perform import Made, Performer
+from dispatch.supervise.quiet import QuietRow, QuietTick
 from dispatch.supervise.supervisor import Supervisor
 from dispatch.supervise.throttle import Slots
 
@@ -97,6 +98,8 @@ MUTANTS: dict[str, str] = {
     "another: a channel down at that moment loses them",
     "failure-called-delivered": "an offer the channel did not acknowledge (an error, a "
     "redirect, no answer in time) is recorded as delivered",
+    "quiet-stamp-unchecked": "a sweep passes over whole a shard whose quiet row names another "
+    "stamp, or a write of which is in flight",
 }
 
 
@@ -243,6 +246,11 @@ def _failure_called_delivered() -> AbstractContextManager[None]:
     return _substituted(Deliveries, "offer", offering)
 
 
+def _any_stamp(tick: QuietTick, shard: int, row: QuietRow) -> bool:
+    """Every row taken as holding its shard's stamp."""
+    return True
+
+
 def _not_durable(store: FileRecords, folder: str) -> None:
     """The settle a reader saw is taken as durable without syncing its folder."""
 
@@ -356,6 +364,7 @@ INSTALLERS: dict[str, Callable[[], AbstractContextManager[None]]] = {
     "array-afternotok-per-task": lambda: _substituted(upstream_module, "_one_of", _each_of),
     "outbox-ignored": lambda: _substituted(Supervisor, "deliver_settled", _no_outbox),
     "failure-called-delivered": _failure_called_delivered,
+    "quiet-stamp-unchecked": lambda: _substituted(QuietTick, "_stamp_holds", _any_stamp),
 }
 
 

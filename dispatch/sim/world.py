@@ -98,6 +98,10 @@ class Proc(Mover):
         self.recalled: dict[int, bytes] = {}
         # The step at which it last recalled each shard's memo (as its sweep claimed it).
         self.recalled_at: dict[int, int] = {}
+        # The first line of the quiet rows its last sweep read, and the step it read them at;
+        # the step its last sweep read the shards' stamps at.
+        self.recalled_quiet: tuple[bytes, int] = (b"", -1)
+        self.stamps_read_at = -1
 
     def drop(self, job: JobID) -> None:
         """Give the owner lock of ``job`` back."""
@@ -332,11 +336,24 @@ class World:
                 f"would have done {kinds}{' and offered escalations' if offered else ''}",
             )
 
-    def check_trusted(self, p: Proc, job: JobID) -> None:
+    def check_trusted(self, p: Proc, job: JobID, revision: int) -> None:
         """A sweep of ``p`` skipped ``job``'s pass on its memo: that memo was made under
-        decisions whose waits ``p``'s release keeps."""
+        decisions whose waits ``p``'s release keeps. Passed over whole on the quiet rows, the
+        job's record had no revision after ``revision`` when the sweep read the shards' stamps
+        (the shard's stamp would have moved)."""
         assert isinstance(p.store, SimShardedStore)
-        head = p.recalled.get(p.store.shard_of(job), b"")
+        shard = p.store.shard_of(job)
+        head = p.recalled.get(shard, b"")
+        quiet_head, quiet_at = p.recalled_quiet
+        if quiet_at > p.recalled_at.get(shard, -1):
+            head = quiet_head  # its shard was passed over whole on the quiet rows read last
+            later = self.committed_at.get((job, revision + 1))
+            if later is not None and later < p.stamps_read_at:
+                self.report(
+                    "memo-waits",
+                    f"job {job}: {p.name} passed its shard over whole at r{revision}, but "
+                    f"r{revision + 1} was committed before it read the shards' stamps",
+                )
         made_under = release_of(head)
         if not p.release.keeps_since <= made_under.version <= p.release.version:
             self.report(

@@ -39,7 +39,7 @@ FORMAT = "dispatch-sweep-quiet 1"
 
 
 @dataclass(frozen=True)
-class Row:
+class QuietRow:
     """A shard whose every unsettled job a sweep remembered as a lone wait."""
 
     stamp: str
@@ -62,18 +62,20 @@ def digest(jobs: Iterable[JobID], found: Mapping[JobID, Discovery]) -> str:
     return h.hexdigest()
 
 
-def row_of(stamp: str, entries: Mapping[JobID, Waited], found: Mapping[JobID, Discovery]) -> Row:
+def row_of(
+    stamp: str, entries: Mapping[JobID, Waited], found: Mapping[JobID, Discovery]
+) -> QuietRow:
     """The row of a shard whose unsettled jobs are exactly those of ``entries``."""
     until = min((w.until for w in entries.values()), default=None)
     jobs = {job: w.revision for job, w in entries.items()}
-    return Row(stamp=stamp, jobs=jobs, seen=digest(jobs, found), until=until)
+    return QuietRow(stamp=stamp, jobs=jobs, seen=digest(jobs, found), until=until)
 
 
 def _head(channel: str) -> str:
     return f"{FORMAT} table-{table_version.VERSION} {channel_digest(channel)}"
 
 
-def dump(rows: Mapping[int, Row], channel: str) -> bytes:
+def dump(rows: Mapping[int, QuietRow], channel: str) -> bytes:
     """The file: its head line (format, decisions, channel), then the rows as JSON."""
     body = {
         str(shard): [
@@ -87,7 +89,7 @@ def dump(rows: Mapping[int, Row], channel: str) -> bytes:
     return (_head(channel) + "\n" + json.dumps(body, separators=(",", ":"))).encode()
 
 
-def load(data: bytes | None, channel: str) -> dict[int, Row]:
+def load(data: bytes | None, channel: str) -> dict[int, QuietRow]:
     """The rows of the file; none when it is missing, damaged, or made under other decisions
     or for another channel (exactly this release's decisions: the rows say nothing of why)."""
     if not data:
@@ -102,7 +104,7 @@ def load(data: bytes | None, channel: str) -> dict[int, Row]:
         return {}
 
 
-def _row(item: object) -> Row:
+def _row(item: object) -> QuietRow:
     if not isinstance(item, list) or len(item) != 4:
         raise ValueError(f"bad row {item!r}")
     stamp, seen_, until, jobs = item
@@ -114,7 +116,7 @@ def _row(item: object) -> Row:
     for job, revision in jobs.items():
         if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
             raise ValueError(f"bad revision of {job!r}")
-    return Row(stamp=stamp, jobs=jobs, seen=seen_, until=when)
+    return QuietRow(stamp=stamp, jobs=jobs, seen=seen_, until=when)
 
 
 class QuietTick:
@@ -128,10 +130,10 @@ class QuietTick:
         self.store, self.channel = store, channel
         self.stamps = store.shard_stamps()
         self.rows = load(store.recall_quiet(), channel) if self.stamps is not None else {}
-        self.held: dict[int, Row] = {}
-        self.over: dict[int, Row] = {}
+        self.held: dict[int, QuietRow] = {}
+        self.over: dict[int, QuietRow] = {}
 
-    def _stamp_holds(self, shard: int, row: Row) -> bool:
+    def _stamp_holds(self, shard: int, row: QuietRow) -> bool:
         stamps = self.stamps
         return (
             stamps is not None
@@ -139,7 +141,7 @@ class QuietTick:
             and (stamps.stamps.get(shard, "") == row.stamp)
         )
 
-    def check_stamps(self) -> dict[int, Row]:
+    def check_stamps(self) -> dict[int, QuietRow]:
         """The rows whose shard's stamp is the same and not busy (``held``): their jobs are
         not listed, and the sweep's first look takes them in."""
         self.held = {s: r for s, r in self.rows.items() if self._stamp_holds(s, r)}
@@ -149,7 +151,7 @@ class QuietTick:
         """The jobs of the rows that held their stamps."""
         return [job for row in self.held.values() for job in row.jobs]
 
-    def pass_over(self, found: Mapping[JobID, Discovery], now: datetime) -> dict[int, Row]:
+    def pass_over(self, found: Mapping[JobID, Discovery], now: datetime) -> dict[int, QuietRow]:
         """The shards passed over whole, given what the scheduler shows now of their jobs."""
         self.over = {
             s: r for s, r in self.held.items() if r.holds(True, digest(r.jobs, found), now)

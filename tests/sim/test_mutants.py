@@ -18,6 +18,7 @@ from dispatch.sim.mutants import HUNT_BOUND, INSTALLERS, MUTANTS, hunt, switched
 from dispatch.supervise.delivery import Deliveries
 from dispatch.supervise.memo import SweepMemos
 from dispatch.supervise.perform import Made, Performer
+from dispatch.supervise.quiet import QuietTick
 from dispatch.supervise.supervisor import Supervisor
 from dispatch.supervise.throttle import Slots
 
@@ -76,6 +77,7 @@ def _substituted_parts() -> list[object]:
         contract.FoldCheck.check,
         Slots.ahead,
         SweepMemos.unmoved,
+        QuietTick._stamp_holds,
         sim_mutants.upstream_module._one_of,
     ]
 
