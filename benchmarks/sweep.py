@@ -203,8 +203,7 @@ def child_changed_first(ledger: Path, objects_path: Path, n: int, limit: float) 
     from datetime import timedelta
 
     backend = running_backend(json.loads(objects_path.read_text()))
-    for memo in (ledger / "sweep").glob("memo-*"):
-        memo.unlink()
+    forget_memo(ledger)
     jobs = sorted({o.job for o in backend.objects.values()})
     hit = {jobs[i * len(jobs) // PREEMPTED] for i in range(PREEMPTED)}
     for obj in list(backend.objects.values()):
@@ -471,8 +470,9 @@ def changed_ticks(
 
 
 def forget_memo(ledger: Path) -> None:
-    """Remove the sweep memo: the next tick is cold (the first one, or one after it was lost)."""
-    for memo in (ledger / "sweep").glob("memo-*"):
+    """Remove the sweep memo and the quiet rows: the next tick is cold (the first one, or one
+    after they were lost)."""
+    for memo in [*(ledger / "sweep").glob("memo-*"), *(ledger / "sweep").glob("quiet")]:
         memo.unlink()
 
 

@@ -28,14 +28,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from pydantic import TypeAdapter
+
 from dispatch.core import table_version
-from dispatch.model.objects import Discovery
+from dispatch.model.objects import Discovery, ObjectObs
 from dispatch.model.values import JobID
 from dispatch.records.contract import ShardStamped
 from dispatch.records.ledger_format import channel_digest
-from dispatch.supervise.memo import Waited, seen
+from dispatch.supervise.memo import Waited
 
 FORMAT = "dispatch-sweep-quiet 1"
+_OBJECTS = TypeAdapter(list[ObjectObs])
 
 
 @dataclass(frozen=True)
@@ -55,10 +58,16 @@ class QuietRow:
 
 
 def digest(jobs: Iterable[JobID], found: Mapping[JobID, Discovery]) -> str:
-    """What find showed of ``jobs``, as one digest (each job's as the memo keeps it)."""
-    h = hashlib.blake2b(digest_size=16)
+    """What find showed of ``jobs``, as one digest: each job's objects as the memo keeps them
+    (without when find looked), serialised in one call for the whole shard."""
+    objects: list[ObjectObs] = []
+    shape = []
     for job in sorted(jobs):
-        h.update(f"{job} {seen(found[job])}\n".encode())
+        d = found[job]
+        objects.extend(d.objects)
+        shape.append(f"{job} {len(d.objects)} {'c' if d.complete else 'i'}")
+    h = hashlib.blake2b("\n".join(shape).encode(), digest_size=16)
+    h.update(_OBJECTS.dump_json(objects))
     return h.hexdigest()
 
 
