@@ -7,7 +7,10 @@ age is computed from the creation time at display. So a list keeps, per shard of
 (``FileRecords.stamp_at``), a digest of what find showed (``memo.seen``), until when the entry
 holds, and the row. The next list uses a kept row only when the stamp is the same (the record
 has no later revision), find shows the same digest, and the entry has not lapsed; any other
-job is read and folded, and its row kept again. The fold stays the authority: a row is never
+job is read and folded, and its row kept again. A file whose every row the list checked also
+keeps its shard's stamp (``records/shard_stamps.py``), read before any record: while the
+shard's stamp is that one, no record of the shard moved, and its rows' records need no stamp
+of their own (no look at any file of those jobs). The fold stays the authority: a row is never
 more than what the fold said of the same revision under the same look.
 
 The file is a cache, as the sweep memo is (``docs/ledger.md``): read like every ledger file
@@ -33,7 +36,7 @@ from dispatch.model.values import JobID
 from dispatch.records.file import FileRecords
 from dispatch.supervise import memo
 
-FORMAT = "dispatch-list-rows 2"
+FORMAT = "dispatch-list-rows 3"
 
 # The version of what a row says of a record and a look (``fold``, ``project``, ``summary``):
 # bump it with any change to a row, and record ``tests/core/decision_corpus.py`` again, whose
@@ -43,7 +46,7 @@ ROWS = 2
 
 _HEAD = f"{FORMAT} rows-{ROWS}".encode()
 # The formats whose rows name their jobs as this one's do.
-_NAMED = (b"dispatch-list-rows 1 ", b"dispatch-list-rows 2 ")
+_NAMED = (b"dispatch-list-rows 1 ", b"dispatch-list-rows 2 ", b"dispatch-list-rows 3 ")
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,9 @@ class Kept:
     row: dict[str, Any]
 
 
-def dump(entries: dict[JobID, Kept]) -> bytes:
-    """A shard's rows: the format line with the version of the rows, a digest of the body,
-    the body."""
+def dump(entries: dict[JobID, Kept], stamp: str = "") -> bytes:
+    """A shard's rows: the format line with the version of the rows, the shard's stamp that
+    vouches for every row of the file ("" for none), a digest of the body, the body."""
     body = json.dumps(
         {
             job: [k.revision, k.stamp, k.seen, k.until.isoformat(), k.row]
@@ -68,23 +71,32 @@ def dump(entries: dict[JobID, Kept]) -> bytes:
         },
         separators=(",", ":"),
     ).encode()
-    digest = hashlib.blake2b(body, digest_size=16).hexdigest().encode()
-    return _HEAD + b"\n" + digest + b"\n" + body
+    digest = hashlib.blake2b(stamp.encode() + b"\n" + body, digest_size=16).hexdigest().encode()
+    return _HEAD + b"\n" + stamp.encode() + b"\n" + digest + b"\n" + body
 
 
 def load(data: bytes | None, *, any_code: bool = False) -> dict[JobID, Kept]:
     """The entries of a shard's rows; none when missing, damaged, of another format or of
     another version of the rows (they only save time). With ``any_code``, rows of this format
-    or the one before of any version: what a row says of the header (the name) no code
+    or the ones before of any version: what a row says of the header (the name) no code
     changes."""
+    return load_stamped(data, any_code=any_code)[0]
+
+
+def load_stamped(data: bytes | None, *, any_code: bool = False) -> tuple[dict[JobID, Kept], str]:
+    """``load``, and the shard stamp that vouches for every row ("" for none)."""
     if not data:
-        return {}
+        return {}, ""
     head, _, rest = data.partition(b"\n")
+    stamp = b""
+    if head == _HEAD or head.startswith(b"dispatch-list-rows 3 "):
+        stamp, _, rest = rest.partition(b"\n")
     digest, _, body = rest.partition(b"\n")
     if head != _HEAD and not (any_code and head.startswith(_NAMED)):
-        return {}
-    if hashlib.blake2b(body, digest_size=16).hexdigest().encode() != digest:
-        return {}
+        return {}, ""
+    signed = (stamp + b"\n" + body) if head.startswith(b"dispatch-list-rows 3 ") else body
+    if hashlib.blake2b(signed, digest_size=16).hexdigest().encode() != digest:
+        return {}, ""
     try:
         raw = json.loads(body)
         out = {}
@@ -92,9 +104,9 @@ def load(data: bytes | None, *, any_code: bool = False) -> dict[JobID, Kept]:
             until = datetime.fromisoformat(u)
             if until.tzinfo is not None and isinstance(row, dict) and row.get("job") == job:
                 out[str(job)] = Kept(int(r), str(t), str(s), until, row)
-        return out
+        return out, stamp.decode(errors="replace")
     except (ValueError, TypeError, AttributeError):
-        return {}
+        return {}, ""
 
 
 class Rows:
@@ -103,7 +115,13 @@ class Rows:
 
     def __init__(self, store: FileRecords) -> None:
         self.store = store
+        # The shards' stamps, read before any row or record (``records/shard_stamps.py``): a
+        # shard whose file the same stamp vouches for needs no stamp of its jobs' records.
+        self.stamps = store.shard_stamps()
         self._shards: dict[int, dict[JobID, Kept]] = {}
+        self._vouched: dict[int, str] = {}
+        # The jobs whose row this list checked against its record, or made.
+        self._checked: set[JobID] = set()
         self._changed: set[int] = set()
         self.ignored: list[str] = []  # files refused (another user's, a link): one line each
         self._nothing: dict[bool, str] = {}
@@ -112,14 +130,32 @@ class Rows:
         shard = self.store.shard_of(job)
         entries = self._shards.get(shard)
         if entries is None:
+            stamp = ""
             try:
-                entries = load(self.store.kept_rows(shard))
+                entries, stamp = load_stamped(self.store.kept_rows(shard))
             except (OSError, DispatchError) as err:
                 message = err.message if isinstance(err, DispatchError) else str(err)
                 self.ignored.append(f"kept rows ignored: {message}")
                 entries = {}
             self._shards[shard] = entries
+            self._vouched[shard] = stamp
         return entries
+
+    def _now_stamp(self, shard: int) -> str | None:
+        """The shard's stamp as this list read it, when no write of it was in flight."""
+        stamps = self.stamps
+        if stamps is None or shard in stamps.busy:
+            return None
+        return stamps.stamps.get(shard, "-")
+
+    def _unmoved(self, job: JobID, kept: Kept) -> bool:
+        """Whether ``job``'s record is still at the kept row's revision: its shard's stamp as
+        the file says (no look at the record), else the record's own stamp."""
+        shard = self.store.shard_of(job)
+        vouched = self._vouched.get(shard)
+        if vouched and vouched == self._now_stamp(shard):
+            return True
+        return self.store.stamp_at(job, kept.revision) == kept.stamp
 
     def _seen(self, found: Discovery) -> str:
         # Many jobs of a list are shown as nothing (settled ones, which the scheduler forgot):
@@ -139,8 +175,9 @@ class Rows:
             return None
         if kept.seen != self._seen(found):
             return None
-        if self.store.stamp_at(job, kept.revision) != kept.stamp:
+        if not self._unmoved(job, kept):
             return None
+        self._checked.add(job)
         return dict(kept.row)
 
     def keep(
@@ -156,6 +193,7 @@ class Rows:
             return
         until = memo.lapse(job, now, None)
         entries[job] = Kept(revision, stamp, self._seen(found), until, row)
+        self._checked.add(job)
         self._changed.add(self.store.shard_of(job))
 
     def names(self) -> dict[JobID, str]:
@@ -171,10 +209,22 @@ class Rows:
         return out
 
     def save(self) -> None:
-        """Write back the shards that changed; a failure only costs the next list time."""
+        """Write back the shards that changed, or that the shard's stamp as read now can vouch
+        for (every row of it checked by this list); a failure only costs the next list time."""
+        for shard, entries in self._shards.items():
+            now = self._now_stamp(shard)
+            if (
+                now is not None
+                and now != self._vouched.get(shard)
+                and self._checked >= set(entries)
+            ):
+                self._changed.add(shard)
         for shard in sorted(self._changed):
+            entries = self._shards[shard]
+            now = self._now_stamp(shard)
+            stamp = now if now is not None and self._checked >= set(entries) else ""
             try:
-                self.store.keep_rows(shard, dump(self._shards[shard]))
+                self.store.keep_rows(shard, dump(entries, stamp))
             except (OSError, DispatchError) as err:
                 message = err.message if isinstance(err, DispatchError) else str(err)
                 self.ignored.append(f"kept rows not written: {message}")

@@ -5,6 +5,7 @@ played by ``nobody`` (the tests run as root, which may give files away with ``ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -209,7 +210,7 @@ def test_status_finds_a_job_by_name_from_kept_rows_and_from_headers(tmp_path: Pa
 
 @pytest.mark.parametrize(
     "made_by",
-    [f"{listing.FORMAT} rows-{listing.ROWS - 1}", "dispatch-list-rows 1 6ad3c0e4e5c0b1a8d2f1c9e0"],
+    ["dispatch-list-rows 2 rows-1", "dispatch-list-rows 1 6ad3c0e4e5c0b1a8d2f1c9e0"],
     ids=["earlier-rows-version", "earlier-format"],
 )
 def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_again(
@@ -224,8 +225,10 @@ def test_status_takes_names_from_rows_an_earlier_release_kept_and_list_folds_aga
     sweeps(site)
     before = listed(site)
     for path in (site.ledger / "sweep").glob("list-*"):
-        _, _, rest = path.read_bytes().partition(b"\n")
-        path.write_bytes(made_by.encode() + b"\n" + rest)
+        # As those releases wrote them: no shard stamp, the digest of the body alone.
+        body = path.read_bytes().split(b"\n", 3)[3]
+        digest = hashlib.blake2b(body, digest_size=16).hexdigest().encode()
+        path.write_bytes(made_by.encode() + b"\n" + digest + b"\n" + body)
     reads.clear()
     result = site.run(["status", "eval", "--json", "--config", str(site.config)], env=ME)
     assert json.loads(result.stdout)["job"] == wanted and reads == []
@@ -247,3 +250,34 @@ def test_rows_kept_by_an_earlier_release_with_the_same_rows_version_are_used(
         assert head == f"{listing.FORMAT} rows-{listing.ROWS}".encode()
     reads = Reads(monkeypatch)
     assert listed(site) == before and reads.take() == []
+
+
+def test_a_list_over_shards_that_did_not_move_looks_at_no_file_of_their_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once a list checked every row of a shard, the file keeps the shard's stamp; while the
+    stamp is the same, the next list takes the rows without a look at any file of the jobs.
+    A write to one job sends only that shard's jobs to their records' own stamps."""
+    site = Site(tmp_path)
+    jobs = site.submit(12)
+    sweeps(site)
+    before = listed(site)
+    listed(site)  # checks every row, and keeps the stamps that vouch for them
+    stamped: list[str] = []
+    real = FileRecords.stamp_at
+
+    def counting(store: FileRecords, job: str, revision: int) -> str | None:
+        stamped.append(job)
+        return real(store, job, revision)
+
+    monkeypatch.setattr(FileRecords, "stamp_at", counting)
+    reads = Reads(monkeypatch)
+    assert listed(site) == before and reads.take() == [] and stamped == []
+    moved = jobs[5]
+    site.cluster.operator.hold(moved, ADA, "a look")
+    reads.take()
+    after = listed(site)
+    shard = site.store.shard_of(moved)
+    assert reads.take() == [moved]
+    assert {site.store.shard_of(j) for j in stamped} == {shard}, stamped
+    assert [r for r in after if r["job"] != moved] == [r for r in before if r["job"] != moved]
