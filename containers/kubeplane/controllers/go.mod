@@ -2,12 +2,12 @@ module dispatch.local/kubeplane/controllers
 
 go 1.26.0
 
-// The controllers run on the local plane as their upstream mains, built at the versions that
-// Kueue v0.17.0 itself was built against (JobSet v0.11.1, Kubeflow Trainer v2.2.0), so the three
-// share one set of Kubernetes client modules (v0.35).
+// Kueue's and Kubeflow Trainer's controllers run on the local plane as their upstream mains,
+// built at the versions Kueue v0.17.0 itself was built against (Trainer v2.2.0, JobSet's API
+// v0.11.1), so the two share one set of Kubernetes client modules (v0.35). JobSet's own
+// controller needs an older controller-runtime and is built in ../jobset.
 tool (
 	github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
-	sigs.k8s.io/jobset
 	sigs.k8s.io/kueue/cmd/kueue
 )
 

@@ -1,0 +1,199 @@
+"""What a TrainJob, its Kueue Workload and its pods mean to dispatch: two tables, read top to
+bottom, the first matching line wins.
+
+``STATES`` gives the object's state and cause from the TrainJob's conditions, its Workload and
+its admission gates. ``ENDINGS`` gives the cause of a failed TrainJob from its pods: a pod whose
+node is gone (the pod garbage collector's or the taint manager's ``DisruptionTarget``) is
+``node-lost``; an ``OOMKilled`` container is ``out-of-memory``; the TrainJob's
+``activeDeadlineSeconds`` passing is ``time-limit``; a pod taken for another
+(``DisruptionTarget`` by the scheduler's preemption or an eviction) is ``preempted``; a
+container's non-zero exit is ``non-zero-exit`` with its code; pods counted failed that are all
+gone went with their node (``node-lost``); a TrainJob that failed with no pod ever failed never
+launched (``launch-failed``). Kueue evicting a workload for a higher priority one is
+``preempted``; a workload Kueue cannot fit in its queue at all is ``no-capacity``.
+
+``docs/kubeflow.md`` prints these tables; a test keeps the two identical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dispatch.adapters.kubeflow.parse import Condition, TrainJobFacts
+from dispatch.model.enums import CauseKind, ObjectState, Provenance
+from dispatch.model.objects import ObjectObs, ObjectRef
+from dispatch.model.values import Cause
+
+S, C = ObjectState, CauseKind
+_S, _A, _APP, _N = Provenance.SCHEDULER, Provenance.ACTOR, Provenance.APPLICATION, Provenance.NONE
+# DisruptionTarget reasons (Kubernetes' pod conditions) that mean the pod's node is gone.
+NODE_GONE = ("DeletionByPodGC", "DeletionByTaintManager")
+# DisruptionTarget reasons that mean the pod was taken for someone else.
+TAKEN = ("PreemptionByScheduler", "EvictionByEvictionAPI", "TerminationByKubelet")
+# How Kueue says a workload can never fit its ClusterQueue (flavor assignment messages).
+NEVER_FITS = ("request > maximum capacity", "exceeds the maximum", "no flavor")
+
+Test = Callable[[TrainJobFacts, str], bool]
+
+
+def _cond(f: TrainJobFacts, kind: str) -> Condition:
+    return f.conditions.get(kind, Condition(False))
+
+
+def _wl(f: TrainJobFacts, kind: str) -> Condition:
+    if f.workload is None:
+        return Condition(False)
+    return f.workload.conditions.get(kind, Condition(False))
+
+
+def _alive(f: TrainJobFacts) -> bool:
+    return any(p.phase in ("Pending", "Running") and not p.deleting for p in f.pods)
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of ``STATES``: when it applies, the state, the cause and its provenance."""
+
+    when: str
+    test: Test
+    state: ObjectState
+    cause: CauseKind
+    provenance: Provenance
+    held_by_other: bool = False
+
+
+def _deactivated(f: TrainJobFacts, gate: str) -> bool:
+    return f.workload is not None and not f.workload.active and not _alive(f)
+
+
+def _evicted(f: TrainJobFacts, gate: str) -> bool:
+    return f.suspended and _wl(f, "Evicted").status and not _alive(f)
+
+
+def _preempted(f: TrainJobFacts, gate: str) -> bool:
+    return _evicted(f, gate) and _wl(f, "Evicted").reason == "Preempted"
+
+
+def _gated(f: TrainJobFacts, gate: str) -> bool:
+    return gate in f.gates
+
+
+def _held_by_other(f: TrainJobFacts, gate: str) -> bool:
+    return any(g != gate for g in f.gates)
+
+
+def _running(f: TrainJobFacts, gate: str) -> bool:
+    return not f.suspended and any(p.phase == "Running" and p.node for p in f.pods)
+
+
+def _never_fits(f: TrainJobFacts, gate: str) -> bool:
+    message = _wl(f, "QuotaReserved").message
+    return not _wl(f, "QuotaReserved").status and any(w in message for w in NEVER_FITS)
+
+
+STATES: tuple[Line, ...] = (
+    Line("Complete", lambda f, g: _cond(f, "Complete").status, S.ENDED, C.NONE, _APP),
+    Line("Failed", lambda f, g: _cond(f, "Failed").status, S.ENDED, C.UNKNOWN, _S),
+    Line("Workload deactivated", _deactivated, S.ENDED, C.CANCELLED, _A),
+    Line("being deleted", lambda f, g: f.deleting, S.ENDED, C.CANCELLED, _A),
+    Line("evicted: Preempted", _preempted, S.ENDED, C.PREEMPTED, _S),
+    Line("evicted", _evicted, S.ENDED, C.UNKNOWN, _S),
+    Line("dispatch's gate and another", lambda f, g: _gated(f, g) and _held_by_other(f, g),
+         S.HELD, C.HELD, _A, True),
+    Line("dispatch's gate", _gated, S.GATED, C.NONE, _N),
+    Line("another's gate", _held_by_other, S.HELD, C.HELD, _A, True),
+    Line("a pod running", _running, S.RUNNING, C.NONE, _N),
+    Line("never fits its queue", _never_fits, S.PENDING, C.NO_CAPACITY, _S),
+    Line("waiting", lambda f, g: True, S.PENDING, C.NONE, _N),
+)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """One line of ``ENDINGS``: when it applies to a failed TrainJob, and the cause."""
+
+    when: str
+    test: Callable[[TrainJobFacts], bool]
+    cause: CauseKind
+    provenance: Provenance
+
+
+def _exit_code(f: TrainJobFacts) -> int | None:
+    return next((c for p in f.pods for c in p.exit_codes if c != 0), None)
+
+
+def _deadline(f: TrainJobFacts) -> bool:
+    failed = _cond(f, "Failed")
+    return "DeadlineExceeded" in failed.reason or "deadline" in failed.message.lower()
+
+
+ENDINGS: tuple[Ending, ...] = (
+    Ending("a pod's node gone", lambda f: any(p.disruption in NODE_GONE for p in f.pods),
+           C.NODE_LOST, _S),
+    Ending("a container OOMKilled", lambda f: any("OOMKilled" in p.reasons for p in f.pods),
+           C.OUT_OF_MEMORY, _S),
+    Ending("activeDeadlineSeconds passed", _deadline, C.TIME_LIMIT, _S),
+    Ending("a pod taken for another", lambda f: any(p.disruption in TAKEN for p in f.pods),
+           C.PREEMPTED, _S),
+    Ending("a non-zero exit", lambda f: _exit_code(f) is not None, C.NON_ZERO_EXIT, _APP),
+    Ending("failed pods all gone", lambda f: f.failed_pods > 0 and not f.pods, C.NODE_LOST, _S),
+    Ending("no pod ever failed", lambda f: f.failed_pods == 0 and not f.pods,
+           C.LAUNCH_FAILED, _S),
+)
+
+
+def ending(f: TrainJobFacts) -> Cause:
+    """The cause of a failed TrainJob."""
+    failed = _cond(f, "Failed")
+    for line in ENDINGS:
+        if line.test(f):
+            code = _exit_code(f) if line.cause is not C.NODE_LOST else None
+            return Cause(kind=line.cause, provenance=line.provenance, exit_code=code,
+                         detail=f"{line.when}: {failed.message}"[:300])
+    return Cause(kind=C.UNKNOWN, provenance=_S, detail=f"failed: {failed.message}"[:300])
+
+
+def state_line(f: TrainJobFacts, gate: str) -> Line:
+    """The first line of ``STATES`` that applies."""
+    return next(line for line in STATES if line.test(f, gate))
+
+
+def detail(f: TrainJobFacts, line: Line) -> str:
+    """Words for the cause: the stop's reason, Kueue's message, or the condition's."""
+    if line.cause is C.CANCELLED:
+        return f.stop_reason or "its Kueue workload was deactivated or the TrainJob deleted"
+    if line.cause in (C.PREEMPTED, C.UNKNOWN) and line.state is S.ENDED:
+        return f"evicted by Kueue: {_wl(f, 'Evicted').message}"[:300]
+    if line.cause is C.NO_CAPACITY:
+        return _wl(f, "QuotaReserved").message[:300]
+    if line.cause is C.HELD:
+        return f"admission gated by {', '.join(f.gates)}"
+    return ""
+
+
+def observe(f: TrainJobFacts, gate: str, user: str, name: str) -> ObjectObs:
+    """The object as dispatch sees it: state, cause, and its numbers, unless it is foreign (its
+    numbers unreadable, or made by another user than ``user``)."""
+    line = state_line(f, gate)
+    if line.state is S.ENDED and line.when == "Failed":
+        cause = ending(f)
+    elif line.cause is C.NONE and line.state is S.ENDED:
+        cause = Cause(kind=C.NONE, provenance=_APP, exit_code=0)
+    else:
+        cause = Cause(kind=line.cause, provenance=line.provenance, detail=detail(f, line))
+    evictions = f.workload.evictions if f.workload is not None else 0
+    # A preempted TrainJob's ended execution is the one before its eviction; Kueue may admit
+    # it again, which shows as a later execution (a restart dispatch did not ask for).
+    restarts = max(0, evictions - 1) if line.state is S.ENDED and evictions else evictions
+    ours = f.user == user
+    return ObjectObs(
+        ref=ObjectRef(id=f.id, name=name),
+        submission=f.submission if ours else None,
+        attempt=f.attempt if ours else None,
+        state=line.state,
+        cause=cause,
+        held_by_other=line.held_by_other,
+        restarts=restarts,
+        nodes=tuple(sorted({p.node for p in f.pods if p.node})),
+    )
