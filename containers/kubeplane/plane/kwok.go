@@ -13,6 +13,10 @@ import (
 
 // runKwok runs kwok's controller (fake nodes and pods) as its upstream main does.
 func runKwok(_ []string) int {
+	// The Kubernetes components linked in register their global flags (a "version" flag of
+	// their own type among them) on pflag's command line, which cobra hands to every command;
+	// kwok's own version flag is a bool. kwok starts from an empty command line.
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsAllowlist.UnknownFlags = true
 	flagset.Usage = func() {}

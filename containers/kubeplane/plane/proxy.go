@@ -30,21 +30,21 @@ func (r routeFlag) Set(v string) error {
 	return nil
 }
 
-// runProxy is the API server's egress for the "cluster" network: an HTTP CONNECT proxy that
-// maps the cluster IP of each controller's webhook Service to the port on 127.0.0.1 where that
-// controller serves, so webhooks are called by their Service (and their certificates checked
+// runProxy is the API server's egress for the "cluster" network: an HTTP CONNECT proxy on a
+// Unix socket that maps the cluster IP of each controller's webhook Service to the port on
+// 127.0.0.1 where that controller serves, so webhooks are called by their Service (and their certificates checked
 // against the Service's name) with no cluster network. Any other destination is refused: the
 // plane never sends traffic anywhere but the loopback.
 func runProxy(args []string) int {
 	fs := flag.NewFlagSet("proxy", flag.ContinueOnError)
-	listen := fs.String("listen", "", "address to listen on, e.g. 127.0.0.1:17606")
+	socket := fs.String("socket", "", "the Unix socket to listen on")
 	routes := routeFlag{}
 	fs.Var(routes, "route", "SERVICE_IP:PORT=127.0.0.1:PORT (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *listen == "" {
-		fmt.Fprintln(os.Stderr, "proxy: --listen is required")
+	if *socket == "" {
+		fmt.Fprintln(os.Stderr, "proxy: --socket is required")
 		return 2
 	}
 	var mu sync.Mutex
@@ -85,9 +85,21 @@ func runProxy(args []string) int {
 		go splice(upstream, buf, client)
 		go splice(client, upstream, upstream)
 	})
-	server := &http.Server{Addr: *listen, Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(os.Stderr, "proxy: listening on %s with %d routes\n", *listen, len(routes))
-	if err := server.ListenAndServe(); err != nil {
+	// The API server reaches an HTTP CONNECT proxy over TCP only with TLS and a client
+	// certificate; over a Unix socket it needs neither, and only root reaches this one.
+	_ = os.Remove(*socket)
+	listener, err := net.Listen("unix", *socket)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "proxy: %v\n", err)
+		return 1
+	}
+	if err := os.Chmod(*socket, 0o600); err != nil {
+		fmt.Fprintf(os.Stderr, "proxy: %v\n", err)
+		return 1
+	}
+	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "proxy: listening on %s with %d routes\n", *socket, len(routes))
+	if err := server.Serve(listener); err != nil {
 		fmt.Fprintf(os.Stderr, "proxy: %v\n", err)
 		return 1
 	}

@@ -91,6 +91,11 @@ def load_settings(raw: Mapping[str, Any]) -> KubeflowSettings:
     timeout = raw.get("timeout", KubeflowSettings.timeout)
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
         raise InvalidError(f"kubeflow setting 'timeout' = {timeout!r}: expected positive seconds")
+    if not raw.get("queue"):
+        raise InvalidError(
+            "kubeflow setting 'queue' is required: the Kueue LocalQueue whose admission is "
+            "dispatch's gate"
+        )
     kind = raw.get("runtime_kind", KubeflowSettings.runtime_kind)
     if kind not in ("ClusterTrainingRuntime", "TrainingRuntime"):
         raise InvalidError(
