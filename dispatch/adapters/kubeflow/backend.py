@@ -88,10 +88,8 @@ class KubeflowBackend:
         try:
             self.api.create_trainjob(probe, dry_run=True)
             gate = gate_support(None)
-        except RejectedError as err:
-            gate = gate_support(err.message)
         except DispatchError as err:
-            gate = gate_support(None, str(err))
+            gate = gate_support(err.message)
         return capabilities(gate)
 
     def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:

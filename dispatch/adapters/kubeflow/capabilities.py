@@ -21,16 +21,16 @@ def _probed(state: Tristate, detail: str) -> Support:
     return Support(state=state, source=Source.PROBED, detail=detail)
 
 
-def gate_support(refusal: str | None, error: str = "") -> Support:
+def gate_support(refusal: str | None) -> Support:
     """Whether Kueue honours ``kueue.x-k8s.io/admission-gated-by``, from how the API answered
     a server-side dry run of a TrainJob carrying ``BAD_GATE``: refused naming the annotation
     (the feature is on), accepted (off: a gate would be ignored and the job run at once), or
     refused for another reason (not known)."""
-    if refusal is None and not error:
+    if refusal is None:
         return _probed(_NO, "Kueue accepted a malformed admission gate: AdmissionGatedBy is off")
-    if refusal is not None and "admission-gated-by" in refusal:
+    if "admission-gated-by" in refusal:
         return _probed(_YES, "Kueue validates kueue.x-k8s.io/admission-gated-by (dry run)")
-    return _probed(_UNKNOWN, f"dry run of a gated TrainJob: {(refusal or error)[:200]}")
+    return _probed(_UNKNOWN, f"dry run of a gated TrainJob: {refusal[:200]}")
 
 
 def capabilities(gate: Support) -> dict[Capability, Support]:

@@ -40,6 +40,9 @@ def _translate(err: Exception, what: str, effect: bool) -> DispatchError:
         text = _message(err)
         if status == 404:
             return NotFoundError(f"{what}: {text}")
+        if status == 403 and "admission webhook" in text and "denied" in text:
+            # A webhook's refusal of the object (Kueue's, Trainer's) comes as 403 too.
+            return InvalidError(f"{what}: {text}")
         if status in (401, 403):
             return UnauthorizedError(f"{what}: {text}")
         if status == 409:
