@@ -47,7 +47,8 @@ class Plane:
         self, *args: str, who: str = "admin", check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """Run the plane's kubectl as ``who``."""
-        cmd = [f"{self.env['KUBEPLANE_BIN']}/kubeplane", "kubectl", f"--kubeconfig={self.kubeconfig(who)}"]
+        binary = f"{self.env['KUBEPLANE_BIN']}/kubeplane"
+        cmd = [binary, "kubectl", f"--kubeconfig={self.kubeconfig(who)}"]
         return subprocess.run(
             [*cmd, *args], capture_output=True, text=True, timeout=120, check=check, input=stdin
         )

@@ -22,7 +22,7 @@ from dispatch.adapters.kubeflow.capabilities import (
     gate_support,
     rule_support,
 )
-from dispatch.adapters.kubeflow.meaning import observe
+from dispatch.adapters.kubeflow.meaning import observe, state_line
 from dispatch.adapters.kubeflow.run import Changed, KubeAPI
 from dispatch.adapters.kubeflow.settings import KubeflowSettings
 from dispatch.model.enums import Capability, ObjectState, Tristate
@@ -153,12 +153,14 @@ class KubeflowBackend:
             tj = self.api.get_trainjob(ns, name)
         except NotFoundError:
             return
-        facts = parse.trainjob_facts(tj, {}, {})
-        if facts.user != self.user:
-            return
-        self.api.patch_trainjob(ns, name, render.stop_patch(reason))
         uid = str(tj["metadata"].get("uid", ""))
         workload = parse.workloads_by_owner(self.api.list_workloads(ns)).get(uid)
+        facts = parse.trainjob_facts(tj, {uid: workload} if workload else {}, {})
+        if facts.user != self.user or state_line(facts, self.settings.gate).state is (
+            ObjectState.ENDED
+        ):
+            return
+        self.api.patch_trainjob(ns, name, render.stop_patch(reason))
         if workload is None:
             self.api.delete_trainjob(ns, name)
             return
@@ -222,7 +224,27 @@ class KubeflowBackend:
             return []
         workloads = parse.workloads_by_owner(self.api.list_workloads(ns))
         pods = parse.pods_by_trainjob(self.api.list_pods(ns, parse.JOBSET_NAME))
-        return [parse.trainjob_facts(tj, workloads, pods) for tj in trainjobs]
+        facts = [parse.trainjob_facts(tj, workloads, pods) for tj in trainjobs]
+        for f in facts:
+            self.keep_ended(f)
+        return facts
+
+    def keep_ended(self, f: parse.TrainJobFacts) -> None:
+        """Keep a preempted TrainJob of this user's ended: Kueue requeues an evicted workload
+        and would admit it again, a second execution of one submission with the same
+        ``DISPATCH_EPOCH`` that nobody decided (on Slurm, ``--no-requeue`` rules this out at
+        creation; Kueue has no such setting). Deactivating its Workload is the one write a look
+        makes; it changes nothing the look reports (the object stays ended, preempted)."""
+        wl = f.workload
+        ours = f.user == self.user and f.submission is not None and f.attempt is not None
+        if not ours or wl is None or not wl.active:
+            return
+        if state_line(f, self.settings.gate).when != "evicted: Preempted":
+            return
+        try:
+            self.api.patch_workload(f.namespace, wl.name, render.DEACTIVATE)
+        except DispatchError as err:  # the next look tries again
+            log.warning("keeping %s ended: %s", f.id, err)
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One TrainJob as the cluster shows it now."""
@@ -233,6 +255,7 @@ class KubeflowBackend:
             self.api.list_pods(ns, f"{parse.JOBSET_NAME}={name}")
         )
         facts = parse.trainjob_facts(tj, workloads, pods)
+        self.keep_ended(facts)
         return observe(facts, self.settings.gate, self.user, ref.name or object_name(facts.job))
 
 

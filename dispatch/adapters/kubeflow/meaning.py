@@ -67,12 +67,20 @@ def _deactivated(f: TrainJobFacts, gate: str) -> bool:
     return f.workload is not None and not f.workload.active and not _alive(f)
 
 
+def _stopped(f: TrainJobFacts, gate: str) -> bool:
+    return bool(f.stop_reason) and (_deactivated(f, gate) or f.deleting)
+
+
 def _evicted(f: TrainJobFacts, gate: str) -> bool:
     return f.suspended and _wl(f, "Evicted").status and not _alive(f)
 
 
 def _preempted(f: TrainJobFacts, gate: str) -> bool:
-    return _evicted(f, gate) and _wl(f, "Evicted").reason == "Preempted"
+    """Evicted for a workload of higher priority: still so, or since kept from being admitted
+    again (its Workload deactivated after a preemption, see ``backend.keep_ended``)."""
+    if _evicted(f, gate) and _wl(f, "Evicted").reason == "Preempted":
+        return True
+    return _deactivated(f, gate) and f.workload is not None and f.workload.preemptions > 0
 
 
 def _gated(f: TrainJobFacts, gate: str) -> bool:
@@ -95,9 +103,13 @@ def _never_fits(f: TrainJobFacts, gate: str) -> bool:
 STATES: tuple[Line, ...] = (
     Line("Complete", lambda f, g: _cond(f, "Complete").status, S.ENDED, C.NONE, _APP),
     Line("Failed", lambda f, g: _cond(f, "Failed").status, S.ENDED, C.UNKNOWN, _S),
+    # Kueue evicts, then suspends; the pods take a moment to go: the execution still runs.
+    Line("evicted, its pods still going", lambda f, g: _wl(f, "Evicted").status and _alive(f),
+         S.RUNNING, C.NONE, _N),
+    Line("stopped by dispatch", _stopped, S.ENDED, C.CANCELLED, _A),
+    Line("evicted: Preempted", _preempted, S.ENDED, C.PREEMPTED, _S),
     Line("Workload deactivated", _deactivated, S.ENDED, C.CANCELLED, _A),
     Line("being deleted", lambda f, g: f.deleting, S.ENDED, C.CANCELLED, _A),
-    Line("evicted: Preempted", _preempted, S.ENDED, C.PREEMPTED, _S),
     Line("evicted", _evicted, S.ENDED, C.UNKNOWN, _S),
     Line("dispatch's gate and another", lambda f, g: _gated(f, g) and _held_by_other(f, g),
          S.HELD, C.HELD, _A, True),
@@ -163,7 +175,9 @@ def detail(f: TrainJobFacts, line: Line) -> str:
     """Words for the cause: the stop's reason, Kueue's message, or the condition's."""
     if line.cause is C.CANCELLED:
         return f.stop_reason or "its Kueue workload was deactivated or the TrainJob deleted"
-    if line.cause in (C.PREEMPTED, C.UNKNOWN) and line.state is S.ENDED:
+    if line.cause is C.PREEMPTED:
+        return "evicted by Kueue for a workload of higher priority"
+    if line.cause is C.UNKNOWN and line.state is S.ENDED:
         return f"evicted by Kueue: {_wl(f, 'Evicted').message}"[:300]
     if line.cause is C.NO_CAPACITY:
         return _wl(f, "QuotaReserved").message[:300]
@@ -182,10 +196,12 @@ def observe(f: TrainJobFacts, gate: str, user: str, name: str) -> ObjectObs:
         cause = Cause(kind=C.NONE, provenance=_APP, exit_code=0)
     else:
         cause = Cause(kind=line.cause, provenance=line.provenance, detail=detail(f, line))
-    evictions = f.workload.evictions if f.workload is not None else 0
-    # A preempted TrainJob's ended execution is the one before its eviction; Kueue may admit
-    # it again, which shows as a later execution (a restart dispatch did not ask for).
-    restarts = max(0, evictions - 1) if line.state is S.ENDED and evictions else evictions
+    # Each preemption ends an execution; one Kueue admitted again after it is a later
+    # execution of the same object (a restart dispatch did not ask for, which it stops).
+    preemptions = f.workload.preemptions if f.workload is not None else 0
+    evicted = _wl(f, "Evicted")
+    preempted = line.cause is C.PREEMPTED or (evicted.status and evicted.reason == "Preempted")
+    restarts = max(0, preemptions - 1) if preempted else preemptions
     ours = f.user == user
     return ObjectObs(
         ref=ObjectRef(id=f.id, name=name),

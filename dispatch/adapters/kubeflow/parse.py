@@ -55,10 +55,13 @@ class PodFacts:
 class WorkloadFacts:
     """What Kueue's Workload for the TrainJob shows."""
 
+    name: str
     admitted: bool
     active: bool
     conditions: Mapping[str, Condition]
     evictions: int
+    # Evictions for a workload of higher priority (Kueue's reason "Preempted").
+    preemptions: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,9 +139,13 @@ def workload_facts(workload: JSON) -> WorkloadFacts:
     """What one Kueue Workload shows."""
     conds = conditions(workload)
     stats = ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
-    evictions = sum(int(e.get("count") or 0) for e in stats if isinstance(e, Mapping))
+    counts = [e for e in stats if isinstance(e, Mapping)]
+    evictions = sum(int(e.get("count") or 0) for e in counts)
+    preemptions = sum(int(e.get("count") or 0) for e in counts if e.get("reason") == "Preempted")
     admitted = conds.get("Admitted", Condition(False)).status
     return WorkloadFacts(
+        name=str((workload.get("metadata") or {}).get("name", "")),
+        preemptions=preemptions,
         admitted=admitted,
         active=(workload.get("spec") or {}).get("active", True) is not False,
         conditions=conds,

@@ -132,3 +132,12 @@ def test_every_line_of_the_tables_is_named_once() -> None:
     for table in (STATES, ENDINGS):
         names = [line.when for line in table]
         assert len(names) == len(set(names))
+
+
+def test_an_evicted_trainjob_whose_pods_still_go_is_still_its_first_execution() -> None:
+    wl = workload(c("Evicted", "Preempted"), evictions=1)
+    o = seen(trainjob(suspend=True), wl, [pod()])
+    assert (o.state, o.restarts) == (ObjectState.RUNNING, 0)
+    gone = seen(trainjob(suspend=True), wl)
+    assert (gone.state, gone.cause.kind, gone.restarts) == (
+        ObjectState.ENDED, CauseKind.PREEMPTED, 0)
