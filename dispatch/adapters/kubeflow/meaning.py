@@ -32,7 +32,7 @@ NODE_GONE = ("DeletionByPodGC", "DeletionByTaintManager")
 # DisruptionTarget reasons that mean the pod was taken for someone else.
 TAKEN = ("PreemptionByScheduler", "EvictionByEvictionAPI", "TerminationByKubelet")
 # How Kueue says a workload can never fit its ClusterQueue (flavor assignment messages).
-NEVER_FITS = ("request > maximum capacity", "exceeds the maximum", "no flavor")
+NEVER_FITS = ("> maximum capacity", "exceeds the maximum", "no flavor")
 
 Test = Callable[[TrainJobFacts, str], bool]
 
