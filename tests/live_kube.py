@@ -59,12 +59,6 @@ class Plane:
         target = [kind, name] if name else [kind]
         return json.loads(self.kubectl("get", *target, *ns, "-o", "json", who=who).stdout)
 
-    def client(self, who: str = "admin") -> Any:
-        """An API client of the official ``kubernetes`` package, as ``who``."""
-        from kubernetes import config
-
-        return config.new_client_from_config(config_file=self.kubeconfig(who))
-
 
 def plane_env() -> dict[str, str]:
     """Start the plane (idempotent; builds once) and return the environment its clients need."""
@@ -89,8 +83,12 @@ def plane_env() -> dict[str, str]:
 
 def pods_of(plane: Plane, namespace: str, selector: str) -> list[dict[str, Any]]:
     """The pods matching a label selector, as the admin sees them."""
-    found = plane.get("pods", namespace=namespace) if not selector else json.loads(
-        plane.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout
+    found = (
+        plane.get("pods", namespace=namespace)
+        if not selector
+        else json.loads(
+            plane.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json").stdout
+        )
     )
     return list(found.get("items", []))
 
@@ -176,11 +174,15 @@ def trainjob(
 def cleanup(plane: Plane, namespace: str, names: list[str]) -> None:
     """Delete the TrainJobs ``names`` and wait until their pods are gone."""
     for name in names:
-        plane.kubectl("delete", "trainjob", name, "-n", namespace, "--ignore-not-found",
-                      "--wait=true")
+        plane.kubectl(
+            "delete", "trainjob", name, "-n", namespace, "--ignore-not-found", "--wait=true"
+        )
     for name in names:
-        wait_for(f"the pods of {name} gone", lambda n=name: trainjob_pods(plane, namespace, n),
-                 lambda pods: not pods)
+
+        def pods(name: str = name) -> list[dict[str, Any]]:
+            return trainjob_pods(plane, namespace, name)
+
+        wait_for(f"the pods of {name} gone", pods, lambda found: not found)
 
 
 def names(prefix: str) -> Iterator[str]:

@@ -154,16 +154,22 @@ def kube(kube_plane: Any) -> Iterator[Harness]:
     from dispatch.adapters.kubeflow import KubeflowBackend
     from dispatch.adapters.kubeflow.settings import load_settings
 
-    settings = load_settings({
-        "kubeconfig": kube_plane.kubeconfig("ada"), "namespace": "ada", "queue": "main",
-        "runtime": "dispatch-torch", "resources_per_node": {"cpu": "1", "memory": "1Gi"},
-    })
+    settings = load_settings(
+        {
+            "kubeconfig": kube_plane.kubeconfig("ada"),
+            "namespace": "ada",
+            "queue": "main",
+            "runtime": "dispatch-torch",
+            "resources_per_node": {"cpu": "1", "memory": "1Gi"},
+        }
+    )
     backend = KubeflowBackend(settings)
 
     def finish(ref: ObjectRef) -> None:
         ns, name = ref.id.split("/")
-        pods = wait_for("the TrainJob's pods running", lambda: trainjob_pods(kube_plane, ns, name),
-                        running)
+        pods = wait_for(
+            "the TrainJob's pods running", lambda: trainjob_pods(kube_plane, ns, name), running
+        )
         for pod in pods:
             end_pod(kube_plane, ns, pod["metadata"]["name"], 0)
 

@@ -104,7 +104,8 @@ def test_a_pod_ended_with_an_exit_code_fails_its_trainjob_with_that_code(
 ) -> None:
     name = create(plane, made, trainjob(fresh("fail"), "ada"), who="ada")
     (pod,) = wait_for(
-        "the pod running", lambda: trainjob_pods(plane, "ada", name),
+        "the pod running",
+        lambda: trainjob_pods(plane, "ada", name),
         lambda p: len(p) == 1 and running(p),
     )
     end_pod(plane, "ada", pod["metadata"]["name"], code, reason)
@@ -129,31 +130,40 @@ def test_a_higher_priority_workload_preempts_a_lower_one_through_kueue(
     # The low one takes every CPU of the ClusterQueue (four nodes of four), so the high one
     # can only be admitted by preempting it.
     low = create(plane, made, trainjob(fresh("low"), "ada", nodes=4, cpu="4"), who="ada")
-    wait_for("the low job's four pods running", lambda: trainjob_pods(plane, "ada", low),
-             lambda p: len(p) == 4 and running(p))
-    high = create(plane, made, trainjob(fresh("high"), "bob", cpu="2", priority="high"),
-                  who="bob")
+    wait_for(
+        "the low job's four pods running",
+        lambda: trainjob_pods(plane, "ada", low),
+        lambda p: len(p) == 4 and running(p),
+    )
+    high = create(plane, made, trainjob(fresh("high"), "bob", cpu="2", priority="high"), who="bob")
     evicted = wait_for(
         "the low job's workload evicted",
         lambda: workload_of(plane, "ada", low),
         lambda w: condition(w, "Evicted").get("status") == "True",
     )
     assert condition(evicted, "Evicted")["reason"] == "Preempted"
-    wait_for("the low job suspended",
-             lambda: plane.get("trainjobs.trainer.kubeflow.org", low, namespace="ada"),
-             lambda tj: tj["spec"].get("suspend") is True)
-    wait_for("the low job's pods gone", lambda: trainjob_pods(plane, "ada", low),
-             lambda p: not p)
-    wait_for("the high job's pod running", lambda: trainjob_pods(plane, "bob", high),
-             lambda p: len(p) == 1 and running(p))
+    wait_for(
+        "the low job suspended",
+        lambda: plane.get("trainjobs.trainer.kubeflow.org", low, namespace="ada"),
+        lambda tj: tj["spec"].get("suspend") is True,
+    )
+    wait_for("the low job's pods gone", lambda: trainjob_pods(plane, "ada", low), lambda p: not p)
+    wait_for(
+        "the high job's pod running",
+        lambda: trainjob_pods(plane, "bob", high),
+        lambda p: len(p) == 1 and running(p),
+    )
 
 
 def test_a_pod_whose_node_is_gone_fails_as_a_disruption(
     plane: Plane, made: list[tuple[str, str]]
 ) -> None:
     name = create(plane, made, trainjob(fresh("node"), "ada"), who="ada")
-    (pod,) = wait_for("the pod running", lambda: trainjob_pods(plane, "ada", name),
-                      lambda p: len(p) == 1 and running(p))
+    (pod,) = wait_for(
+        "the pod running",
+        lambda: trainjob_pods(plane, "ada", name),
+        lambda p: len(p) == 1 and running(p),
+    )
     try:
         lose_node(plane, pod["spec"]["nodeName"])
         # The pod garbage collector fails a pod bound to a node that no longer exists (after
@@ -179,5 +189,6 @@ def test_each_user_acts_in_its_own_namespace_only(
     body = json.dumps(trainjob(fresh("intruder"), "bob"))
     refused = plane.kubectl("create", "-f", "-", who="ada", check=False, stdin=body)
     assert "forbidden" in refused.stderr.lower(), refused.stderr
-    assert plane.kubectl("get", "trainjobs", "-n", "bob", "-o", "name").stdout.count(
-        "intruder") == 0
+    assert (
+        plane.kubectl("get", "trainjobs", "-n", "bob", "-o", "name").stdout.count("intruder") == 0
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,17 +43,23 @@ class World:
     def __init__(self, plane: Plane, root: Path) -> None:
         self.plane = plane
         # Four nodes of four CPUs each: a job of four nodes takes the whole ClusterQueue.
-        settings = load_settings({
-            "kubeconfig": plane.kubeconfig("ada"), "namespace": "ada", "queue": "main",
-            "priority_class": "low", "runtime": "dispatch-torch",
-            "resources_per_node": {"cpu": "4", "memory": "1Gi"},
-        })
+        settings = load_settings(
+            {
+                "kubeconfig": plane.kubeconfig("ada"),
+                "namespace": "ada",
+                "queue": "main",
+                "priority_class": "low",
+                "runtime": "dispatch-torch",
+                "resources_per_node": {"cpu": "4", "memory": "1Gi"},
+            }
+        )
         self.backend = KubeflowBackend(settings)
         self.store = FileRecords(root / "ledger")
         self.cluster = dispatch.compose(self.backend, dispatch.Config(store=self.store))
         self.delivered: list[str] = []
-        self.sup = Supervisor(self.backend, self.store, deliver=self._deliver,
-                              poll=timedelta(milliseconds=500))
+        self.sup = Supervisor(
+            self.backend, self.store, deliver=self._deliver, poll=timedelta(milliseconds=500)
+        )
         self.failure: list[BaseException] = []
         self.thread: threading.Thread | None = None
         self.others: list[str] = []
@@ -71,7 +77,7 @@ class World:
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
 
-    def until(self, job: str, what: str, ok: Any) -> dispatch.Status:
+    def until(self, job: str, what: str, ok: Callable[[dispatch.Status], bool]) -> dispatch.Status:
         def probe() -> dispatch.Status:
             if self.failure:
                 raise self.failure[0]
@@ -109,8 +115,12 @@ def test_the_tutorial_on_kubeflow_preempted_through_kueue_recovered_succeeded(
     plane: Plane, world: World
 ) -> None:
     rule = dispatch.Rule(on=["preempted"], action="resubmit", budget=2)
-    spec = dispatch.JobSpec(name="finetune", command=("torchrun", "train.py"), nodes=4,
-                            recovery=dispatch.RecoveryPolicy(rules=[rule]))
+    spec = dispatch.JobSpec(
+        name="finetune",
+        command=("torchrun", "train.py"),
+        nodes=4,
+        recovery=dispatch.RecoveryPolicy(rules=[rule]),
+    )
     job = world.cluster.operator.submit(spec, ADA, supervised=True).job
     world.jobs.append(job)  # type: ignore[attr-defined]
     world.supervise(job)
@@ -118,33 +128,51 @@ def test_the_tutorial_on_kubeflow_preempted_through_kueue_recovered_succeeded(
     first = st.submissions[0].canonical
     assert first is not None
     ns, first_name = first.id.split("/")
-    pods = wait_for("submission 1's four pods running",
-                    lambda: trainjob_pods(plane, ns, first_name),
-                    lambda p: len(p) == 4 and running(p))
+    pods = wait_for(
+        "submission 1's four pods running",
+        lambda: trainjob_pods(plane, ns, first_name),
+        lambda p: len(p) == 4 and running(p),
+    )
     assert {(pod_env(p)["DISPATCH_SUBMISSION"], pod_env(p)["DISPATCH_EPOCH"]) for p in pods} == {
-        ("1", "1000000")}
+        ("1", "1000000")
+    }
 
     # bob's job of higher priority needs CPUs the ClusterQueue has only by preempting ada's.
     preemptor = f"urgent-{secrets.token_hex(3)}"
-    plane.kubectl("create", "-f", "-", who="bob",
-                  stdin=json.dumps(trainjob(preemptor, "bob", cpu="2", priority="high")))
+    plane.kubectl(
+        "create",
+        "-f",
+        "-",
+        who="bob",
+        stdin=json.dumps(trainjob(preemptor, "bob", cpu="2", priority="high")),
+    )
     world.others.append(preemptor)
-    st = world.until(job, "recovering as submission 2",
-                     lambda s: len(s.submissions) == 2 and s.state is not State.RUNNING)
+    st = world.until(
+        job,
+        "recovering as submission 2",
+        lambda s: len(s.submissions) == 2 and s.state is not State.RUNNING,
+    )
     assert st.plan is not None and st.plan.rules[0].firings == 1
-    (bob_pod,) = wait_for("the preemptor's pod running",
-                          lambda: trainjob_pods(plane, "bob", preemptor),
-                          lambda p: len(p) == 1 and running(p))
+    (bob_pod,) = wait_for(
+        "the preemptor's pod running",
+        lambda: trainjob_pods(plane, "bob", preemptor),
+        lambda p: len(p) == 1 and running(p),
+    )
     end_pod(plane, "bob", bob_pod["metadata"]["name"], 0)
 
-    st = world.until(job, "running as submission 2",
-                     lambda s: s.state is State.RUNNING and len(s.submissions) == 2)
+    st = world.until(
+        job,
+        "running as submission 2",
+        lambda s: s.state is State.RUNNING and len(s.submissions) == 2,
+    )
     second = st.submissions[1].canonical
     assert second is not None
     _, second_name = second.id.split("/")
-    pods = wait_for("submission 2's four pods running",
-                    lambda: trainjob_pods(plane, ns, second_name),
-                    lambda p: len(p) == 4 and running(p))
+    pods = wait_for(
+        "submission 2's four pods running",
+        lambda: trainjob_pods(plane, ns, second_name),
+        lambda p: len(p) == 4 and running(p),
+    )
     assert {pod_env(p)["DISPATCH_EPOCH"] for p in pods} == {"2000000"}
     for pod in pods:
         end_pod(plane, ns, pod["metadata"]["name"], 0)
@@ -161,21 +189,30 @@ def test_the_tutorial_on_kubeflow_preempted_through_kueue_recovered_succeeded(
     # The record against the API server: the job's TrainJobs are exactly the two canonical
     # objects, numbered as recorded; the first was evicted by Kueue for a workload of higher
     # priority and kept from running again, the second completed.
-    shown = json.loads(plane.kubectl("get", "trainjobs", "-n", ns, "-l",
-                                     f"dispatch.dev/job={job}", "-o", "json").stdout)["items"]
-    numbers = {t["metadata"]["name"]: (t["metadata"]["labels"]["dispatch.dev/submission"],
-                                       t["metadata"]["labels"]["dispatch.dev/attempt"])
-               for t in shown}
+    shown = json.loads(
+        plane.kubectl(
+            "get", "trainjobs", "-n", ns, "-l", f"dispatch.dev/job={job}", "-o", "json"
+        ).stdout
+    )["items"]
+    numbers = {
+        t["metadata"]["name"]: (
+            t["metadata"]["labels"]["dispatch.dev/submission"],
+            t["metadata"]["labels"]["dispatch.dev/attempt"],
+        )
+        for t in shown
+    }
     assert numbers == {first_name: ("1", "1"), second_name: ("2", "1")}
     workloads = {
         w["metadata"]["ownerReferences"][0]["name"]: w
         for w in json.loads(plane.kubectl("get", "workloads", "-n", ns, "-o", "json").stdout)[
-            "items"]
+            "items"
+        ]
     }
     evictions = workloads[first_name]["status"]["schedulingStats"]["evictions"]
     assert any(e["reason"] == "Preempted" for e in evictions)
     assert workloads[first_name]["spec"]["active"] is False
     done = next(t for t in shown if t["metadata"]["name"] == second_name)
-    assert any(c["type"] == "Complete" and c["status"] == "True"
-               for c in done["status"]["conditions"])
+    assert any(
+        c["type"] == "Complete" and c["status"] == "True" for c in done["status"]["conditions"]
+    )
     assert world.backend.inspect(first).cause.kind is CauseKind.PREEMPTED

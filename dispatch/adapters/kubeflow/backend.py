@@ -79,9 +79,15 @@ class KubeflowBackend:
     @cached_property
     def _capabilities(self) -> dict[Capability, Support]:
         probe = render.trainjob(
-            StartRequest(job="probe", submission=1, attempt=1, lineage_submission=1,
-                         spec=JobSpec(command=("true",))),
-            self.settings, self.user,
+            StartRequest(
+                job="probe",
+                submission=1,
+                attempt=1,
+                lineage_submission=1,
+                spec=JobSpec(command=("true",)),
+            ),
+            self.settings,
+            self.user,
         )
         probe["metadata"]["annotations"][render.GATES] = BAD_GATE
         probe["metadata"]["name"] = "dispatch-capability-probe"
@@ -135,8 +141,9 @@ class KubeflowBackend:
             if self.settings.gate not in facts.gates:
                 return
             meta = tj["metadata"]
-            patch = render.open_patch(meta.get("annotations") or {}, self.settings.gate,
-                                      meta["resourceVersion"])
+            patch = render.open_patch(
+                meta.get("annotations") or {}, self.settings.gate, meta["resourceVersion"]
+            )
             try:
                 self.api.patch_trainjob(ns, name, patch)
                 return
@@ -203,7 +210,8 @@ class KubeflowBackend:
         for job in jobs:
             by_label.setdefault(render.job_label(job), []).append(job)
         selector = (
-            f"{render.LABEL_JOB}={render.job_label(jobs[0])}" if len(jobs) == 1
+            f"{render.LABEL_JOB}={render.job_label(jobs[0])}"
+            if len(jobs) == 1
             else render.LABEL_JOB
         )
         found: dict[JobID, list[ObjectObs]] = {job: [] for job in jobs}
@@ -251,9 +259,7 @@ class KubeflowBackend:
         ns, name = _split(ref)
         tj = self.api.get_trainjob(ns, name)
         workloads = parse.workloads_by_owner(self.api.list_workloads(ns))
-        pods = parse.pods_by_trainjob(
-            self.api.list_pods(ns, f"{parse.JOBSET_NAME}={name}")
-        )
+        pods = parse.pods_by_trainjob(self.api.list_pods(ns, f"{parse.JOBSET_NAME}={name}"))
         facts = parse.trainjob_facts(tj, workloads, pods)
         self.keep_ended(facts)
         return observe(facts, self.settings.gate, self.user, ref.name or object_name(facts.job))

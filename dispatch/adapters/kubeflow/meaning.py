@@ -52,7 +52,7 @@ def _alive(f: TrainJobFacts) -> bool:
 
 
 @dataclass(frozen=True)
-class Line:
+class StateLine:
     """One line of ``STATES``: when it applies, the state, the cause and its provenance."""
 
     when: str
@@ -100,29 +100,40 @@ def _never_fits(f: TrainJobFacts, gate: str) -> bool:
     return not _wl(f, "QuotaReserved").status and any(w in message for w in NEVER_FITS)
 
 
-STATES: tuple[Line, ...] = (
-    Line("Complete", lambda f, g: _cond(f, "Complete").status, S.ENDED, C.NONE, _APP),
-    Line("Failed", lambda f, g: _cond(f, "Failed").status, S.ENDED, C.UNKNOWN, _S),
+STATES: tuple[StateLine, ...] = (
+    StateLine("Complete", lambda f, g: _cond(f, "Complete").status, S.ENDED, C.NONE, _APP),
+    StateLine("Failed", lambda f, g: _cond(f, "Failed").status, S.ENDED, C.UNKNOWN, _S),
     # Kueue evicts, then suspends; the pods take a moment to go: the execution still runs.
-    Line("evicted, its pods still going", lambda f, g: _wl(f, "Evicted").status and _alive(f),
-         S.RUNNING, C.NONE, _N),
-    Line("stopped by dispatch", _stopped, S.ENDED, C.CANCELLED, _A),
-    Line("evicted: Preempted", _preempted, S.ENDED, C.PREEMPTED, _S),
-    Line("Workload deactivated", _deactivated, S.ENDED, C.CANCELLED, _A),
-    Line("being deleted", lambda f, g: f.deleting, S.ENDED, C.CANCELLED, _A),
-    Line("evicted", _evicted, S.ENDED, C.UNKNOWN, _S),
-    Line("dispatch's gate and another", lambda f, g: _gated(f, g) and _held_by_other(f, g),
-         S.HELD, C.HELD, _A, True),
-    Line("dispatch's gate", _gated, S.GATED, C.NONE, _N),
-    Line("another's gate", _held_by_other, S.HELD, C.HELD, _A, True),
-    Line("a pod running", _running, S.RUNNING, C.NONE, _N),
-    Line("never fits its queue", _never_fits, S.PENDING, C.NO_CAPACITY, _S),
-    Line("waiting", lambda f, g: True, S.PENDING, C.NONE, _N),
+    StateLine(
+        "evicted, its pods still going",
+        lambda f, g: _wl(f, "Evicted").status and _alive(f),
+        S.RUNNING,
+        C.NONE,
+        _N,
+    ),
+    StateLine("stopped by dispatch", _stopped, S.ENDED, C.CANCELLED, _A),
+    StateLine("evicted: Preempted", _preempted, S.ENDED, C.PREEMPTED, _S),
+    StateLine("Workload deactivated", _deactivated, S.ENDED, C.CANCELLED, _A),
+    StateLine("being deleted", lambda f, g: f.deleting, S.ENDED, C.CANCELLED, _A),
+    StateLine("evicted", _evicted, S.ENDED, C.UNKNOWN, _S),
+    StateLine(
+        "dispatch's gate and another",
+        lambda f, g: _gated(f, g) and _held_by_other(f, g),
+        S.HELD,
+        C.HELD,
+        _A,
+        True,
+    ),
+    StateLine("dispatch's gate", _gated, S.GATED, C.NONE, _N),
+    StateLine("another's gate", _held_by_other, S.HELD, C.HELD, _A, True),
+    StateLine("a pod running", _running, S.RUNNING, C.NONE, _N),
+    StateLine("never fits its queue", _never_fits, S.PENDING, C.NO_CAPACITY, _S),
+    StateLine("waiting", lambda f, g: True, S.PENDING, C.NONE, _N),
 )
 
 
 @dataclass(frozen=True)
-class Ending:
+class EndLine:
     """One line of ``ENDINGS``: when it applies to a failed TrainJob, and the cause."""
 
     when: str
@@ -140,18 +151,29 @@ def _deadline(f: TrainJobFacts) -> bool:
     return "DeadlineExceeded" in failed.reason or "deadline" in failed.message.lower()
 
 
-ENDINGS: tuple[Ending, ...] = (
-    Ending("a pod's node gone", lambda f: any(p.disruption in NODE_GONE for p in f.pods),
-           C.NODE_LOST, _S),
-    Ending("a container OOMKilled", lambda f: any("OOMKilled" in p.reasons for p in f.pods),
-           C.OUT_OF_MEMORY, _S),
-    Ending("activeDeadlineSeconds passed", _deadline, C.TIME_LIMIT, _S),
-    Ending("a pod taken for another", lambda f: any(p.disruption in TAKEN for p in f.pods),
-           C.PREEMPTED, _S),
-    Ending("a non-zero exit", lambda f: _exit_code(f) is not None, C.NON_ZERO_EXIT, _APP),
-    Ending("failed pods all gone", lambda f: f.failed_pods > 0 and not f.pods, C.NODE_LOST, _S),
-    Ending("no pod ever failed", lambda f: f.failed_pods == 0 and not f.pods,
-           C.LAUNCH_FAILED, _S),
+ENDINGS: tuple[EndLine, ...] = (
+    EndLine(
+        "a pod's node gone",
+        lambda f: any(p.disruption in NODE_GONE for p in f.pods),
+        C.NODE_LOST,
+        _S,
+    ),
+    EndLine(
+        "a container OOMKilled",
+        lambda f: any("OOMKilled" in p.reasons for p in f.pods),
+        C.OUT_OF_MEMORY,
+        _S,
+    ),
+    EndLine("activeDeadlineSeconds passed", _deadline, C.TIME_LIMIT, _S),
+    EndLine(
+        "a pod taken for another",
+        lambda f: any(p.disruption in TAKEN for p in f.pods),
+        C.PREEMPTED,
+        _S,
+    ),
+    EndLine("a non-zero exit", lambda f: _exit_code(f) is not None, C.NON_ZERO_EXIT, _APP),
+    EndLine("failed pods all gone", lambda f: f.failed_pods > 0 and not f.pods, C.NODE_LOST, _S),
+    EndLine("no pod ever failed", lambda f: f.failed_pods == 0 and not f.pods, C.LAUNCH_FAILED, _S),
 )
 
 
@@ -161,17 +183,21 @@ def ending(f: TrainJobFacts) -> Cause:
     for line in ENDINGS:
         if line.test(f):
             code = _exit_code(f) if line.cause is not C.NODE_LOST else None
-            return Cause(kind=line.cause, provenance=line.provenance, exit_code=code,
-                         detail=f"{line.when}: {failed.message}"[:300])
+            return Cause(
+                kind=line.cause,
+                provenance=line.provenance,
+                exit_code=code,
+                detail=f"{line.when}: {failed.message}"[:300],
+            )
     return Cause(kind=C.UNKNOWN, provenance=_S, detail=f"failed: {failed.message}"[:300])
 
 
-def state_line(f: TrainJobFacts, gate: str) -> Line:
+def state_line(f: TrainJobFacts, gate: str) -> StateLine:
     """The first line of ``STATES`` that applies."""
     return next(line for line in STATES if line.test(f, gate))
 
 
-def detail(f: TrainJobFacts, line: Line) -> str:
+def detail(f: TrainJobFacts, line: StateLine) -> str:
     """Words for the cause: the stop's reason, Kueue's message, or the condition's."""
     if line.cause is C.CANCELLED:
         return f.stop_reason or "its Kueue workload was deactivated or the TrainJob deleted"

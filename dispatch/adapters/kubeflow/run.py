@@ -125,8 +125,9 @@ class KubeAPI:
     def whoami(self) -> str:
         """The user name the API server knows this client as."""
         review = self._client.V1SelfSubjectReview()
-        reply = self._call("who am I (SelfSubjectReview)",
-                           lambda: self.auth.create_self_subject_review(review))
+        reply = self._call(
+            "who am I (SelfSubjectReview)", lambda: self.auth.create_self_subject_review(review)
+        )
         info = reply.status.user_info if reply.status is not None else None
         if info is None or not info.username:
             raise UnreachableError("the API server did not say who this client is")
@@ -137,14 +138,21 @@ class KubeAPI:
         answer. A webhook's or the API's refusal is a ``LaunchRefusedError``."""
         ns, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            return _json(self._call(
-                f"create TrainJob {ns}/{name}",
-                lambda: self.custom.create_namespaced_custom_object(
-                    GROUP, VERSION, ns, "trainjobs", body, _request_timeout=self.timeout,
-                    dry_run="All" if dry_run else None,
-                ),
-                effect=True,
-            ))
+            return _json(
+                self._call(
+                    f"create TrainJob {ns}/{name}",
+                    lambda: self.custom.create_namespaced_custom_object(
+                        GROUP,
+                        VERSION,
+                        ns,
+                        "trainjobs",
+                        body,
+                        _request_timeout=self.timeout,
+                        dry_run="All" if dry_run else None,
+                    ),
+                    effect=True,
+                )
+            )
         except Changed:
             return self.get_trainjob(ns, name)
         except InvalidError as err:
@@ -152,53 +160,67 @@ class KubeAPI:
 
     def get_trainjob(self, ns: str, name: str) -> JSON:
         """One TrainJob."""
-        return _json(self._call(
-            f"get TrainJob {ns}/{name}",
-            lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, ns, "trainjobs", name, _request_timeout=self.timeout
-            ),
-        ))
+        return _json(
+            self._call(
+                f"get TrainJob {ns}/{name}",
+                lambda: self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, ns, "trainjobs", name, _request_timeout=self.timeout
+                ),
+            )
+        )
 
     def patch_trainjob(self, ns: str, name: str, patch: JSON) -> JSON:
         """Merge-patch a TrainJob; a patch naming a resourceVersion that moved raises Changed."""
-        return _json(self._call(
-            f"patch TrainJob {ns}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(
-                GROUP, VERSION, ns, "trainjobs", name, patch, _request_timeout=self.timeout
-            ),
-            effect=True,
-        ))
+        return _json(
+            self._call(
+                f"patch TrainJob {ns}/{name}",
+                lambda: self.custom.patch_namespaced_custom_object(
+                    GROUP, VERSION, ns, "trainjobs", name, patch, _request_timeout=self.timeout
+                ),
+                effect=True,
+            )
+        )
 
     def list_trainjobs(self, ns: str, selector: str) -> list[JSON]:
         """The TrainJobs of a namespace matching a label selector."""
-        reply = _json(self._call(
-            f"list TrainJobs in {ns}",
-            lambda: self.custom.list_namespaced_custom_object(
-                GROUP, VERSION, ns, "trainjobs", label_selector=selector,
-                _request_timeout=self.timeout,
-            ),
-        ))
+        reply = _json(
+            self._call(
+                f"list TrainJobs in {ns}",
+                lambda: self.custom.list_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    ns,
+                    "trainjobs",
+                    label_selector=selector,
+                    _request_timeout=self.timeout,
+                ),
+            )
+        )
         return list(reply.get("items") or [])
 
     def list_workloads(self, ns: str) -> list[JSON]:
         """Kueue's Workloads of a namespace."""
-        reply = _json(self._call(
-            f"list Kueue Workloads in {ns}",
-            lambda: self.custom.list_namespaced_custom_object(
-                *KUEUE, ns, "workloads", _request_timeout=self.timeout
-            ),
-        ))
+        reply = _json(
+            self._call(
+                f"list Kueue Workloads in {ns}",
+                lambda: self.custom.list_namespaced_custom_object(
+                    *KUEUE, ns, "workloads", _request_timeout=self.timeout
+                ),
+            )
+        )
         return list(reply.get("items") or [])
 
     def patch_workload(self, ns: str, name: str, patch: JSON) -> JSON:
         """Merge-patch a Kueue Workload."""
-        return _json(self._call(
-            f"patch Kueue Workload {ns}/{name}",
-            lambda: self.custom.patch_namespaced_custom_object(
-                *KUEUE, ns, "workloads", name, patch, _request_timeout=self.timeout
-            ),
-            effect=True,
-        ))
+        return _json(
+            self._call(
+                f"patch Kueue Workload {ns}/{name}",
+                lambda: self.custom.patch_namespaced_custom_object(
+                    *KUEUE, ns, "workloads", name, patch, _request_timeout=self.timeout
+                ),
+                effect=True,
+            )
+        )
 
     def delete_trainjob(self, ns: str, name: str) -> None:
         """Delete a TrainJob and what it owns; one already gone is success."""
@@ -206,7 +228,12 @@ class KubeAPI:
             self._call(
                 f"delete TrainJob {ns}/{name}",
                 lambda: self.custom.delete_namespaced_custom_object(
-                    GROUP, VERSION, ns, "trainjobs", name, propagation_policy="Background",
+                    GROUP,
+                    VERSION,
+                    ns,
+                    "trainjobs",
+                    name,
+                    propagation_policy="Background",
                     _request_timeout=self.timeout,
                 ),
                 effect=True,
@@ -219,7 +246,9 @@ class KubeAPI:
         reply = self._call(
             f"list pods in {ns}",
             lambda: self.core.list_namespaced_pod(
-                ns, label_selector=selector, _preload_content=False,
+                ns,
+                label_selector=selector,
+                _preload_content=False,
                 _request_timeout=self.timeout,
             ),
         )
@@ -229,18 +258,26 @@ class KubeAPI:
     def get_runtime(self, kind: str, name: str, ns: str) -> JSON:
         """The (Cluster)TrainingRuntime the TrainJobs use."""
         if kind == "ClusterTrainingRuntime":
-            return _json(self._call(
-                f"get ClusterTrainingRuntime {name}",
-                lambda: self.custom.get_cluster_custom_object(
-                    GROUP, VERSION, "clustertrainingruntimes", name, _request_timeout=self.timeout
+            return _json(
+                self._call(
+                    f"get ClusterTrainingRuntime {name}",
+                    lambda: self.custom.get_cluster_custom_object(
+                        GROUP,
+                        VERSION,
+                        "clustertrainingruntimes",
+                        name,
+                        _request_timeout=self.timeout,
+                    ),
+                )
+            )
+        return _json(
+            self._call(
+                f"get TrainingRuntime {ns}/{name}",
+                lambda: self.custom.get_namespaced_custom_object(
+                    GROUP, VERSION, ns, "trainingruntimes", name, _request_timeout=self.timeout
                 ),
-            ))
-        return _json(self._call(
-            f"get TrainingRuntime {ns}/{name}",
-            lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, ns, "trainingruntimes", name, _request_timeout=self.timeout
-            ),
-        ))
+            )
+        )
 
 
 def _in_cluster() -> bool:

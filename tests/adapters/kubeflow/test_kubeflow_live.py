@@ -31,10 +31,17 @@ def plane() -> Plane:
 
 @pytest.fixture
 def backend(plane: Plane) -> Iterator[KubeflowBackend]:
-    b = KubeflowBackend(load_settings({
-        "kubeconfig": plane.kubeconfig("ada"), "namespace": "ada", "queue": "main",
-        "runtime": "dispatch-torch", "resources_per_node": {"cpu": "1", "memory": "1Gi"},
-    }))
+    b = KubeflowBackend(
+        load_settings(
+            {
+                "kubeconfig": plane.kubeconfig("ada"),
+                "namespace": "ada",
+                "queue": "main",
+                "runtime": "dispatch-torch",
+                "resources_per_node": {"cpu": "1", "memory": "1Gi"},
+            }
+        )
+    )
     b.started = []  # type: ignore[attr-defined]
     yield b
     for job in b.started:  # type: ignore[attr-defined]
@@ -45,8 +52,13 @@ def backend(plane: Plane) -> Iterator[KubeflowBackend]:
 def start(b: KubeflowBackend, **spec: Any) -> tuple[str, ObjectRef]:
     job = "k" + secrets.token_hex(4)
     b.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(job=job, submission=1, attempt=1, lineage_submission=1,
-                       spec=JobSpec(command=("python", "train.py"), **spec))
+    req = StartRequest(
+        job=job,
+        submission=1,
+        attempt=1,
+        lineage_submission=1,
+        spec=JobSpec(command=("python", "train.py"), **spec),
+    )
     return job, b.start(req)
 
 
@@ -58,15 +70,21 @@ def seen(b: KubeflowBackend, job: str, ref: ObjectRef, what: str, ok: Any) -> Ob
 
 def pods_running(plane: Plane, ref: ObjectRef, count: int = 1) -> list[dict[str, Any]]:
     ns, name = ref.id.split("/")
-    return wait_for("the TrainJob's pods running", lambda: trainjob_pods(plane, ns, name),
-                    lambda p: len(p) == count and running(p))
+    return wait_for(
+        "the TrainJob's pods running",
+        lambda: trainjob_pods(plane, ns, name),
+        lambda p: len(p) == count and running(p),
+    )
 
 
-@pytest.mark.parametrize(("code", "reason", "kind"), [
-    (0, "", CauseKind.NONE),
-    (3, "", CauseKind.NON_ZERO_EXIT),
-    (137, "OOMKilled", CauseKind.OUT_OF_MEMORY),
-])
+@pytest.mark.parametrize(
+    ("code", "reason", "kind"),
+    [
+        (0, "", CauseKind.NONE),
+        (3, "", CauseKind.NON_ZERO_EXIT),
+        (137, "OOMKilled", CauseKind.OUT_OF_MEMORY),
+    ],
+)
 def test_how_a_pod_ends_is_the_executions_cause(
     plane: Plane, backend: KubeflowBackend, code: int, reason: str, kind: CauseKind
 ) -> None:
@@ -110,15 +128,19 @@ def test_a_time_limit_is_time_limit(plane: Plane, backend: KubeflowBackend) -> N
 def test_every_pod_carries_the_executions_numbers(plane: Plane, backend: KubeflowBackend) -> None:
     job = "k" + secrets.token_hex(4)
     backend.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(job=job, submission=2, attempt=3, lineage_submission=7,
-                       spec=JobSpec(command=("python", "train.py"), nodes=2, env={"SEED": "1"}))
+    req = StartRequest(
+        job=job,
+        submission=2,
+        attempt=3,
+        lineage_submission=7,
+        spec=JobSpec(command=("python", "train.py"), nodes=2, env={"SEED": "1"}),
+    )
     ref = backend.start(req)
     backend.open(ref)
     for pod in pods_running(plane, ref, 2):
         env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
         assert env["DISPATCH_EPOCH"] == "7000000"
-        assert (env["DISPATCH_SUBMISSION"], env["DISPATCH_ATTEMPT"], env["SEED"]) == (
-            "7", "3", "1")
+        assert (env["DISPATCH_SUBMISSION"], env["DISPATCH_ATTEMPT"], env["SEED"]) == ("7", "3", "1")
 
 
 def test_open_lifts_only_dispatchs_gate_and_an_admins_stays(
@@ -131,8 +153,13 @@ def test_open_lifts_only_dispatchs_gate_and_an_admins_stays(
 
     job = "k" + secrets.token_hex(4)
     backend.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(job=job, submission=1, attempt=1, lineage_submission=1,
-                       spec=JobSpec(command=("python", "train.py")))
+    req = StartRequest(
+        job=job,
+        submission=1,
+        attempt=1,
+        lineage_submission=1,
+        spec=JobSpec(command=("python", "train.py")),
+    )
     body = render.trainjob(req, backend.settings, backend.user)
     body["metadata"]["annotations"][render.GATES] = f"{ADMIN_GATE},dispatch.dev/start"
     plane.kubectl("create", "-f", "-", who="ada", stdin=json.dumps(body))
@@ -155,8 +182,13 @@ def test_a_foreign_object_is_shown_foreign_and_never_opened(
 
     job = "k" + secrets.token_hex(4)
     backend.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(job=job, submission=1, attempt=1, lineage_submission=1,
-                       spec=JobSpec(command=("python", "train.py")))
+    req = StartRequest(
+        job=job,
+        submission=1,
+        attempt=1,
+        lineage_submission=1,
+        spec=JobSpec(command=("python", "train.py")),
+    )
     body = render.trainjob(req, backend.settings, backend.user)
     if forge == "numbers":
         body["metadata"]["labels"][render.LABEL_ATTEMPT] = "one"

@@ -14,40 +14,65 @@ from dispatch.model.enums import CauseKind, ObjectState
 GATE = "dispatch.dev/start"
 
 
-def trainjob(*, gates: str = "", suspend: bool = False, conditions: Any = (), user: str = "ada",
-             numbers: tuple[str, str] = ("1", "1"), failed: int = 0) -> dict[str, Any]:
+def trainjob(
+    *,
+    gates: str = "",
+    suspend: bool = False,
+    conditions: Any = (),
+    user: str = "ada",
+    numbers: tuple[str, str] = ("1", "1"),
+    failed: int = 0,
+) -> dict[str, Any]:
     notes = {"dispatch.dev/job": "j", "dispatch.dev/user": user}
     if gates:
         notes["kueue.x-k8s.io/admission-gated-by"] = gates
     return {
-        "metadata": {"name": "dj-j-1-1", "namespace": "ada", "uid": "u1",
-                     "labels": {"dispatch.dev/job": "j", "dispatch.dev/submission": numbers[0],
-                                "dispatch.dev/attempt": numbers[1]},
-                     "annotations": notes},
+        "metadata": {
+            "name": "dj-j-1-1",
+            "namespace": "ada",
+            "uid": "u1",
+            "labels": {
+                "dispatch.dev/job": "j",
+                "dispatch.dev/submission": numbers[0],
+                "dispatch.dev/attempt": numbers[1],
+            },
+            "annotations": notes,
+        },
         "spec": {"suspend": suspend},
-        "status": {"conditions": [dict(c) for c in conditions],
-                   "jobsStatus": [{"name": "node", "failed": failed}]},
+        "status": {
+            "conditions": [dict(c) for c in conditions],
+            "jobsStatus": [{"name": "node", "failed": failed}],
+        },
     }
 
 
 def workload(*conditions: dict[str, str], active: bool = True, evictions: int = 0) -> Any:
-    return {"metadata": {"name": "w", "ownerReferences": [{"kind": "TrainJob", "uid": "u1"}]},
-            "spec": {"active": active},
-            "status": {"conditions": list(conditions),
-                       "schedulingStats": {"evictions": [{"reason": "Preempted",
-                                                          "count": evictions}]}}}
+    return {
+        "metadata": {"name": "w", "ownerReferences": [{"kind": "TrainJob", "uid": "u1"}]},
+        "spec": {"active": active},
+        "status": {
+            "conditions": list(conditions),
+            "schedulingStats": {"evictions": [{"reason": "Preempted", "count": evictions}]},
+        },
+    }
 
 
-def pod(phase: str = "Running", code: int | None = None, reason: str = "",
-        disruption: str = "") -> Any:
+def pod(
+    phase: str = "Running", code: int | None = None, reason: str = "", disruption: str = ""
+) -> Any:
     state = {"terminated": {"exitCode": code, "reason": reason}} if code is not None else {}
-    conds = [{"type": "DisruptionTarget", "status": "True", "reason": disruption}] \
-        if disruption else []
-    return {"metadata": {"name": "p", "namespace": "ada",
-                         "labels": {"jobset.sigs.k8s.io/jobset-name": "dj-j-1-1"}},
-            "spec": {"nodeName": "n1"},
-            "status": {"phase": phase, "conditions": conds,
-                       "containerStatuses": [{"state": state}]}}
+    conds = (
+        [{"type": "DisruptionTarget", "status": "True", "reason": disruption}] if disruption else []
+    )
+    return {
+        "metadata": {
+            "name": "p",
+            "namespace": "ada",
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "dj-j-1-1"},
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": phase, "conditions": conds, "containerStatuses": [{"state": state}]},
+    }
 
 
 def c(kind: str, reason: str = "", message: str = "") -> dict[str, str]:
@@ -56,7 +81,8 @@ def c(kind: str, reason: str = "", message: str = "") -> dict[str, str]:
 
 def seen(tj: Any, wl: Any = None, pods: Any = (), user: str = "ada") -> Any:
     facts = parse.trainjob_facts(
-        tj, parse.workloads_by_owner([wl] if wl else []), parse.pods_by_trainjob(pods))
+        tj, parse.workloads_by_owner([wl] if wl else []), parse.pods_by_trainjob(pods)
+    )
     return observe(facts, GATE, user, "dj-j")
 
 
@@ -79,13 +105,23 @@ def test_admitted_with_a_pod_running_is_running_and_names_its_node() -> None:
         ([c("Complete")], [pod("Succeeded", 0)], 0, CauseKind.NONE, 0),
         ([c("Failed")], [pod("Failed", 3, "Error")], 1, CauseKind.NON_ZERO_EXIT, 3),
         ([c("Failed")], [pod("Failed", 137, "OOMKilled")], 1, CauseKind.OUT_OF_MEMORY, 137),
-        ([c("Failed")], [pod("Failed", disruption="DeletionByPodGC")], 1, CauseKind.NODE_LOST,
-         None),
+        (
+            [c("Failed")],
+            [pod("Failed", disruption="DeletionByPodGC")],
+            1,
+            CauseKind.NODE_LOST,
+            None,
+        ),
         ([c("Failed")], [], 1, CauseKind.NODE_LOST, None),
         ([c("Failed")], [], 0, CauseKind.LAUNCH_FAILED, None),
         ([c("Failed", "DeadlineExceeded")], [pod("Failed", 143)], 1, CauseKind.TIME_LIMIT, 143),
-        ([c("Failed")], [pod("Failed", disruption="PreemptionByScheduler")], 1,
-         CauseKind.PREEMPTED, None),
+        (
+            [c("Failed")],
+            [pod("Failed", disruption="PreemptionByScheduler")],
+            1,
+            CauseKind.PREEMPTED,
+            None,
+        ),
     ],
 )
 def test_how_a_trainjob_ended_is_read_from_its_pods(
@@ -109,19 +145,27 @@ def test_a_deactivated_workload_is_a_stop_with_its_reason() -> None:
     tj["metadata"]["annotations"]["dispatch.dev/stop-reason"] = "cancelled by ada"
     o = seen(tj, workload(c("Evicted", "Deactivated"), active=False))
     assert (o.state, o.cause.kind, o.cause.detail) == (
-        ObjectState.ENDED, CauseKind.CANCELLED, "cancelled by ada")
+        ObjectState.ENDED,
+        CauseKind.CANCELLED,
+        "cancelled by ada",
+    )
 
 
 def test_a_workload_that_never_fits_its_queue_is_no_capacity() -> None:
-    never = {"type": "QuotaReserved", "status": "False", "reason": "Pending",
-             "message": "couldn't assign flavors to pod set node: insufficient quota for cpu "
-                        "in flavor default, request > maximum capacity (24 > 16)"}
+    never = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "Pending",
+        "message": "couldn't assign flavors to pod set node: insufficient quota for cpu "
+        "in flavor default, request > maximum capacity (24 > 16)",
+    }
     o = seen(trainjob(), workload(never))
     assert (o.state, o.cause.kind) == (ObjectState.PENDING, CauseKind.NO_CAPACITY)
 
 
-@pytest.mark.parametrize(("numbers", "user"), [(("x", "1"), "ada"), (("1", "01"), "ada"),
-                                                (("1", "1"), "bob")])
+@pytest.mark.parametrize(
+    ("numbers", "user"), [(("x", "1"), "ada"), (("1", "01"), "ada"), (("1", "1"), "bob")]
+)
 def test_unreadable_numbers_or_another_users_object_are_foreign(
     numbers: tuple[str, str], user: str
 ) -> None:
@@ -140,4 +184,7 @@ def test_an_evicted_trainjob_whose_pods_still_go_is_still_its_first_execution() 
     assert (o.state, o.restarts) == (ObjectState.RUNNING, 0)
     gone = seen(trainjob(suspend=True), wl)
     assert (gone.state, gone.cause.kind, gone.restarts) == (
-        ObjectState.ENDED, CauseKind.PREEMPTED, 0)
+        ObjectState.ENDED,
+        CauseKind.PREEMPTED,
+        0,
+    )

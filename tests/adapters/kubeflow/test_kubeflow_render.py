@@ -12,12 +12,19 @@ from dispatch.model.errors import InvalidError
 from dispatch.model.objects import StartRequest
 from dispatch.model.values import JobSpec
 
-SETTINGS = load_settings({"namespace": "ada", "queue": "main", "priority_class": "low",
-                          "runtime": "dispatch-torch", "resources_per_node": {"cpu": "2"}})
+SETTINGS = load_settings(
+    {
+        "namespace": "ada",
+        "queue": "main",
+        "priority_class": "low",
+        "runtime": "dispatch-torch",
+        "resources_per_node": {"cpu": "2"},
+    }
+)
 
 
 def request(job: str = "train-1", **spec: object) -> StartRequest:
-    body = JobSpec(command=("python", "train.py"), nodes=2, **spec)  # type: ignore[arg-type]
+    body = JobSpec(command=("python", "train.py"), nodes=2, **spec)
     return StartRequest(job=job, submission=3, attempt=2, lineage_submission=5, spec=body)
 
 
@@ -44,8 +51,12 @@ def test_the_trainjob_is_gated_named_labelled_and_carries_its_numbers() -> None:
 
 
 def test_every_pod_gets_the_epoch_of_its_lineage_submission() -> None:
-    env = {e["name"]: e["value"] for e in render.trainjob(
-        request(env={"SEED": "7"}), SETTINGS, "ada")["spec"]["trainer"]["env"]}
+    env = {
+        e["name"]: e["value"]
+        for e in render.trainjob(request(env={"SEED": "7"}), SETTINGS, "ada")["spec"]["trainer"][
+            "env"
+        ]
+    }
     assert env == {
         "SEED": "7",
         "DISPATCH_JOB": "train-1",
@@ -60,7 +71,9 @@ def test_a_time_limit_becomes_active_deadline_seconds_and_gpus_requests_and_limi
     tj = render.trainjob(request(time_limit=timedelta(minutes=2), gpus_per_node=4), SETTINGS, "a")
     assert tj["spec"]["activeDeadlineSeconds"] == 120
     assert tj["spec"]["trainer"]["resourcesPerNode"] == {
-        "requests": {"cpu": "2", "nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}
+        "requests": {"cpu": "2", "nvidia.com/gpu": "4"},
+        "limits": {"nvidia.com/gpu": "4"},
+    }
 
 
 @pytest.mark.parametrize("job", ["Train_Job.1", "x" * 80, "über"])
@@ -82,8 +95,12 @@ def test_options_a_trainjob_cannot_carry_are_refused_not_dropped() -> None:
 def test_open_removes_only_dispatchs_gate_at_the_version_read() -> None:
     both = {render.GATES: "example.com/admin-held,dispatch.dev/start"}
     assert render.open_patch(both, "dispatch.dev/start", "41") == {
-        "metadata": {"resourceVersion": "41",
-                     "annotations": {render.GATES: "example.com/admin-held"}}}
+        "metadata": {
+            "resourceVersion": "41",
+            "annotations": {render.GATES: "example.com/admin-held"},
+        }
+    }
     ours = {render.GATES: "dispatch.dev/start"}
     assert render.open_patch(ours, "dispatch.dev/start", "7")["metadata"]["annotations"] == {
-        render.GATES: None}
+        render.GATES: None
+    }
