@@ -40,7 +40,11 @@ Factory = Callable[[dict[str, Any]], Backend]
 # The adapters dispatch ships, found without reading the installed distributions' entry points
 # (which costs a command's start-up a scan of every distribution); the ``dispatch.adapters``
 # group names them too, beside any other package's adapters.
-BUILT_IN = {"memory": "dispatch.adapters.memory", "slurm": "dispatch.adapters.slurm"}
+BUILT_IN = {
+    "memory": "dispatch.adapters.memory",
+    "slurm": "dispatch.adapters.slurm",
+    "kubeflow": "dispatch.adapters.kubeflow",
+}
 
 _registry: dict[str, Factory] = {}
 _registry_mu = threading.Lock()

@@ -40,3 +40,14 @@ def test_a_backend_without_a_queue_is_refused() -> None:
     with pytest.raises(InvalidError, match="'queue' is required"):
         factory({})
     assert isinstance(factory({"queue": "main"}), KubeflowBackend)
+
+
+def test_the_adapter_is_registered_as_kubeflow() -> None:
+    from importlib.metadata import entry_points
+
+    import dispatch
+    from dispatch.cluster import new_backend
+
+    assert "kubeflow" in {ep.name for ep in entry_points(group="dispatch.adapters")}
+    assert "kubeflow" in dispatch.adapter_names()
+    assert isinstance(new_backend("kubeflow", {"queue": "main"}), KubeflowBackend)
