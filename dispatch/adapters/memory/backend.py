@@ -50,6 +50,21 @@ from dispatch.model.values import Cause, JobID, JobSpec, RecoveryPolicy, RuleSup
 
 _YES = Support(state=Tristate.YES, source=Source.DECLARED)
 _NO = Support(state=Tristate.NO, source=Source.DECLARED)
+# What the Kubeflow shape declares no, as the kubeflow adapter does on a real cluster: a TrainJob
+# is never run again in place, gets no signal ahead of a time limit, leaves no history once
+# deleted, and names no working directory or output path. (Holds, output reading and
+# cessation evidence stay: the memory adapter implements every optional protocol in both
+# shapes, so that the core's use of each can be tested.)
+_KUBEFLOW_NO = frozenset(
+    {
+        Capability.NATIVE_REQUEUE,
+        Capability.NATIVE_RESTART,
+        Capability.PRE_TERMINATION_SIGNAL,
+        Capability.ACCOUNTING_HISTORY,
+        Capability.WORKING_DIRECTORY,
+        Capability.OUTPUT_PATH,
+    }
+)
 
 
 class MemoryBackend:
@@ -104,6 +119,11 @@ class MemoryBackend:
             ref = ObjectRef(id=element, name=name)
         elif self.shape is Shape.SLURM:
             ref = ObjectRef(id=str(self._next_id), name=name)
+        elif submission is not None and attempt is not None:
+            # As the kubeflow adapter names a TrainJob: <namespace>/dj-<job>-<N>-<a>.
+            ref = ObjectRef(id=f"default/{name}-{submission}-{attempt}", name=name)
+            if ref.id in self.objects:
+                ref = ObjectRef(id=f"{ref.id}-{self._next_id}", name=name)
         else:
             ref = ObjectRef(id=f"default/{name}-{self._next_id}", name=name)
         obj = MemObject(
@@ -153,9 +173,13 @@ class MemoryBackend:
     # --- Backend ---
 
     def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:
-        """Every capability, declared yes."""
+        """Every capability declared yes, but those a Kubeflow cluster lacks in that shape."""
         self.calls["capabilities"] += 1
-        return dict.fromkeys(Capability, _YES)
+        return self._declared()
+
+    def _declared(self) -> dict[Capability, Support]:
+        lacks = _KUBEFLOW_NO if self.shape is Shape.KUBEFLOW else frozenset()
+        return {c: _NO if c in lacks else _YES for c in Capability}
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
         """Every action can be performed; the Slurm shape enforces requeue rules natively."""
@@ -290,9 +314,7 @@ class MemoryBackend:
 
     def declarations(self) -> Declarations:
         """The memory adapter's declarations."""
-        return Declarations(
-            name=f"memory/{self.shape}", capabilities=dict.fromkeys(Capability, _YES)
-        )
+        return Declarations(name=f"memory/{self.shape}", capabilities=self._declared())
 
     def close(self) -> None:
         """Nothing to release."""
