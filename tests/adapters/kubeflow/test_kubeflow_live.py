@@ -205,3 +205,26 @@ def test_a_foreign_object_is_shown_foreign_and_never_opened(
     tj = plane.get("trainjob", body["metadata"]["name"], namespace="ada")
     assert tj["metadata"]["annotations"][render.GATES] == "dispatch.dev/start"
     plane.kubectl("delete", "trainjob", body["metadata"]["name"], "-n", "ada")
+
+
+def test_a_sweeps_find_is_three_lists_however_many_jobs(
+    plane: Plane, backend: KubeflowBackend
+) -> None:
+    jobs = [start(backend)[0] for _ in range(4)]
+    calls: list[str] = []
+    api = backend.api
+    for name in ("list_trainjobs", "list_workloads", "list_pods", "get_trainjob"):
+        real = getattr(api, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls.append(_name)
+            return _real(*args)
+
+        setattr(api, name, counted)
+    one = backend.find_many(jobs[:1])
+    assert calls == ["list_trainjobs", "list_workloads", "list_pods"]
+    calls.clear()
+    many = backend.find_many(jobs)
+    assert calls == ["list_trainjobs", "list_workloads", "list_pods"]
+    assert all(len(many[j].objects) == 1 for j in jobs)
+    assert many[jobs[0]].objects == one[jobs[0]].objects

@@ -51,3 +51,44 @@ def test_the_adapter_is_registered_as_kubeflow() -> None:
     assert "kubeflow" in {ep.name for ep in entry_points(group="dispatch.adapters")}
     assert "kubeflow" in dispatch.adapter_names()
     assert isinstance(new_backend("kubeflow", {"queue": "main"}), KubeflowBackend)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "effect", "kind"),
+    [
+        (404, 'trainjobs.trainer.kubeflow.org "x" not found', False, "NotFoundError"),
+        (403, 'User "ada" cannot list resource', False, "UnauthorizedError"),
+        (403, 'admission webhook "vtrainjob.kb.io" denied the request: bad', True, "InvalidError"),
+        (409, "the object has been modified", True, "Changed"),
+        (422, "spec.trainer.numNodes: Invalid value", True, "InvalidError"),
+        (503, "etcd is down", True, "OutcomeUnknownError"),
+        (503, "etcd is down", False, "UnreachableError"),
+    ],
+)
+def test_the_api_servers_refusals_become_dispatch_errors_in_one_place(
+    status: int, message: str, effect: bool, kind: str
+) -> None:
+    import json
+
+    from kubernetes.client.exceptions import ApiException
+
+    from dispatch.adapters.kubeflow.run import _translate
+
+    err = ApiException(status=status, reason="x")
+    err.body = json.dumps({"message": message})
+    got = _translate(err, "call", effect)
+    assert type(got).__name__ == kind
+    assert message in str(got)
+
+
+def test_a_lost_connection_is_unreachable_and_a_timed_out_effect_unknown() -> None:
+    from urllib3.exceptions import NewConnectionError, ReadTimeoutError
+
+    from dispatch.adapters.kubeflow.run import _translate
+    from dispatch.model.errors import OutcomeUnknownError, UnreachableError
+
+    refused = NewConnectionError(None, "connection refused")  # type: ignore[arg-type]
+    assert isinstance(_translate(refused, "list", False), UnreachableError)
+    late = ReadTimeoutError(None, "/apis", "read timed out")  # type: ignore[arg-type]
+    assert isinstance(_translate(late, "create", True), OutcomeUnknownError)
+    assert isinstance(_translate(late, "list", False), UnreachableError)
