@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import IO
 
 from dispatch.adapters.memory.env import Env
-from dispatch.adapters.memory.objects import MemObject, Shape
+from dispatch.adapters.memory.objects import KUBEFLOW_LACKS, MemObject, Shape
 from dispatch.model.enums import (
     Action,
     Capability,
@@ -50,21 +50,6 @@ from dispatch.model.values import Cause, JobID, JobSpec, RecoveryPolicy, RuleSup
 
 _YES = Support(state=Tristate.YES, source=Source.DECLARED)
 _NO = Support(state=Tristate.NO, source=Source.DECLARED)
-# What the Kubeflow shape declares no, as the kubeflow adapter does on a real cluster: a TrainJob
-# is never run again in place, gets no signal ahead of a time limit, leaves no history once
-# deleted, and names no working directory or output path. (Holds, output reading and
-# cessation evidence stay: the memory adapter implements every optional protocol in both
-# shapes, so that the core's use of each can be tested.)
-_KUBEFLOW_NO = frozenset(
-    {
-        Capability.NATIVE_REQUEUE,
-        Capability.NATIVE_RESTART,
-        Capability.PRE_TERMINATION_SIGNAL,
-        Capability.ACCOUNTING_HISTORY,
-        Capability.WORKING_DIRECTORY,
-        Capability.OUTPUT_PATH,
-    }
-)
 
 
 class MemoryBackend:
@@ -178,7 +163,7 @@ class MemoryBackend:
         return self._declared()
 
     def _declared(self) -> dict[Capability, Support]:
-        lacks = _KUBEFLOW_NO if self.shape is Shape.KUBEFLOW else frozenset()
+        lacks = KUBEFLOW_LACKS if self.shape is Shape.KUBEFLOW else frozenset()
         return {c: _NO if c in lacks else _YES for c in Capability}
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:

@@ -92,3 +92,25 @@ def test_a_lost_connection_is_unreachable_and_a_timed_out_effect_unknown() -> No
     late = ReadTimeoutError(None, "/apis", "read timed out")  # type: ignore[arg-type]
     assert isinstance(_translate(late, "create", True), OutcomeUnknownError)
     assert isinstance(_translate(late, "list", False), UnreachableError)
+
+
+def test_the_memory_kubeflow_shape_declares_what_the_adapter_declares() -> None:
+    """Where the memory adapter's Kubeflow shape does not implement more than a Kubeflow
+    cluster (holds, output, cessation evidence: every optional protocol, on purpose), it
+    declares what the kubeflow adapter declares."""
+    from dispatch.adapters.kubeflow.capabilities import capabilities, gate_support
+    from dispatch.adapters.memory import MemoryBackend, Shape
+    from dispatch.model.enums import Capability
+
+    live = capabilities(gate_support("kueue.x-k8s.io/admission-gated-by: Invalid value"))
+    memory = MemoryBackend(shape=Shape.KUBEFLOW).capabilities()
+    more = {
+        Capability.HOLD,
+        Capability.OUTPUT_READ,
+        Capability.OUTPUT_FOLLOW,
+        Capability.OUTPUT_RETAINED,
+        Capability.CESSATION_SIGNAL,
+    }
+    for cap in Capability:
+        if cap not in more:
+            assert memory[cap].state is live[cap].state, cap
