@@ -216,3 +216,59 @@ def test_the_tutorial_on_kubeflow_preempted_through_kueue_recovered_succeeded(
         c["type"] == "Complete" and c["status"] == "True" for c in done["status"]["conditions"]
     )
     assert world.backend.inspect(first).cause.kind is CauseKind.PREEMPTED
+
+
+def test_a_failure_no_rule_covers_fails_the_job_with_its_exit_code_and_an_escalation(
+    plane: Plane, world: World
+) -> None:
+    spec = dispatch.JobSpec(name="buggy", command=("python", "train.py"))
+    job = world.cluster.operator.submit(spec, ADA, supervised=True).job
+    world.jobs.append(job)  # type: ignore[attr-defined]
+    world.supervise(job)
+    st = world.until(job, "running", lambda s: s.state is State.RUNNING)
+    ref = st.submissions[0].canonical
+    assert ref is not None
+    ns, name = ref.id.split("/")
+    (pod,) = wait_for(
+        "its pod running",
+        lambda: trainjob_pods(plane, ns, name),
+        lambda p: len(p) == 1 and running(p),
+    )
+    end_pod(plane, ns, pod["metadata"]["name"], 3)
+    world.join()
+    st = world.cluster.observer.get(job)
+    assert (st.state, st.cause.kind, st.cause.exit_code) == (
+        State.FAILED,
+        CauseKind.NON_ZERO_EXIT,
+        3,
+    )
+    assert world.delivered == ["failed:non-zero-exit"]
+
+
+def test_a_cancel_stops_the_trainjob_through_its_kueue_workload(plane: Plane, world: World) -> None:
+    spec = dispatch.JobSpec(name="long", command=("python", "train.py"))
+    job = world.cluster.operator.submit(spec, ADA, supervised=True).job
+    world.jobs.append(job)  # type: ignore[attr-defined]
+    world.supervise(job)
+    st = world.until(job, "running", lambda s: s.state is State.RUNNING)
+    ref = st.submissions[0].canonical
+    assert ref is not None
+    ns, name = ref.id.split("/")
+    wait_for(
+        "its pod running",
+        lambda: trainjob_pods(plane, ns, name),
+        lambda p: len(p) == 1 and running(p),
+    )
+    world.cluster.operator.cancel(job, ADA, "not needed")
+    world.join()
+    st = world.cluster.observer.get(job)
+    assert st.state is State.CANCELLED
+    wait_for("its pod gone", lambda: trainjob_pods(plane, ns, name), lambda p: not p)
+    wl = next(
+        w
+        for w in plane.get("workloads", namespace=ns)["items"]
+        if w["metadata"]["ownerReferences"][0]["name"] == name
+    )
+    assert wl["spec"]["active"] is False
+    tj = plane.get("trainjob", name, namespace=ns)
+    assert tj["metadata"]["annotations"]["dispatch.dev/stop-reason"]
