@@ -48,6 +48,8 @@ log = logging.getLogger("dispatch.kubeflow")
 # How often and how long stop_job looks again before it calls what is still there alive.
 _STOP_LOOKS = 20
 _STOP_PAUSE = 0.5
+# How often stop looks for a new TrainJob's Workload before it deletes the TrainJob instead.
+_WORKLOAD_LOOKS = 20
 # Conditional patches of the gate retried when the TrainJob changed between read and patch.
 _OPEN_TRIES = 5
 
@@ -153,15 +155,15 @@ class KubeflowBackend:
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
         """End the TrainJob's execution: record why, then deactivate its Kueue Workload (Kueue
-        evicts it and never admits it again); one not yet given a Workload is deleted. One gone,
-        or another user's, is left alone."""
+        evicts it and never admits it again); one Kueue gave no Workload within 10 s is deleted.
+        One gone, ended, or another user's, is left alone."""
         ns, name = _split(ref)
         try:
             tj = self.api.get_trainjob(ns, name)
         except NotFoundError:
             return
         uid = str(tj["metadata"].get("uid", ""))
-        workload = parse.workloads_by_owner(self.api.list_workloads(ns)).get(uid)
+        workload = self._workload(ns, uid)
         facts = parse.trainjob_facts(tj, {uid: workload} if workload else {}, {})
         if facts.user != self.user or state_line(facts, self.settings.gate).state is (
             ObjectState.ENDED
@@ -172,6 +174,17 @@ class KubeflowBackend:
             self.api.delete_trainjob(ns, name)
             return
         self.api.patch_workload(ns, workload["metadata"]["name"], render.DEACTIVATE)
+
+    def _workload(self, ns: str, uid: str) -> parse.JSON | None:
+        """The Kueue Workload of the TrainJob ``uid``; Kueue makes it a moment after the
+        TrainJob, so a stop right after a start waits for it a little."""
+        for look in range(_WORKLOAD_LOOKS):
+            if look:
+                time.sleep(_STOP_PAUSE)
+            found = parse.workloads_by_owner(self.api.list_workloads(ns)).get(uid)
+            if found is not None:
+                return found
+        return None
 
     def stop_job(self, job: JobID, reason: str) -> StopReport:
         """Stop every live TrainJob of this user's with the job's label, then look again."""
