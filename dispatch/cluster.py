@@ -17,6 +17,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from dispatch.clock import Clock, SystemClock
 from dispatch.core.fold import fold
+from dispatch.core.object_level import project_objects
 from dispatch.core.project import project
 from dispatch.model.enums import State
 from dispatch.model.errors import (
@@ -40,7 +41,11 @@ Factory = Callable[[dict[str, Any]], Backend]
 # The adapters dispatch ships, found without reading the installed distributions' entry points
 # (which costs a command's start-up a scan of every distribution); the ``dispatch.adapters``
 # group names them too, beside any other package's adapters.
-BUILT_IN = {"memory": "dispatch.adapters.memory", "slurm": "dispatch.adapters.slurm"}
+BUILT_IN = {
+    "memory": "dispatch.adapters.memory",
+    "slurm": "dispatch.adapters.slurm",
+    "kubeflow": "dispatch.adapters.kubeflow",
+}
 
 _registry: dict[str, Factory] = {}
 _registry_mu = threading.Lock()
@@ -113,8 +118,17 @@ class Observer:
         return self._store
 
     def get(self, job: JobID) -> Status:
-        """The job's status now: read the record, then look at the scheduler."""
-        view = self._records().read(job)
+        """The job's status now: read the record, then look at the scheduler. Without a
+        record store, the job as the scheduler alone shows it (level ``object-only``)."""
+        if self._store is None:
+            found = project_objects(job, self._backend.find(job))
+            if found is None:
+                raise NotFoundError(
+                    f"the scheduler shows no object of job {job}, and there is no record store "
+                    "to read it from"
+                )
+            return found
+        view = self._store.read(job)
         d = self._backend.find(job)
         now = self._clock.now()
         return project(fold(view, now), d, now)

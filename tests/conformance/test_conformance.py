@@ -136,3 +136,59 @@ def test_the_slurm_adapter_conforms_on_the_live_cluster(
     live: Harness, check: Callable[[Harness], None]
 ) -> None:
     check(live)
+
+
+@pytest.fixture(scope="module")
+def kube_plane() -> Any:
+    from live_kube import Plane, plane_env
+
+    return Plane(plane_env())
+
+
+@pytest.fixture
+def kube(kube_plane: Any) -> Iterator[Harness]:
+    """The kubeflow adapter on the local plane, as user ada in namespace ada; a started
+    TrainJob's pods are ended by kwok when ``finish`` annotates them (the plane's stage)."""
+    from live_kube import end_pod, running, trainjob_pods
+
+    from dispatch.adapters.kubeflow import KubeflowBackend
+    from dispatch.adapters.kubeflow.settings import load_settings
+
+    settings = load_settings(
+        {
+            "kubeconfig": kube_plane.kubeconfig("ada"),
+            "namespace": "ada",
+            "queue": "main",
+            "runtime": "dispatch-torch",
+            "resources_per_node": {"cpu": "1", "memory": "1Gi"},
+        }
+    )
+    backend = KubeflowBackend(settings)
+
+    def finish(ref: ObjectRef) -> None:
+        ns, name = ref.id.split("/")
+        pods = wait_for(
+            "the TrainJob's pods running", lambda: trainjob_pods(kube_plane, ns, name), running
+        )
+        for pod in pods:
+            end_pod(kube_plane, ns, pod["metadata"]["name"], 0)
+
+    h = Harness(
+        backend=backend,
+        new_job=lambda: "c" + secrets.token_hex(4),
+        quick=JobSpec(command=("true",)),
+        lasting=JobSpec(command=("sleep", "600")),
+        wait=wait_for,
+        finish=finish,
+    )
+    yield h
+    h.clean_up()
+    backend.close()
+
+
+@pytest.mark.kube
+@pytest.mark.parametrize("check", CHECKS, ids=NAMES)
+def test_the_kubeflow_adapter_conforms_on_the_local_plane(
+    kube: Harness, check: Callable[[Harness], None]
+) -> None:
+    check(kube)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import IO
 
 from dispatch.adapters.memory.env import Env
-from dispatch.adapters.memory.objects import MemObject, Shape
+from dispatch.adapters.memory.objects import KUBEFLOW_LACKS, MemObject, Shape
 from dispatch.model.enums import (
     Action,
     Capability,
@@ -104,6 +104,11 @@ class MemoryBackend:
             ref = ObjectRef(id=element, name=name)
         elif self.shape is Shape.SLURM:
             ref = ObjectRef(id=str(self._next_id), name=name)
+        elif submission is not None and attempt is not None:
+            # As the kubeflow adapter names a TrainJob: <namespace>/dj-<job>-<N>-<a>.
+            ref = ObjectRef(id=f"default/{name}-{submission}-{attempt}", name=name)
+            if ref.id in self.objects:
+                ref = ObjectRef(id=f"{ref.id}-{self._next_id}", name=name)
         else:
             ref = ObjectRef(id=f"default/{name}-{self._next_id}", name=name)
         obj = MemObject(
@@ -153,9 +158,13 @@ class MemoryBackend:
     # --- Backend ---
 
     def capabilities(self, spec: JobSpec | None = None) -> dict[Capability, Support]:
-        """Every capability, declared yes."""
+        """Every capability declared yes, but those a Kubeflow cluster lacks in that shape."""
         self.calls["capabilities"] += 1
-        return dict.fromkeys(Capability, _YES)
+        return self._declared()
+
+    def _declared(self) -> dict[Capability, Support]:
+        lacks = KUBEFLOW_LACKS if self.shape is Shape.KUBEFLOW else frozenset()
+        return {c: _NO if c in lacks else _YES for c in Capability}
 
     def rules(self, spec: JobSpec, policy: RecoveryPolicy) -> list[RuleSupport]:
         """Every action can be performed; the Slurm shape enforces requeue rules natively."""
@@ -290,9 +299,7 @@ class MemoryBackend:
 
     def declarations(self) -> Declarations:
         """The memory adapter's declarations."""
-        return Declarations(
-            name=f"memory/{self.shape}", capabilities=dict.fromkeys(Capability, _YES)
-        )
+        return Declarations(name=f"memory/{self.shape}", capabilities=self._declared())
 
     def close(self) -> None:
         """Nothing to release."""

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
-from dispatch.model.enums import ObjectState
+from dispatch.model.enums import Capability, ObjectState
 from dispatch.model.objects import ObjectObs, ObjectRef, epoch
 from dispatch.model.values import Cause, JobID, Rule
 
@@ -16,6 +16,23 @@ class Shape(StrEnum):
 
     SLURM = "slurm"
     KUBEFLOW = "kubeflow"
+
+
+# What the Kubeflow shape declares no, as the kubeflow adapter does on a real cluster: a TrainJob
+# is never run again in place, gets no signal ahead of a time limit, leaves no history once
+# deleted, and names no working directory or output path. (Holds, output reading and
+# cessation evidence stay: the memory adapter implements every optional protocol in both
+# shapes, so that the core's use of each can be tested.)
+KUBEFLOW_LACKS = frozenset(
+    {
+        Capability.NATIVE_REQUEUE,
+        Capability.NATIVE_RESTART,
+        Capability.PRE_TERMINATION_SIGNAL,
+        Capability.ACCOUNTING_HISTORY,
+        Capability.WORKING_DIRECTORY,
+        Capability.OUTPUT_PATH,
+    }
+)
 
 
 @dataclass(slots=True)
