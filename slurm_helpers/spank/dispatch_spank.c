@@ -55,6 +55,8 @@
 #define DS_BATCH_STEP 0xfffffffbu
 #define DS_EXTERN_STEP 0xfffffffcu
 #define DS_INTERACTIVE_STEP 0xfffffffau
+/* Stands for a job name longer than any a fence can name (ds_job_name); no dj- prefix. */
+#define DS_OTHER_NAME "(longer than any dispatch job's name)"
 
 struct ds_conf {
 	char spool[512];
@@ -670,6 +672,22 @@ static unsigned long ds_step_restart(spank_t sp, int dir, uid_t uid, uint32_t jo
 }
 
 /*
+ * The task's SLURM_JOB_NAME, which only ever narrows a fence to the Slurm job it was written
+ * for: "" when the task shows none (a job that lost its name is judged by the fence as it
+ * stands). A name too long for buf is longer than any dj-<job>_<index> a fence can name (a
+ * job is under 64 characters): it is given as DS_OTHER_NAME, which names no dispatch job, so
+ * no fence applies to it, whatever its length.
+ */
+static void ds_job_name(spank_t sp, char *buf, size_t len)
+{
+	spank_err_t rc = spank_getenv(sp, "SLURM_JOB_NAME", buf, (int)len);
+	if (rc == ESPANK_NOSPACE)
+		snprintf(buf, len, "%s", DS_OTHER_NAME);
+	else if (rc != ESPANK_SUCCESS)
+		buf[0] = '\0';
+}
+
+/*
  * Each task, just before the user's program: refuse a stale execution, and set
  * DISPATCH_EPOCH from the submission number and the restart count. Runs as the job's user.
  */
@@ -686,11 +704,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return 0;
 	ds_node_name(sp, node, sizeof(node));
-	/* Only ever narrows a fence to the job it was written for; a job that lost its name
-	 * (none in the task's environment) is judged by the fence as it stands. */
-	if (spank_getenv(sp, "SLURM_JOB_NAME", slurm_name, (int)sizeof(slurm_name)) !=
-	    ESPANK_SUCCESS)
-		slurm_name[0] = '\0';
+	ds_job_name(sp, slurm_name, sizeof(slurm_name));
 	dir = ds_user_dir(uid, 0, 0, err, sizeof(err));
 	if (spank_get_item(sp, S_JOB_ARRAY_ID, &array_job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &array_task) != ESPANK_SUCCESS)

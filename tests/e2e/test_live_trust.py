@@ -155,3 +155,54 @@ def test_a_value_given_with_export_never_shows_on_any_command_line_another_user_
     assert not [line for line in read if token in line and "dispatch sbatch" not in line], read
     for n in (1, 2):
         assert (ada.home / f"token-{n}").read_text().strip() == token
+
+
+def spool_of(cluster: dict[str, str]) -> Path:
+    """The SPANK plugin's spool (the cluster started with ``localcluster up --spank``)."""
+    spool = cluster.get("LOCALCLUSTER_SPANK_SPOOL")
+    assert spool, "start the cluster with `slurm_helpers/localcluster up --spank`"
+    return Path(spool)
+
+
+def users_folder(spool: Path, uid: int) -> Path:
+    """``SPOOL/<uid>``, as the plugin makes it at the user's first job (0700, the user's)."""
+    folder = spool / str(uid)
+    if not folder.exists():
+        folder.mkdir()
+        local_users.give(folder, uid, 0o700)
+    return folder
+
+
+def ended(person: Person, slurm_job: str) -> str:
+    """``State ExitCode`` of ``slurm_job`` once accounting has its end."""
+    return live_cluster.wait_for(
+        f"Slurm job {slurm_job} to end",
+        lambda: person.sh(f"sacct -n -X -P -j {slurm_job} -o State,ExitCode").strip(),
+        lambda row: row.split("|")[0] in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"),
+    )
+
+
+def test_a_job_with_a_long_name_that_got_an_old_fenced_id_is_never_stopped_by_that_fence_live(
+    place: Path, cluster: dict[str, str]
+) -> None:
+    """A fence an earlier job left under a reused Slurm id never stops another job. The task
+    read its job's name into 160 bytes: a name of 160 characters or more read as no name, and
+    ada's own job that got the id of an old fenced dispatch job (ids restarted) was killed
+    with exit 97. Her job, named with 200 characters, gets such an id (the fence is written
+    for it while it is held) and runs."""
+    ada = Person(ADA, place, cluster)
+    folder = users_folder(spool_of(cluster), ADA)
+    name = "n" * 200
+    out = ada.home / "long.out"
+    slurm_job = ada.sh(
+        f"sbatch --parsable --hold --partition=low --job-name={name} --output={out} "
+        "--wrap='echo ran'"
+    ).strip()
+    # What an old dispatch job, over long ago, left under the same id.
+    ada.sh(
+        f"cd {folder} && printf 'job=old\\nsubmission=1\\n' > fence.{slurm_job} && "
+        "printf 'current=ended\\n' > current.old"
+    )
+    ada.sh(f"scontrol release {slurm_job}")
+    assert ended(ada, slurm_job) == "COMPLETED|0:0", out.read_text() if out.exists() else ""
+    assert out.read_text() == "ran\n"

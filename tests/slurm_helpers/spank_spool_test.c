@@ -197,6 +197,10 @@ static void test_spool(void)
 		      0 &&
 	      sub == 0);
 	CHECK(ds_fence_check(dir, user, 7, 0, 0, "", &sub, why, sizeof(why), err, sizeof(err)) == 1);
+	/* A name longer than the task's buffer (160 characters or more) is another job's. */
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, DS_OTHER_NAME, &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 0);
 	CHECK(ds_write_file(dir, "current.abc", "current=soon\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
 	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == -1);
