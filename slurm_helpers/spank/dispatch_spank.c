@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -256,17 +257,25 @@ static void ds_count_task(struct ds_tasks *t, int status)
 
 /* ------------------------------------------------------------------ the spool */
 
-/* The spool folder: a directory owned by root that nobody else may write. */
+/*
+ * The spool folder: a directory owned by root that nobody else may write, or that others
+ * may write only with the sticky bit (mode 1733: each user makes their own SPOOL/<uid> before
+ * their first job, and nobody may rename or remove another's entry).
+ */
 static int ds_open_spool(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* As a path: a task runs as its user, who may not list a spool of mode 1733. */
+	int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(err, errlen, "spool %.300s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022) != 0) {
-		snprintf(err, errlen, "spool %.300s: must be a folder owned by root that only root may write",
+	if (fstat(fd, &st) != 0 || st.st_uid != 0 ||
+	    ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0)) {
+		snprintf(err, errlen,
+			 "spool %.300s: must be a folder owned by root that only root may write, "
+			 "or sticky (mode 1733)",
 			 path);
 		close(fd);
 		return -1;
@@ -275,8 +284,27 @@ static int ds_open_spool(const char *path, char *err, size_t errlen)
 }
 
 /*
+ * Move aside whatever is at SPOOL/<name> that is not a folder of uid: in a sticky spool
+ * another user may have made it first (a folder, a file or a link of theirs). It is renamed,
+ * never followed or deleted, to .reclaimed-<name>-<inode>, where no user's folder is looked
+ * for. A folder of uid with a wrong mode is the user's own doing, and theirs to fix.
+ */
+static int ds_reclaim(int spool, const char *name, uid_t uid)
+{
+	struct stat st;
+	char aside[96];
+	if (fstatat(spool, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (S_ISDIR(st.st_mode) && st.st_uid == uid)
+		return 0;
+	snprintf(aside, sizeof(aside), ".reclaimed-%s-%lu", name, (unsigned long)st.st_ino);
+	return renameat(spool, name, spool, aside);
+}
+
+/*
  * The job owner's folder SPOOL/<uid>: made (0700, theirs) when create is set and it is
- * missing; refused unless it is a directory of that uid that no one else may write.
+ * missing, and taken back from another user who made it first (ds_reclaim, as root);
+ * refused unless it is a directory of that uid that no one else may write.
  */
 static int ds_open_user_dir(int spool, uid_t uid, gid_t gid, int create, char *err, size_t errlen)
 {
@@ -284,6 +312,11 @@ static int ds_open_user_dir(int spool, uid_t uid, gid_t gid, int create, char *e
 	struct stat st;
 	int fd;
 	snprintf(name, sizeof(name), "%lu", (unsigned long)uid);
+	if (create && geteuid() == 0 && ds_reclaim(spool, name, uid) != 0) {
+		snprintf(err, errlen, "spool folder %s: not a folder of uid %s, and it could not be "
+			 "moved aside: %s", name, name, strerror(errno));
+		return -1;
+	}
 	fd = openat(spool, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && create) {
 		if (mkdirat(spool, name, 0700) != 0 && errno != EEXIST) {
@@ -322,13 +355,22 @@ static int ds_write_file(int dir, const char *name, const char *text, uid_t uid,
 {
 	char tmp[160];
 	size_t len = strlen(text), off = 0;
-	int fd;
+	unsigned long nonce;
+	int fd = -1;
 	if (!ds_valid_name(name)) {
 		snprintf(err, errlen, "refusing to write %.100s: not a plain name", name);
 		return -1;
 	}
-	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%s", (long)getpid(), name);
-	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	/* A name nobody can guess: in a sticky spool another user could make a guessable one
+	 * first, and the O_EXCL open would fail every time. */
+	for (int i = 0; i < 4 && fd < 0; i++) {
+		if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t)sizeof(nonce))
+			nonce = (unsigned long)time(NULL) * 2654435761u + (unsigned long)i;
+		snprintf(tmp, sizeof(tmp), ".tmp-%ld-%016lx-%s", (long)getpid(), nonce, name);
+		fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
 	if (fd < 0) {
 		snprintf(err, errlen, "write %s: %s", name, strerror(errno));
 		return -1;

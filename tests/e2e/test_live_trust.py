@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import live_cluster
 import local_users
@@ -52,8 +53,8 @@ class Person:
         assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
         return done.stdout
 
-    def status(self, job: str) -> dict[str, object]:
-        body: dict[str, object] = json.loads(self.sh(f"dispatch status --json {job}"))
+    def status(self, job: str) -> dict[str, Any]:
+        body: dict[str, Any] = json.loads(self.sh(f"dispatch status --json {job}"))
         return body
 
     def write(self, name: str, text: str) -> Path:
@@ -206,3 +207,154 @@ def test_a_job_with_a_long_name_that_got_an_old_fenced_id_is_never_stopped_by_th
     ada.sh(f"scontrol release {slurm_job}")
     assert ended(ada, slurm_job) == "COMPLETED|0:0", out.read_text() if out.exists() else ""
     assert out.read_text() == "ran\n"
+
+
+class Sweeping:
+    """``dispatch supervise --follow --every 1s`` as ``person``, in their home, while the
+    block runs (as a user leaves it in tmux)."""
+
+    def __init__(self, person: Person) -> None:
+        self.person = person
+        argv = [*local_users.as_user(person.uid), "dispatch", "supervise", "--follow"]
+        self.process = subprocess.Popen(
+            [*argv, "--every", "1s"],
+            cwd=person.home,
+            env=person.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def __enter__(self) -> Sweeping:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.terminate()
+        self.process.wait(live_cluster.WAIT)
+        for row in json.loads(self.person.sh("dispatch list --json")):
+            self.person.run(f"dispatch emergency-stop {row['job']}")
+
+
+def configured(person: Person, spool: Path) -> None:
+    """``person``'s config: the cluster's Slurm and the plugin's spool."""
+    folder = person.home / ".dispatch"
+    folder.mkdir()
+    local_users.give(folder, person.uid, 0o700)
+    person.write(
+        ".dispatch/config.toml",
+        f'ledger = "{folder}/ledger"\n[backend]\nname = "slurm"\n'
+        f'[backend.settings]\ntransport = "cli"\nslurm_conf = "{person.env["SLURM_CONF"]}"\n'
+        f'spank_spool = "{spool}"\n',
+    )
+
+
+# Submission 1 runs a step without the job's environment (srun --export=NONE), then exits 3
+# (a rule resubmits); submission 2 waits for its flag; a later run of submission 1's Slurm job
+# (requeued by hand) says so and waits, as a stale execution would go on training.
+STALE = """#!/bin/bash
+#SBATCH --partition=low
+#SBATCH --output={home}/first-%j.out
+#DISPATCH --rule=requeued:requeue:1
+#DISPATCH --rule=non-zero-exit:resubmit:1
+if [ "$DISPATCH_SUBMISSION" = 1 ]; then
+    if [ "${{SLURM_RESTART_COUNT:-0}}" != 0 ]; then echo stale-run; sleep 600; fi
+    srun --export=NONE /bin/sh -c 'echo "step epoch=$DISPATCH_EPOCH"'
+    exit 3
+fi
+until [ -e {home}/go ]; do sleep 1; done
+"""
+
+
+def first_and_second(person: Person, job: str) -> tuple[str, dict[str, Any]]:
+    """Once submission 2 runs: submission 1's Slurm job, and the status then."""
+    second = live_cluster.wait_for(
+        "submission 2 running",
+        lambda: person.status(job),
+        lambda d: d["state"] == "running" and len(d["submissions"]) == 2,
+    )
+    first: str = second["submissions"][0]["object"]
+    return first, second
+
+
+def fresh_users_folder(spool: Path, uid: int) -> Path:
+    """``SPOOL/<uid>`` gone, as before the user's first job ever (what it held moved aside)."""
+    folder = spool / str(uid)
+    if folder.exists() or folder.is_symlink():
+        folder.rename(spool / f".test-before-{uid}-{secrets.token_hex(4)}")
+    return folder
+
+
+def test_a_users_first_job_is_fenced_before_its_release_and_a_stale_run_of_it_is_refused_live(
+    place: Path, cluster: dict[str, str]
+) -> None:
+    """Ada's first job ever: her spool folder does not exist yet. ``dispatch sbatch`` fences
+    it before its release; its ``srun --export=NONE`` step gets ``DISPATCH_EPOCH``; and once
+    submission 2 runs, submission 1's Slurm job requeued by hand is refused at launch."""
+    spool = spool_of(cluster)
+    folder = fresh_users_folder(spool, ADA)
+    ada = Person(ADA, place, cluster)
+    configured(ada, spool)
+    ada.write("stale.sbatch", STALE.format(home=ada.home))
+    with Sweeping(ada):
+        done = ada.run("dispatch sbatch --parsable stale.sbatch")
+        assert done.returncode == 0, done.stderr
+        assert "not fenced" not in done.stderr, done.stderr
+        job = done.stdout.strip()
+        assert folder.stat().st_uid == ADA and folder.stat().st_mode & 0o777 == 0o700
+        first, _ = first_and_second(ada, job)
+        out = ada.home / f"first-{first}.out"
+        assert "step epoch=1000000\n" in out.read_text(), out.read_text()
+        subprocess.run(["scontrol", "requeue", first], env=cluster, check=True)
+        stale = live_cluster.wait_for(
+            "the stale run to end",
+            lambda: ada.status(job),
+            lambda d: any(x["state"] == "ended" for x in d["stale"]),
+        )
+        [x] = stale["stale"]
+        assert x["cause"]["exit_code"] == 97, x
+        text = out.read_text()
+        assert "stale-run" not in text and "stale execution:" in text, text
+        (ada.home / "go").touch()
+        live_cluster.wait_for("the job to settle", lambda: ada.status(job), lambda d: d["settled"])
+
+
+def test_a_spool_folder_another_user_made_first_is_named_in_status_and_a_stale_run_is_stopped_live(
+    place: Path, cluster: dict[str, str]
+) -> None:
+    """Eve makes ``SPOOL/2001`` before ada's first job (the spool lets users make their own).
+    Ada's dispatch never writes her fences there: her job is released without its fence, and
+    ``status`` says so. The plugin moves eve's folder aside at ada's job's start; the stale
+    run of submission 1, requeued by hand, which no fence refuses, is stopped by ada's
+    supervisor."""
+    spool = spool_of(cluster)
+    folder = fresh_users_folder(spool, ADA)
+    ada, eve = Person(ADA, place, cluster), Person(EVE, place, cluster)
+    eve.sh(f"mkdir -m 777 {folder} && echo planted > {folder}/fence.1")
+    configured(ada, spool)
+    ada.write("stale.sbatch", STALE.format(home=ada.home))
+    with Sweeping(ada):
+        done = ada.run("dispatch sbatch --parsable stale.sbatch")
+        assert done.returncode == 0, done.stderr
+        assert "not fenced" in done.stderr and "another user may have made it" in done.stderr
+        job = done.stdout.strip()
+        running = live_cluster.wait_for(
+            "the run", lambda: ada.status(job), lambda d: d["state"] in ("running", "recovering")
+        )
+        slurm_job = running["submissions"][0]["object"]
+        assert running["unfenced"] == [{"object": slurm_job, "submission": 1}], running
+        said = ada.sh(f"dispatch status {job}")
+        assert f"{slurm_job} (submission 1) was released without a fence" in said, said
+        # Taken back from eve at the job's start: ada's own now, eve's moved aside.
+        assert folder.stat().st_uid == ADA and folder.stat().st_mode & 0o777 == 0o700
+        assert [p for p in spool.glob(f".reclaimed-{ADA}-*") if p.stat().st_uid == EVE]
+        first, _ = first_and_second(ada, job)
+        subprocess.run(["scontrol", "requeue", first], env=cluster, check=True)
+        stopped = live_cluster.wait_for(
+            "the stale run stopped by the supervisor",
+            lambda: ada.status(job),
+            lambda d: any(x["stopped"] for x in d["stale"]),
+            patience=2 * live_cluster.WAIT,
+        )
+        [x] = stopped["stale"]
+        assert x["stopped"]["by"].startswith("supervisor:"), x
+        (ada.home / "go").touch()
+        live_cluster.wait_for("the job to settle", lambda: ada.status(job), lambda d: d["settled"])

@@ -128,6 +128,12 @@ static void test_spool(void)
 	mkdir(p, 0777);
 	chmod(p, 0777);
 	CHECK(ds_open_spool(p, err, sizeof(err)) == -1 && strstr(err, "only root may write"));
+	/* Sticky, others may make their own folders in it (and touch nobody else's). */
+	chmod(p, 01733);
+	spool = ds_open_spool(p, err, sizeof(err));
+	CHECK(spool >= 0);
+	if (spool >= 0)
+		close(spool);
 	chmod(p, 0755);
 	path_in(text, sizeof(text), "spool-link");
 	CHECK(symlink(p, text) == 0);
@@ -235,23 +241,38 @@ static void test_spool(void)
 	      sub == 2);
 	close(dir);
 
-	/* A user folder someone else owns, or that others may write, is refused. */
+	/* A user folder someone else owns is refused where the plugin only reads (a task); where
+	 * it makes the folder (as root) it moves the other's aside and makes the user's own. */
 	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
 	CHECK(dir >= 0);
 	if (dir >= 0)
 		close(dir);
 	snprintf(p, sizeof(p), "%s/spool/%lu", scratch, (unsigned long)(user + 1));
-	CHECK(chown(p, user + 2, user + 2) == 0);
-	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1 &&
+	CHECK(chown(p, user + 2, user + 2) == 0 && stat(p, &st) == 0);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 0, err, sizeof(err)) == -1 &&
 	      strstr(err, "only its owner may write"));
-	CHECK(chown(p, user + 1, user + 1) == 0 && chmod(p, 0777) == 0);
+	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
+	CHECK(dir >= 0);
+	if (dir >= 0)
+		close(dir);
+	snprintf(text, sizeof(text), "%s/spool/.reclaimed-%lu-%lu", scratch,
+		 (unsigned long)(user + 1), (unsigned long)st.st_ino);
+	CHECK(stat(text, &st) == 0 && st.st_uid == user + 2);
+	CHECK(stat(p, &st) == 0 && st.st_uid == user + 1 && (st.st_mode & 0777) == 0700);
+	/* The user's own folder that others may write is refused, never taken away. */
+	CHECK(chmod(p, 0777) == 0);
 	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1);
-	/* A user folder replaced by a link (to a folder of theirs) is not followed. */
+	/* A user folder replaced by a link (to a folder of theirs) is never followed: moved
+	 * aside where the folder is made, refused where it is only read. */
 	CHECK(rmdir(p) == 0);
 	path_in(text, sizeof(text), "elsewhere");
 	mkdir(text, 0700);
 	CHECK(chown(text, user + 1, user + 1) == 0 && symlink(text, p) == 0);
-	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 0, err, sizeof(err)) == -1);
+	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
+	CHECK(dir >= 0 && lstat(p, &st) == 0 && S_ISDIR(st.st_mode));
+	if (dir >= 0)
+		close(dir);
 	close(spool);
 }
 
