@@ -284,10 +284,11 @@ static int ds_open_spool(const char *path, char *err, size_t errlen)
 }
 
 /*
- * Move aside whatever is at SPOOL/<name> that is not a folder of uid: in a sticky spool
- * another user may have made it first (a folder, a file or a link of theirs). It is renamed,
- * never followed or deleted, to .reclaimed-<name>-<inode>, where no user's folder is looked
- * for. A folder of uid with a wrong mode is the user's own doing, and theirs to fix.
+ * Move aside whatever another user put at SPOOL/<name>: in a sticky spool they may have made
+ * it first (a folder, a file or a link of theirs). It is renamed, never followed or deleted,
+ * to .reclaimed-<name>-<inode>, where no user's folder is looked for. What uid made there
+ * itself (a folder of a wrong mode, a link) is the user's own doing, theirs to fix: refused,
+ * never taken away.
  */
 static int ds_reclaim(int spool, const char *name, uid_t uid)
 {
@@ -295,7 +296,7 @@ static int ds_reclaim(int spool, const char *name, uid_t uid)
 	char aside[96];
 	if (fstatat(spool, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 		return errno == ENOENT ? 0 : -1;
-	if (S_ISDIR(st.st_mode) && st.st_uid == uid)
+	if (st.st_uid == uid)
 		return 0;
 	snprintf(aside, sizeof(aside), ".reclaimed-%s-%lu", name, (unsigned long)st.st_ino);
 	return renameat(spool, name, spool, aside);
