@@ -56,6 +56,10 @@
 #define DS_BATCH_STEP 0xfffffffbu
 #define DS_EXTERN_STEP 0xfffffffcu
 #define DS_INTERACTIVE_STEP 0xfffffffau
+/* The spool's reserve (ds_reserve_fill): files made ahead while there is room, each this
+ * long (a record is under DS_SMALL), taken for a record when the filesystem refuses a new one. */
+#define DS_RESERVE_FILES 16
+#define DS_RESERVE_BYTES 4096
 /* Stands for a job name longer than any a fence can name (ds_job_name); no dj- prefix. */
 #define DS_OTHER_NAME "(longer than any dispatch job's name)"
 
@@ -347,6 +351,74 @@ static int ds_open_user_dir(int spool, uid_t uid, gid_t gid, int create, char *e
 }
 
 /*
+ * SPOOL/.reserve, root's, where the files of the reserve wait: the cessation evidence must be
+ * written even when the spool's filesystem is full (another user may have filled it). While
+ * it is open (ds_reserve >= 0), ds_write_file takes a reserve file where the filesystem
+ * refuses a new one; ds_reserve_fill makes the missing ones while there is room.
+ */
+static int ds_reserve = -1;
+
+static int ds_reserve_open(int spool, int make)
+{
+	struct stat st;
+	int fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && make && mkdirat(spool, ".reserve", 0700) == 0)
+		fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Make the reserve's missing files, each DS_RESERVE_BYTES allocated; stops when refused. */
+static void ds_reserve_fill(int reserve)
+{
+	char slot[16];
+	struct stat st;
+	for (int i = 0; i < DS_RESERVE_FILES; i++) {
+		snprintf(slot, sizeof(slot), "r%d", i);
+		if (fstatat(reserve, slot, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		int fd = openat(reserve, slot, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return;
+		int rc = posix_fallocate(fd, 0, DS_RESERVE_BYTES);
+		close(fd);
+		if (rc != 0) {
+			(void)unlinkat(reserve, slot, 0);
+			return;
+		}
+	}
+}
+
+/* A reserve file moved to dir/tmp and opened for writing over its allocated bytes; -1. */
+static int ds_take_reserve(int dir, const char *tmp, mode_t mode)
+{
+	char slot[16];
+	for (int i = 0; ds_reserve >= 0 && i < DS_RESERVE_FILES; i++) {
+		snprintf(slot, sizeof(slot), "r%d", i);
+		if (renameat(ds_reserve, slot, dir, tmp) != 0)
+			continue;
+		int fd = openat(dir, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && fchmod(fd, mode) == 0)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		(void)unlinkat(dir, tmp, 0);
+		return -1;
+	}
+	errno = ENOSPC;
+	return -1;
+}
+
+/* Whether a write failed because the filesystem is full, or the user's quota is. */
+static int ds_full(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
+}
+
+/*
  * Write text as dir/name, atomically: a fresh temporary file (O_EXCL, O_NOFOLLOW), mode
  * 0400 and owned by uid, synced, then renamed over name (a link planted there is
  * replaced, never followed).
@@ -357,7 +429,7 @@ static int ds_write_file(int dir, const char *name, const char *text, uid_t uid,
 	char tmp[160];
 	size_t len = strlen(text), off = 0;
 	unsigned long nonce;
-	int fd = -1;
+	int fd = -1, reserved = 0;
 	if (!ds_valid_name(name)) {
 		snprintf(err, errlen, "refusing to write %.100s: not a plain name", name);
 		return -1;
@@ -372,6 +444,10 @@ static int ds_write_file(int dir, const char *name, const char *text, uid_t uid,
 		if (fd < 0 && errno != EEXIST)
 			break;
 	}
+	if (fd < 0 && ds_full(errno) && len <= DS_RESERVE_BYTES) {
+		fd = ds_take_reserve(dir, tmp, mode);
+		reserved = fd >= 0;
+	}
 	if (fd < 0) {
 		snprintf(err, errlen, "write %s: %s", name, strerror(errno));
 		return -1;
@@ -379,14 +455,29 @@ static int ds_write_file(int dir, const char *name, const char *text, uid_t uid,
 	if (geteuid() == 0 && uid != 0 && fchown(fd, uid, gid) != 0)
 		goto fail;
 	while (off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
+		ssize_t w = pwrite(fd, text + off, len - off, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && ds_full(errno) && !reserved && len <= DS_RESERVE_BYTES) {
+			/* Made, but no room for its text: a reserve file, allocated, in its place. */
+			close(fd);
+			(void)unlinkat(dir, tmp, 0);
+			fd = ds_take_reserve(dir, tmp, mode);
+			if (fd < 0)
+				goto fail;
+			reserved = 1;
+			off = 0;
+			if (geteuid() == 0 && uid != 0 && fchown(fd, uid, gid) != 0)
+				goto fail;
+			continue;
 		}
+		if (w < 0)
+			goto fail;
 		off += (size_t)w;
 	}
+	/* A reserve file keeps its allocated bytes past the text until cut to the text. */
+	if (reserved && ftruncate(fd, (off_t)len) != 0)
+		goto fail;
 	if (fsync(fd) != 0 || close(fd) != 0) {
 		fd = -1;
 		goto fail;
@@ -567,6 +658,30 @@ static int ds_user_dir(uid_t uid, gid_t gid, int create, char *err, size_t errle
 	return dir;
 }
 
+/*
+ * Open the spool's reserve (made, and its missing files made while there is room) for the
+ * writes that follow until ds_reserve_end: the prolog's note and the epilog's record, which
+ * the cessation evidence is. Only as root; a spool that cannot take it changes nothing.
+ */
+static void ds_reserve_begin(void)
+{
+	char err[DS_ERR];
+	int spool;
+	if (geteuid() != 0 || (spool = ds_open_spool(conf.spool, err, sizeof(err))) < 0)
+		return;
+	ds_reserve = ds_reserve_open(spool, 1);
+	close(spool);
+	if (ds_reserve >= 0)
+		ds_reserve_fill(ds_reserve);
+}
+
+static void ds_reserve_end(void)
+{
+	if (ds_reserve >= 0)
+		close(ds_reserve);
+	ds_reserve = -1;
+}
+
 /* Which execution of the job runs on this node, as the prolog noted it: 0 and *restart. */
 static int ds_noted_restart(int dir, uid_t uid, uint32_t job, const char *node,
 			    unsigned long *restart)
@@ -658,8 +773,10 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 	}
 	snprintf(name, sizeof(name), "run.%" PRIu32 ".%s", job, node);
 	snprintf(text, sizeof(text), "restart=%lu\n", restart);
+	ds_reserve_begin();
 	if (ds_write_file(dir, name, text, 0, 0, 0444, err, sizeof(err)) != 0)
 		slurm_error("dispatch_spank: job %" PRIu32 ": %s; no evidence written", job, err);
+	ds_reserve_end();
 	close(dir);
 	return 0;
 }
@@ -688,7 +805,9 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		slurm_error("dispatch_spank: job %" PRIu32 " on %s: no prolog noted its execution "
 			    "(PrologFlags=Alloc?); no evidence written", job, node);
 	} else {
+		ds_reserve_begin();
 		ds_record(dir, uid, gid, job, DS_BATCH_STEP, restart, node, NULL);
+		ds_reserve_end();
 		snprintf(name, sizeof(name), "run.%" PRIu32 ".%s", job, node);
 		(void)unlinkat(dir, name, 0);
 	}

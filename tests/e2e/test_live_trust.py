@@ -358,3 +358,49 @@ def test_a_spool_folder_another_user_made_first_is_named_in_status_and_a_stale_r
         assert x["stopped"]["by"].startswith("supervisor:"), x
         (ada.home / "go").touch()
         live_cluster.wait_for("the job to settle", lambda: ada.status(job), lambda d: d["settled"])
+
+
+def evidence(spool: Path, slurm_job: str) -> Path:
+    """Ada's epilog record of ``slurm_job``'s first run, once the node has written it."""
+    found = live_cluster.wait_for(
+        f"the epilog record of Slurm job {slurm_job}",
+        lambda: list((spool / str(ADA)).glob(f"{slurm_job}.0.*.epilog")),
+        bool,
+        patience=60,
+    )
+    assert "ended=epilog\n" in found[0].read_text()
+    return found[0]
+
+
+def test_another_user_filling_the_spool_never_stops_the_evidence_of_your_jobs_live(
+    place: Path, cluster: dict[str, str]
+) -> None:
+    """Eve fills the spool's filesystem (here a small one of its own, mounted over the spool
+    for the test, as a shared filesystem without per-user quotas would be): the plugin's
+    writes for every user then failed, so no job had cessation evidence and every shared
+    checkpoint's recovery waited for a person. Ada's job, run after, still has its epilog
+    record: the plugin writes it into a file of its reserve, made while there was room."""
+    spool = spool_of(cluster)
+    marker = (spool / "plugin").read_bytes()
+    ada, eve = Person(ADA, place, cluster), Person(EVE, place, cluster)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=1733", "dispatch-spool-test", str(spool)],
+        check=True,
+    )
+    try:
+        (spool / "plugin").write_bytes(marker)
+        os.chmod(spool / "plugin", 0o444)
+        # A job while there is room: its evidence is written (and the plugin's reserve made).
+        first = ada.sh("sbatch --parsable --partition=low --output=/dev/null --wrap=true").strip()
+        assert ended(ada, first) == "COMPLETED|0:0"
+        evidence(spool, first)
+        filled = eve.run(
+            f"mkdir -m 700 {spool}/{EVE} && dd if=/dev/zero of={spool}/{EVE}/fill bs=4k"
+        )
+        assert "No space left on device" in filled.stderr, filled.stderr
+        job = ada.sh("sbatch --parsable --partition=low --output=/dev/null --wrap=true").strip()
+        assert ended(ada, job) == "COMPLETED|0:0"
+        record = evidence(spool, job)
+        assert f"job={job}\n" in record.read_text() and record.stat().st_uid == ADA
+    finally:
+        subprocess.run(["umount", str(spool)], check=True)

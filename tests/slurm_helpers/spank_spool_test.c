@@ -276,6 +276,56 @@ static void test_spool(void)
 	close(spool);
 }
 
+/*
+ * A spool on a filesystem another user filled (FULL names a small tmpfs of its own): a
+ * record is still written, in a file of the reserve made while there was room, cut to its
+ * text; with the reserve used up, the write says the filesystem is full.
+ */
+static void test_reserve(const char *full)
+{
+	char err[DS_ERR], text[DS_SMALL], p[700];
+	struct stat st;
+	int spool, reserve, dir, fd;
+	uid_t user = 4242;
+	long written = 0;
+	spool = ds_open_spool(full, err, sizeof(err));
+	CHECK(spool >= 0);
+	if (spool < 0)
+		return;
+	reserve = ds_reserve_open(spool, 1);
+	CHECK(reserve >= 0);
+	ds_reserve_fill(reserve);
+	dir = ds_open_user_dir(spool, user, user, 1, err, sizeof(err));
+	CHECK(dir >= 0);
+	/* Another user fills the filesystem. */
+	snprintf(p, sizeof(p), "%s/filler", full);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	memset(text, 'x', sizeof(text));
+	while (write(fd, text, sizeof(text)) > 0)
+		written++;
+	close(fd);
+	CHECK(written > 0);
+	CHECK(ds_write_file(dir, "12.0.n1.epilog", "format=1\nended=epilog\n", user, user, 0400,
+			    err, sizeof(err)) == -1 &&
+	      strstr(err, "No space left"));
+	ds_reserve = reserve;
+	for (int i = 0; i < DS_RESERVE_FILES; i++) {
+		snprintf(p, sizeof(p), "12.%d.n1.epilog", i);
+		CHECK(ds_write_file(dir, p, "format=1\nended=epilog\n", user, user, 0400, err,
+				    sizeof(err)) == 0);
+	}
+	CHECK(fstatat(dir, "12.0.n1.epilog", &st, 0) == 0 && st.st_size == 22 &&
+	      st.st_uid == user && (st.st_mode & 0777) == 0400);
+	CHECK(ds_read_small(dir, "12.0.n1.epilog", user, text, sizeof(text), err, sizeof(err)) == 0 &&
+	      strcmp(text, "format=1\nended=epilog\n") == 0);
+	CHECK(ds_write_file(dir, "13.0.n1.epilog", "format=1\n", user, user, 0400, err,
+			    sizeof(err)) == -1);
+	ds_reserve = -1;
+	close(dir);
+	close(reserve);
+	close(spool);
+}
+
 int main(void)
 {
 	snprintf(scratch, sizeof(scratch), "%s", getenv("SCRATCH") ? getenv("SCRATCH") : "");
@@ -293,6 +343,8 @@ int main(void)
 	test_fence_text();
 	test_record_text();
 	test_spool();
+	if (getenv("FULL") != NULL)
+		test_reserve(getenv("FULL"));
 	CHECK(open_fds() == fds);
 	printf("%d failed\n", failures);
 	return failures ? 1 : 0;
