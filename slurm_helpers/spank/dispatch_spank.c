@@ -361,7 +361,11 @@ static int ds_reserve = -1;
 static int ds_reserve_open(int spool, int make)
 {
 	struct stat st;
-	int fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd;
+	/* In a sticky spool another user may have made .reserve first: moved aside, as theirs. */
+	if (make)
+		(void)ds_reclaim(spool, ".reserve", 0);
+	fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && make && mkdirat(spool, ".reserve", 0700) == 0)
 		fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0)) {
