@@ -181,6 +181,15 @@ class LaunchFence(Protocol):
 
 
 @runtime_checkable
+class FenceReader(Protocol):
+    """Says whether the nodes hold an object's fence (``Fencer`` writes it)."""
+
+    def fenced(self, ref: ObjectRef) -> bool:
+        """Whether the nodes can judge ``ref``'s executions: its fence is where they read it."""
+        ...
+
+
+@runtime_checkable
 class NativePolicyCompiler(Protocol):
     """Offers rules the backend would enforce by itself."""
 

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from dispatch.adapters.slurm import directives as sb
 from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
+from dispatch.batch import export
 from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
 from dispatch.batch.directives import submit_keywords as keywords
 from dispatch.model.enums import CheckpointMode, DependencyKind
-from dispatch.model.environment import inheritable
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import (
-    RESERVED_ENV,
     BatchScript,
     Dependency,
     Extension,
@@ -337,13 +336,16 @@ def build(
                 "on the command line: sbatch would take the command line's alone; remove the line"
             )
         notes += deps.notes()
+    sbatch, given_values = export.without_values(cmd.sbatch)
+    cmd = replace(cmd, sbatch=sbatch)
+    exported = export.chosen(cmd.sbatch, found.export, environment)
     script = BatchScript(
         path=kept,
         text=text,
         args=cmd.args,
         options=(*_appended(cmd, found, environment), *cmd.passed_on),
         directory=folder,
-        environment=kept_environment(environment, _export(cmd, found, environment)),
+        environment=export.kept_environment({**environment, **given_values}, exported),
     )
     extensions: list[Extension] = [script]
     if options.checkpoint is CheckpointMode.SHARED:
@@ -411,44 +413,6 @@ def _after(
         for job in ledger.unsettled_named(name):
             after.setdefault(job, Dependency(kind=DependencyKind.AFTERANY, job=job))
     return tuple(after.values())
-
-
-def _export(cmd: CommandLine, found: _Directives, environment: Mapping[str, str]) -> str | None:
-    """The ``--export`` sbatch applies: the command line's, else ``SBATCH_EXPORT``, else the
-    script's (sbatch reads its input variables over the script's directives)."""
-    given = [g.value for g in cmd.sbatch if g.name == "export"]
-    if given:
-        return given[-1]
-    return environment.get("SBATCH_EXPORT", found.export)
-
-
-def kept_environment(environment: Mapping[str, str], export: str | None) -> dict[str, str]:
-    """What of the submitter's ``environment`` is kept for every launch under ``--export``:
-    never dispatch's own variables or those Slurm sets per job; under ``NONE`` or a list of
-    names without ``ALL``, only the names listed and the variables sbatch itself reads
-    (``SBATCH_*``, Slurm's input ``SLURM_*``), since the job gets nothing else."""
-    env = {k: v for k, v in inheritable(environment).items() if k not in RESERVED_ENV}
-    words = [w.strip() for w in (export or "ALL").split(",")]
-    if "ALL" not in (w.upper() for w in words):
-        listed = {w for w in words if w and "=" not in w}
-        env = {k: v for k, v in env.items() if k in listed or k.startswith(("SBATCH_", "SLURM_"))}
-    for name, value in env.items():
-        if not _text(name) or not _text(value):
-            raise InvalidError(
-                f"environment variable {name.encode(errors='surrogateescape')!r} holds bytes "
-                "that are not UTF-8 text, which the ledger cannot keep: unset it, or leave it "
-                "out with --export=NONE,VAR,..."
-            )
-    return env
-
-
-def _text(word: str) -> bool:
-    """Whether ``word`` came from UTF-8 bytes (Python reads other bytes as surrogates)."""
-    try:
-        word.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def wrapped(cmd: CommandLine) -> str:

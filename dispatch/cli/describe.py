@@ -39,7 +39,7 @@ from dispatch.model.record import (
 from dispatch.model.status import Status
 from dispatch.model.values import Actor, Cause, JobID, after_words
 from dispatch.report.events import learn
-from dispatch.spi import Backend, find_all
+from dispatch.spi import Backend, FenceReader, LaunchFence, find_all
 
 _CONTROL = (
     CancelEntry,
@@ -322,6 +322,22 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
             ],
         },
     }
+
+
+def unfenced(backend: Backend, s: Story) -> list[dict[str, Any]]:
+    """The objects of an unsettled job that were released without a fence where the nodes
+    fence (the SPANK plugin): the nodes cannot refuse a stale run of them, so the supervisor
+    stops one it finds running. Each is named with its submission."""
+    if not isinstance(backend, LaunchFence) or not isinstance(backend, FenceReader):
+        return []
+    if s.job.settled_at is not None or not backend.refuses_stale():
+        return []
+    out = []
+    for sub in s.job.submissions:
+        rec = s.job.object(sub.canonical) if sub.canonical is not None else None
+        if rec is not None and rec.opening and not backend.fenced(rec.ref):
+            out.append({"object": rec.ref.id, "submission": sub.n})
+    return out
 
 
 def _cessation(view: View) -> list[dict[str, Any]]:

@@ -14,7 +14,16 @@ from typing import Any
 
 import click
 
-from dispatch.cli.describe import Look, Story, damaged, discovery, document, look, summary
+from dispatch.cli.describe import (
+    Look,
+    Story,
+    damaged,
+    discovery,
+    document,
+    look,
+    summary,
+    unfenced,
+)
 from dispatch.cli.groups import array_row, gathered, in_group_order, task_lines
 from dispatch.cli.listing import Rows
 from dispatch.cli.refs import complete_job, resolve_all
@@ -145,6 +154,15 @@ def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
                 f"{cause}{stopped}; not the job's, no rule fired",
             )
         )
+    for u in doc.get("unfenced", ()):
+        out.append(
+            (
+                "not fenced",
+                f"{object_word} {u['object']} (submission {u['submission']}) was released "
+                "without a fence in the SPANK spool: the nodes cannot refuse a stale run of it; "
+                "the supervisor stops one it finds running",
+            )
+        )
     for a in doc["actions"]:
         reason = f": {a['reason']}" if a["reason"] else ""
         out.append(("action", f"{_time(a['at'])} {a['action']} by {a['by']}{reason}"))
@@ -228,6 +246,7 @@ def status(
         except InvalidError as err:  # the record breaks the format or the protocol
             fail(f"damaged record: {damaged(str(store.root), job_id, err)}")
         doc = document(story, now)
+        doc["unfenced"] = unfenced(session.backend, story)
     if as_json:
         echo_json(doc)
         return

@@ -1,9 +1,11 @@
 """``dispatch logs JOB``: what a submission's execution wrote, where the cluster can read it.
 
 The adapter reads the output (the Observer's ``output``); on Slurm that is the job's output
-file, found through the controller, on a filesystem this host shares. ``--follow`` reads again
-every second and stops once the submission's execution has ended and nothing new came. On a
-terminal, control characters other than newline, tab and carriage return are escaped.
+file, found through the controller, on a filesystem this host shares. The output is copied a
+chunk at a time, so memory stays bounded whatever its size; ``--follow`` opens it again every
+second, reads only what was appended since, and stops once the submission's execution has ended
+and nothing new came. On a terminal, control characters other than newline, tab and carriage
+return are escaped.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
+from typing import BinaryIO
 
 import click
 
@@ -25,6 +28,9 @@ from dispatch.model.errors import NotFoundError, UnreachableError
 # How often --follow reads again: often enough to feel live, rare enough for a shared FS.
 FOLLOW_EVERY_SECONDS = 1.0
 
+# How much of the output is held at once: a job's output may be larger than this host's memory.
+CHUNK_BYTES = 1 << 16
+
 # What a terminal may act on, short of the line structure a log needs (\t, \n, \r stay).
 _TERMINAL_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
@@ -35,9 +41,19 @@ def _shown(data: bytes, tty: bool) -> bytes:
     return _TERMINAL_CONTROL.sub(lambda m: b"\\x%02x" % m[0][0], data)
 
 
-def _read(observer: Observer, job: str, n: int, stream: str) -> bytes:
+def _copy(
+    observer: Observer, job: str, n: int, stream: str, start: int, out: BinaryIO, tty: bool
+) -> int:
+    """Copy what the output holds past byte ``start`` to ``out``, a chunk at a time; the
+    offset reached. An output that shrank below ``start`` (written over) adds nothing."""
+    at = start
     with observer.output(job, n, stream) as f:
-        return f.read()
+        f.seek(start)
+        while chunk := f.read(CHUNK_BYTES):
+            out.write(_shown(chunk, tty))
+            at += len(chunk)
+    out.flush()
+    return at
 
 
 def _ended(observer: Observer, job: str, n: int) -> bool:
@@ -92,20 +108,12 @@ def logs(config: str | None, job: str, submission: int | None, stream: str, foll
                 f"job {job_id} has no submission yet, so no output; try after a sweep"
             )
         n = submission or latest.n
-        data = _read(observer, job_id, n, stream)
-        out.write(_shown(data, tty))
-        out.flush()
-        seen = len(data)
+        seen = _copy(observer, job_id, n, stream, 0, out, tty)
         while follow and not _ended(observer, job_id, n):
             time.sleep(FOLLOW_EVERY_SECONDS)
             try:
-                data = _read(observer, job_id, n, stream)
+                seen = _copy(observer, job_id, n, stream, seen, out, tty)
             except UnreachableError:
                 continue
-            out.write(_shown(data[seen:], tty))
-            out.flush()
-            seen = max(seen, len(data))
         if follow:
-            rest = _read(observer, job_id, n, stream)[seen:]
-            out.write(_shown(rest, tty))
-            out.flush()
+            _copy(observer, job_id, n, stream, seen, out, tty)

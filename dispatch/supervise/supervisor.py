@@ -39,7 +39,7 @@ from dispatch.records.contract import (
     ShardStamped,
     owner_token,
 )
-from dispatch.spi import Backend, Fencer, LaunchFence, ManyOpener, find_all
+from dispatch.spi import Backend, Fencer, ManyOpener, find_all
 from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.group_start import GroupStart
@@ -223,9 +223,11 @@ class Supervisor:
 
     @cached_property
     def _stop_stale(self) -> bool:
-        """Whether a pass stops a stale execution it finds running: unless the nodes refuse
-        one at launch themselves (asked once, at the first pass that decides)."""
-        return not (isinstance(self.backend, LaunchFence) and self.backend.refuses_stale())
+        """Whether a pass stops a stale execution it finds running: always. Where the nodes
+        refuse one at launch (``LaunchFence``), they can only for an execution whose fence was
+        written; one released without it (its user's spool folder missing, or made by another
+        user) runs, so the supervisor never leaves stale executions to the nodes alone."""
+        return True
 
     def run(self, job: JobID) -> None:
         """Supervise ``job`` until its record settles, then offer what remains, once each

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -55,6 +56,12 @@
 #define DS_BATCH_STEP 0xfffffffbu
 #define DS_EXTERN_STEP 0xfffffffcu
 #define DS_INTERACTIVE_STEP 0xfffffffau
+/* The spool's reserve (ds_reserve_fill): files made ahead while there is room, each this
+ * long (a record is under DS_SMALL), taken for a record when the filesystem refuses a new one. */
+#define DS_RESERVE_FILES 16
+#define DS_RESERVE_BYTES 4096
+/* Stands for a job name longer than any a fence can name (ds_job_name); no dj- prefix. */
+#define DS_OTHER_NAME "(longer than any dispatch job's name)"
 
 struct ds_conf {
 	char spool[512];
@@ -254,17 +261,25 @@ static void ds_count_task(struct ds_tasks *t, int status)
 
 /* ------------------------------------------------------------------ the spool */
 
-/* The spool folder: a directory owned by root that nobody else may write. */
+/*
+ * The spool folder: a directory owned by root that nobody else may write, or that others
+ * may write only with the sticky bit (mode 1733: each user makes their own SPOOL/<uid> before
+ * their first job, and nobody may rename or remove another's entry).
+ */
 static int ds_open_spool(const char *path, char *err, size_t errlen)
 {
 	struct stat st;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* As a path: a task runs as its user, who may not list a spool of mode 1733. */
+	int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(err, errlen, "spool %.300s: %s", path, strerror(errno));
 		return -1;
 	}
-	if (fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022) != 0) {
-		snprintf(err, errlen, "spool %.300s: must be a folder owned by root that only root may write",
+	if (fstat(fd, &st) != 0 || st.st_uid != 0 ||
+	    ((st.st_mode & 022) != 0 && (st.st_mode & S_ISVTX) == 0)) {
+		snprintf(err, errlen,
+			 "spool %.300s: must be a folder owned by root that only root may write, "
+			 "or sticky (mode 1733)",
 			 path);
 		close(fd);
 		return -1;
@@ -273,8 +288,28 @@ static int ds_open_spool(const char *path, char *err, size_t errlen)
 }
 
 /*
+ * Move aside whatever another user put at SPOOL/<name>: in a sticky spool they may have made
+ * it first (a folder, a file or a link of theirs). It is renamed, never followed or deleted,
+ * to .reclaimed-<name>-<inode>, where no user's folder is looked for. What uid made there
+ * itself (a folder of a wrong mode, a link) is the user's own doing, theirs to fix: refused,
+ * never taken away.
+ */
+static int ds_reclaim(int spool, const char *name, uid_t uid)
+{
+	struct stat st;
+	char aside[96];
+	if (fstatat(spool, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+		return errno == ENOENT ? 0 : -1;
+	if (st.st_uid == uid)
+		return 0;
+	snprintf(aside, sizeof(aside), ".reclaimed-%s-%lu", name, (unsigned long)st.st_ino);
+	return renameat(spool, name, spool, aside);
+}
+
+/*
  * The job owner's folder SPOOL/<uid>: made (0700, theirs) when create is set and it is
- * missing; refused unless it is a directory of that uid that no one else may write.
+ * missing, and taken back from another user who made it first (ds_reclaim, as root);
+ * refused unless it is a directory of that uid that no one else may write.
  */
 static int ds_open_user_dir(int spool, uid_t uid, gid_t gid, int create, char *err, size_t errlen)
 {
@@ -282,6 +317,11 @@ static int ds_open_user_dir(int spool, uid_t uid, gid_t gid, int create, char *e
 	struct stat st;
 	int fd;
 	snprintf(name, sizeof(name), "%lu", (unsigned long)uid);
+	if (create && geteuid() == 0 && ds_reclaim(spool, name, uid) != 0) {
+		snprintf(err, errlen, "spool folder %s: not a folder of uid %s, and it could not be "
+			 "moved aside: %s", name, name, strerror(errno));
+		return -1;
+	}
 	fd = openat(spool, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT && create) {
 		if (mkdirat(spool, name, 0700) != 0 && errno != EEXIST) {
@@ -311,6 +351,78 @@ static int ds_open_user_dir(int spool, uid_t uid, gid_t gid, int create, char *e
 }
 
 /*
+ * SPOOL/.reserve, root's, where the files of the reserve wait: the cessation evidence must be
+ * written even when the spool's filesystem is full (another user may have filled it). While
+ * it is open (ds_reserve >= 0), ds_write_file takes a reserve file where the filesystem
+ * refuses a new one; ds_reserve_fill makes the missing ones while there is room.
+ */
+static int ds_reserve = -1;
+
+static int ds_reserve_open(int spool, int make)
+{
+	struct stat st;
+	int fd;
+	/* In a sticky spool another user may have made .reserve first: moved aside, as theirs. */
+	if (make)
+		(void)ds_reclaim(spool, ".reserve", 0);
+	fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && make && mkdirat(spool, ".reserve", 0700) == 0)
+		fd = openat(spool, ".reserve", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_uid != 0 || (st.st_mode & 077) != 0)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Make the reserve's missing files, each DS_RESERVE_BYTES allocated; stops when refused. */
+static void ds_reserve_fill(int reserve)
+{
+	char slot[16];
+	struct stat st;
+	for (int i = 0; i < DS_RESERVE_FILES; i++) {
+		snprintf(slot, sizeof(slot), "r%d", i);
+		if (fstatat(reserve, slot, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		int fd = openat(reserve, slot, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0)
+			return;
+		int rc = posix_fallocate(fd, 0, DS_RESERVE_BYTES);
+		close(fd);
+		if (rc != 0) {
+			(void)unlinkat(reserve, slot, 0);
+			return;
+		}
+	}
+}
+
+/* A reserve file moved to dir/tmp and opened for writing over its allocated bytes; -1. */
+static int ds_take_reserve(int dir, const char *tmp, mode_t mode)
+{
+	char slot[16];
+	for (int i = 0; ds_reserve >= 0 && i < DS_RESERVE_FILES; i++) {
+		snprintf(slot, sizeof(slot), "r%d", i);
+		if (renameat(ds_reserve, slot, dir, tmp) != 0)
+			continue;
+		int fd = openat(dir, tmp, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0 && fchmod(fd, mode) == 0)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		(void)unlinkat(dir, tmp, 0);
+		return -1;
+	}
+	errno = ENOSPC;
+	return -1;
+}
+
+/* Whether a write failed because the filesystem is full, or the user's quota is. */
+static int ds_full(int e)
+{
+	return e == ENOSPC || e == EDQUOT;
+}
+
+/*
  * Write text as dir/name, atomically: a fresh temporary file (O_EXCL, O_NOFOLLOW), mode
  * 0400 and owned by uid, synced, then renamed over name (a link planted there is
  * replaced, never followed).
@@ -320,13 +432,26 @@ static int ds_write_file(int dir, const char *name, const char *text, uid_t uid,
 {
 	char tmp[160];
 	size_t len = strlen(text), off = 0;
-	int fd;
+	unsigned long nonce;
+	int fd = -1, reserved = 0;
 	if (!ds_valid_name(name)) {
 		snprintf(err, errlen, "refusing to write %.100s: not a plain name", name);
 		return -1;
 	}
-	snprintf(tmp, sizeof(tmp), ".tmp-%ld-%s", (long)getpid(), name);
-	fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	/* A name nobody can guess: in a sticky spool another user could make a guessable one
+	 * first, and the O_EXCL open would fail every time. */
+	for (int i = 0; i < 4 && fd < 0; i++) {
+		if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t)sizeof(nonce))
+			nonce = (unsigned long)time(NULL) * 2654435761u + (unsigned long)i;
+		snprintf(tmp, sizeof(tmp), ".tmp-%ld-%016lx-%s", (long)getpid(), nonce, name);
+		fd = openat(dir, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+		if (fd < 0 && errno != EEXIST)
+			break;
+	}
+	if (fd < 0 && ds_full(errno) && len <= DS_RESERVE_BYTES) {
+		fd = ds_take_reserve(dir, tmp, mode);
+		reserved = fd >= 0;
+	}
 	if (fd < 0) {
 		snprintf(err, errlen, "write %s: %s", name, strerror(errno));
 		return -1;
@@ -334,14 +459,29 @@ static int ds_write_file(int dir, const char *name, const char *text, uid_t uid,
 	if (geteuid() == 0 && uid != 0 && fchown(fd, uid, gid) != 0)
 		goto fail;
 	while (off < len) {
-		ssize_t w = write(fd, text + off, len - off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			goto fail;
+		ssize_t w = pwrite(fd, text + off, len - off, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && ds_full(errno) && !reserved && len <= DS_RESERVE_BYTES) {
+			/* Made, but no room for its text: a reserve file, allocated, in its place. */
+			close(fd);
+			(void)unlinkat(dir, tmp, 0);
+			fd = ds_take_reserve(dir, tmp, mode);
+			if (fd < 0)
+				goto fail;
+			reserved = 1;
+			off = 0;
+			if (geteuid() == 0 && uid != 0 && fchown(fd, uid, gid) != 0)
+				goto fail;
+			continue;
 		}
+		if (w < 0)
+			goto fail;
 		off += (size_t)w;
 	}
+	/* A reserve file keeps its allocated bytes past the text until cut to the text. */
+	if (reserved && ftruncate(fd, (off_t)len) != 0)
+		goto fail;
 	if (fsync(fd) != 0 || close(fd) != 0) {
 		fd = -1;
 		goto fail;
@@ -522,6 +662,30 @@ static int ds_user_dir(uid_t uid, gid_t gid, int create, char *err, size_t errle
 	return dir;
 }
 
+/*
+ * Open the spool's reserve (made, and its missing files made while there is room) for the
+ * writes that follow until ds_reserve_end: the prolog's note and the epilog's record, which
+ * the cessation evidence is. Only as root; a spool that cannot take it changes nothing.
+ */
+static void ds_reserve_begin(void)
+{
+	char err[DS_ERR];
+	int spool;
+	if (geteuid() != 0 || (spool = ds_open_spool(conf.spool, err, sizeof(err))) < 0)
+		return;
+	ds_reserve = ds_reserve_open(spool, 1);
+	close(spool);
+	if (ds_reserve >= 0)
+		ds_reserve_fill(ds_reserve);
+}
+
+static void ds_reserve_end(void)
+{
+	if (ds_reserve >= 0)
+		close(ds_reserve);
+	ds_reserve = -1;
+}
+
 /* Which execution of the job runs on this node, as the prolog noted it: 0 and *restart. */
 static int ds_noted_restart(int dir, uid_t uid, uint32_t job, const char *node,
 			    unsigned long *restart)
@@ -613,8 +777,10 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 	}
 	snprintf(name, sizeof(name), "run.%" PRIu32 ".%s", job, node);
 	snprintf(text, sizeof(text), "restart=%lu\n", restart);
+	ds_reserve_begin();
 	if (ds_write_file(dir, name, text, 0, 0, 0444, err, sizeof(err)) != 0)
 		slurm_error("dispatch_spank: job %" PRIu32 ": %s; no evidence written", job, err);
+	ds_reserve_end();
 	close(dir);
 	return 0;
 }
@@ -643,7 +809,9 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 		slurm_error("dispatch_spank: job %" PRIu32 " on %s: no prolog noted its execution "
 			    "(PrologFlags=Alloc?); no evidence written", job, node);
 	} else {
+		ds_reserve_begin();
 		ds_record(dir, uid, gid, job, DS_BATCH_STEP, restart, node, NULL);
+		ds_reserve_end();
 		snprintf(name, sizeof(name), "run.%" PRIu32 ".%s", job, node);
 		(void)unlinkat(dir, name, 0);
 	}
@@ -670,6 +838,22 @@ static unsigned long ds_step_restart(spank_t sp, int dir, uid_t uid, uint32_t jo
 }
 
 /*
+ * The task's SLURM_JOB_NAME, which only ever narrows a fence to the Slurm job it was written
+ * for: "" when the task shows none (a job that lost its name is judged by the fence as it
+ * stands). A name too long for buf is longer than any dj-<job>_<index> a fence can name (a
+ * job is under 64 characters): it is given as DS_OTHER_NAME, which names no dispatch job, so
+ * no fence applies to it, whatever its length.
+ */
+static void ds_job_name(spank_t sp, char *buf, size_t len)
+{
+	spank_err_t rc = spank_getenv(sp, "SLURM_JOB_NAME", buf, (int)len);
+	if (rc == ESPANK_NOSPACE)
+		snprintf(buf, len, "%s", DS_OTHER_NAME);
+	else if (rc != ESPANK_SUCCESS)
+		buf[0] = '\0';
+}
+
+/*
  * Each task, just before the user's program: refuse a stale execution, and set
  * DISPATCH_EPOCH from the submission number and the restart count. Runs as the job's user.
  */
@@ -686,11 +870,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
 	    spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS)
 		return 0;
 	ds_node_name(sp, node, sizeof(node));
-	/* Only ever narrows a fence to the job it was written for; a job that lost its name
-	 * (none in the task's environment) is judged by the fence as it stands. */
-	if (spank_getenv(sp, "SLURM_JOB_NAME", slurm_name, (int)sizeof(slurm_name)) !=
-	    ESPANK_SUCCESS)
-		slurm_name[0] = '\0';
+	ds_job_name(sp, slurm_name, sizeof(slurm_name));
 	dir = ds_user_dir(uid, 0, 0, err, sizeof(err));
 	if (spank_get_item(sp, S_JOB_ARRAY_ID, &array_job) != ESPANK_SUCCESS ||
 	    spank_get_item(sp, S_JOB_ARRAY_TASK_ID, &array_task) != ESPANK_SUCCESS)

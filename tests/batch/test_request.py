@@ -185,6 +185,38 @@ def test_export_none_or_a_list_keeps_only_what_the_job_gets_in_the_ledger(
     assert script is not None and set(script.environment) == kept
 
 
+@pytest.mark.parametrize(
+    ("words", "option", "kept"),
+    [
+        (["--export=ALL,TOKEN=s3cret,MINE"], "--export=ALL,TOKEN,MINE", {"TOKEN", "MINE", "PATH"}),
+        (["--export", "NONE,TOKEN=s3cret"], "--export=NONE,TOKEN", {"TOKEN"}),
+        (["--export=TOKEN=s3cret"], "--export=TOKEN", {"TOKEN"}),
+    ],
+)
+def test_a_value_given_with_export_reaches_sbatch_through_the_environment_never_its_argv(
+    words: list[str], option: str, kept: set[str]
+) -> None:
+    """``--export=ALL,TOKEN=value`` went on sbatch's command line at every launch, where other
+    users of the login node read it (``/proc/PID/cmdline``). The value is kept with the job's
+    environment (which sbatch runs with), and the option passed on names the variable alone,
+    which sbatch reads from that environment: the job gets the same variables."""
+    env = {"MINE": "m", "PATH": "/bin", "TOKEN": "from-the-shell"}
+    script = build(split([*words, "t.sbatch"]), SCRIPT, "t.sbatch", "/w", env).spec.script
+    assert script is not None
+    assert option in script.options
+    assert not any("s3cret" in o for o in script.options), script.options
+    assert set(script.environment) == kept
+    assert script.environment["TOKEN"] == "s3cret"
+
+
+@pytest.mark.parametrize("name", ["SLURM_RESTART_COUNT", "DISPATCH_EPOCH", "BAD-NAME"])
+def test_export_refuses_a_value_for_a_variable_slurm_or_dispatch_sets_or_no_shell_name(
+    name: str,
+) -> None:
+    with pytest.raises(InvalidError, match=f"--export: '{name}' cannot be given a value"):
+        build(split([f"--export=ALL,{name}=7", "t.sbatch"]), SCRIPT, "t.sbatch", "/w", ENV)
+
+
 def test_each_run_adds_to_the_output_file_unless_the_script_or_the_user_chooses() -> None:
     def options(words: list[str], text: str = SCRIPT, env: dict[str, str] = ENV) -> object:
         script = build(split([*words, "t.sbatch"]), text, "t.sbatch", "/w", env).spec.script

@@ -43,6 +43,7 @@ STATUS_KEYS = {
     "cessation",
     "stale",
     "scheduler",
+    "unfenced",
 }
 LIST_KEYS = {
     "job",

@@ -47,7 +47,7 @@ def test_the_install_commands_build_the_plugin_and_make_the_spool(tmp_path: Path
     bash(block("install").replace(SO, str(so)).replace(SPOOL, str(spool)))
     assert so.is_file() and so.stat().st_mode & 0o777 == 0o755
     st = spool.stat()
-    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o755)
+    assert (st.st_uid, st.st_mode & 0o7777) == (0, 0o1733)
 
 
 def test_the_plugstack_line_is_the_one_the_local_cluster_loads() -> None:

@@ -16,6 +16,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import live_cluster
 import pytest
 from live_cluster import WAIT
 from live_user import User
@@ -123,3 +124,49 @@ def test_a_requeue_the_user_enabled_by_hand_without_a_rule_fails_the_job_loudly(
     assert ended(settled) == ("failed", "requeued"), settled
     said = user.sh(f"dispatch escalations {job}")
     assert "failed:requeued" in said and "no rule covers requeued" in said, said
+
+
+def test_a_refused_own_requeue_stopped_while_completing_is_one_run_as_in_sacct(
+    user: User,
+) -> None:
+    """The job requeues itself, which no rule lets it, while its run is still stopping (Slurm
+    shows it ``COMPLETING``, its restart count raised: the cluster's epilog is held until the
+    job has failed, so the sweep stops it inside that window whatever the machine's speed).
+    ``sacct`` holds one ``REQUEUED`` run; the record gained a second at the same second, and
+    ``report`` said more time lost than ran. One run in ``sacct`` is one run in the record."""
+    (user.folder / "train.sbatch").write_text(
+        "#!/bin/bash\n#SBATCH --job-name=self-requeue\n#SBATCH --nodes=1\n#SBATCH --time=5\n"
+        "#DISPATCH --rule=preempted:resubmit:1\n"
+        "until [ -e go ]; do sleep 0.5; done\n"
+        'scontrol update jobid="$SLURM_JOB_ID" Requeue=1\n'
+        'scontrol requeue "$SLURM_JOB_ID"\nsleep 120\n'
+    )
+    job = user.sh("dispatch sbatch --parsable --partition=low train.sbatch").strip()
+    running = live_cluster.wait_for(
+        "the run", lambda: user.status(job), lambda s: s["state"] == "running"
+    )
+    slurm_job = running["submissions"][0]["executions"][0]["object"]  # type: ignore[index]
+    hold = Path(live_cluster.cluster_env()["LOCALCLUSTER_STATE"]) / "epilog-hold" / slurm_job
+    hold.touch()
+    try:
+        (user.folder / "go").touch()
+        failed = live_cluster.wait_for(
+            "the refusal", lambda: user.status(job), lambda s: s["state"] == "failed"
+        )
+        assert ended(failed) == ("failed", "requeued"), failed
+        live_cluster.wait_for(
+            "the stop inside the window",
+            lambda: user.sh(f"squeue -h -j {slurm_job} -o %T").strip(),
+            lambda state: state == "COMPLETING",
+        )
+    finally:
+        hold.unlink(missing_ok=True)
+    user.settled(job)
+    rows = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State,ElapsedRaw").split()
+    ran = [r for r in rows if r.startswith("REQUEUED|")]
+    assert len(ran) == 1, rows
+    report = json.loads(user.sh(f"dispatch report {job} --json"))
+    assert report["executions"] == 1, (report, rows)
+    assert report["lost_seconds"] <= report["running_seconds"], report
+    timeline = user.sh(f"dispatch status {job} --timeline")
+    assert timeline.count("  running ") == 1, timeline

@@ -1,9 +1,11 @@
 """Live: one Slurm requeue is one run more, whenever the sweeps look. A job submitted from the
 shell, swept by ``dispatch supervise --follow --every 1s``, is requeued by a person
-(``dispatch requeue``); its first run ignores SIGTERM, so the controller shows it
-``COMPLETING`` with its restart count already raised for KillWait (5 s here). The first
-observation of the raised count is recorded inside that window, and reads pending, not
-running; ``status`` read inside the window does not say running; ``report`` and
+(``dispatch requeue``); the controller then shows it ``COMPLETING`` with its restart count
+already raised until its epilog has run. The test holds that window open (the local cluster's
+epilog waits while a hold file names the Slurm job: ``slurm_helpers/localcluster.d/epilog.sh``)
+until a pass has observed the raised count inside it and ``status`` was read there, so no luck
+with the machine's speed is needed: the first observation of the raised count reads pending,
+not running; ``status`` inside the window does not say running; ``report`` and
 ``--timeline`` count the runs and the requeue endings that ``sacct`` holds for the Slurm job.
 
 Nothing is stood in: the real local Slurm cluster and the real ``dispatch`` commands. With
@@ -24,7 +26,7 @@ from pathlib import Path
 import pytest
 from live_cluster import wait_for
 from live_user import User
-from test_live_spank import PREFIX, user_folder
+from test_live_spank import PREFIX, cluster, user_folder
 
 from dispatch.model.enums import ObjectState
 from dispatch.model.record import ObserveEntry
@@ -32,14 +34,13 @@ from dispatch.records.file import FileRecords
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
-# The first run ignores SIGTERM (Slurm then waits KillWait before SIGKILL); the next one ends
-# after long enough for the sweeps to see it run (a run no sweep saw counts from accounting only
-# where the report reads accounting).
+# The first run waits to be requeued; the next one ends after long enough for the sweeps to see
+# it run (a run no sweep saw counts from accounting only where the report reads accounting).
 SCRIPT = """#!/bin/bash
 #SBATCH --job-name=requeue-window
 #SBATCH --nodes=1
 #SBATCH --time=5
-if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then trap '' TERM; sleep 300; fi
+if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then sleep 300; fi
 sleep 8
 echo "run ${SLURM_RESTART_COUNT:-0} done"
 """
@@ -65,16 +66,10 @@ def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_
             f'ledger = "{own_home / ".dispatch" / "ledger"}"\n[backend]\nname = "slurm"\n'
             f'[backend.settings]\ntransport = "cli"\nprefix = {json.dumps(list(PREFIX))}\n'
         )
+    holds = Path(cluster()["LOCALCLUSTER_STATE"]) / "epilog-hold"
     user = User(own_home, folder)
     with user.following(folder):
-        # A loaded machine may sweep too slowly to fall inside the 5 s window; then a new job
-        # tries again.
-        for _ in range(3):
-            tried = requeued_job(user, own_home / ".dispatch" / "ledger")
-            if tried is not None:
-                break
-        assert tried is not None, "no sweep fell inside the COMPLETING window in three jobs"
-        job, slurm_job, in_window = tried
+        job, slurm_job, in_window = requeued_job(user, own_home / ".dispatch" / "ledger", holds)
         assert in_window and all(s["state"] != "running" for s in in_window), in_window
         settled = user.settled(job)
     assert settled["state"] == "succeeded", settled
@@ -92,10 +87,10 @@ def test_the_requeue_window_is_the_run_ending_and_one_requeue_counts_once_as_in_
     assert len(re.findall(r"  ended \S+: requeued", timeline)) == 1, timeline
 
 
-def requeued_job(user: User, ledger: Path) -> tuple[str, str, list[dict[str, object]]] | None:
-    """Submit, let it run, ``dispatch requeue`` it, and watch Slurm's COMPLETING window: the
-    job, its Slurm job and each ``status`` read inside the window; None (the job cancelled)
-    when no pass that first observed the raised restart count began inside it."""
+def requeued_job(user: User, ledger: Path, holds: Path) -> tuple[str, str, list[dict[str, object]]]:
+    """Submit, let it run, hold its epilog, ``dispatch requeue`` it, and inside the
+    ``COMPLETING`` window that the hold keeps open wait for a pass to observe the raised
+    restart count and read ``status`` twice: the job, its Slurm job and those reads."""
     job = user.sh("dispatch sbatch --parsable --partition=low train.sbatch").strip()
 
     def slurm_view() -> tuple[str, str]:
@@ -103,30 +98,30 @@ def requeued_job(user: User, ledger: Path) -> tuple[str, str, list[dict[str, obj
         out = user.sh(f"{SLURM}squeue -h --name=dj-{job} -o '%i|%T'").strip()
         return (out.split("|")[0], out.split("|")[1]) if out else ("", "")
 
+    def raised() -> list[ObserveEntry]:
+        """The observations of the Slurm job with its restart count raised, in order."""
+        entries = [e for c in FileRecords(ledger).read(job).commits for e in c.entries]
+        return [e for e in entries if isinstance(e, ObserveEntry) and e.obs.restarts == 1]
+
     try:
         wait_for("the first run", slurm_view, lambda v: v[1] == "RUNNING")
         slurm_job = slurm_view()[0]
-        asked = datetime.now(UTC)
-        user.sh(f"dispatch requeue {job} --reason 'see the requeue window'")
-        wait_for("the requeue", slurm_view, lambda v: v[1] != "RUNNING")
-        last = datetime.now(UTC)
-        in_window = []
-        while slurm_view()[1] == "COMPLETING":
-            last = datetime.now(UTC)
-            status = user.status(job)
-            if slurm_view()[1] == "COMPLETING":
-                last = datetime.now(UTC)
-                in_window.append(status)
-        entries = [e for c in FileRecords(ledger).read(job).commits for e in c.entries]
-        raised = [e for e in entries if isinstance(e, ObserveEntry) and e.obs.restarts == 1]
+        hold = holds / slurm_job
+        hold.touch()
+        try:
+            asked = datetime.now(UTC)
+            user.sh(f"dispatch requeue {job} --reason 'see the requeue window'")
+            wait_for("the requeue", slurm_view, lambda v: v[1] == "COMPLETING")
+            first = wait_for("a pass inside the window", raised, bool)[0]
+            in_window = [user.status(job) for _ in range(2)]
+            # Still inside: the epilog waits for the hold, whatever the machine's speed.
+            assert slurm_view()[1] == "COMPLETING", slurm_view()
+        finally:
+            hold.unlink(missing_ok=True)
     except BaseException:
         subprocess.run([*PREFIX, "scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
         raise
-    # A pass that began after the requeue was asked and before the window was last seen.
-    if raised and asked <= raised[0].at <= last:
-        # Inside the window the raised count reads as the run ending: pending again.
-        assert raised[0].obs.state is ObjectState.PENDING, raised[0]
-        if in_window:
-            return job, slurm_job, in_window
-    subprocess.run([*PREFIX, "scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
-    return None
+    assert asked <= first.at, first
+    # Inside the window the raised count reads as the run ending: pending again.
+    assert first.obs.state is ObjectState.PENDING, first
+    return job, slurm_job, in_window

@@ -170,9 +170,9 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     assert final is not None and (final["epoch"], final["step"]) == (last * 1_000_000, steps), out
     # Every save of the last execution is in the store, so its scratch folders are gone.
     run = f"{slurm_jobs[f'dispatch:{last}/1']}-{last * 1_000_000}"
-    scratch = [tmp_path / f"dispatch-{run}", folder / "dispatch-work" / run]
-    scratch.append(tmp_path / f"dispatch-resume-{run}")
-    assert not [p for p in scratch if p.exists()], out
+    scratch = [*tmp_path.glob(f"dispatch-{run}.*"), *folder.glob(f"dispatch-work-{run}.*")]
+    scratch += tmp_path.glob(f"dispatch-resume-{run}.*")
+    assert not scratch, out
 
     if case.container:
         # Each execution ran in a container of the image, labelled with its epoch.

@@ -80,10 +80,10 @@ def test_preempted_job_resumes_from_its_final_save_at_a_higher_epoch(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    # Preempt once the first periodic save exists: USR1 to the batch shell, as Slurm does.
-    saves = tmp_path / "work-0" / "saves"
+    # Preempt once the first periodic save exists: USR1 to the batch shell, as Slurm does. (The
+    # template saves in a folder of its own, made fresh under DISPATCH_WORKDIR.)
     for _ in range(600):
-        if (saves / "step-100" / ".complete").exists():
+        if list((tmp_path / "work-0").glob("dispatch-4242-1000000.*/saves/step-100/.complete")):
             break
         threading.Event().wait(0.05)
     first.send_signal(signal.SIGUSR1)
@@ -142,8 +142,8 @@ def test_the_scratch_folder_goes_once_every_save_is_published_and_stays_when_one
 
     older = run(restart=0)
     assert older.returncode != 0, older.stdout
-    kept = scratch / "dispatch-4242-1000000" / "saves"
-    assert (kept / "step-400" / ".complete").exists(), list(scratch.rglob("*"))
+    (kept,) = scratch.glob("dispatch-4242-1000000.*")
+    assert (kept / "saves" / "step-400" / ".complete").exists(), list(scratch.rglob("*"))
 
 
 def test_jobenv_computes_the_epoch_from_submission_and_restart_count() -> None:

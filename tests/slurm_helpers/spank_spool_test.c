@@ -128,6 +128,12 @@ static void test_spool(void)
 	mkdir(p, 0777);
 	chmod(p, 0777);
 	CHECK(ds_open_spool(p, err, sizeof(err)) == -1 && strstr(err, "only root may write"));
+	/* Sticky, others may make their own folders in it (and touch nobody else's). */
+	chmod(p, 01733);
+	spool = ds_open_spool(p, err, sizeof(err));
+	CHECK(spool >= 0);
+	if (spool >= 0)
+		close(spool);
 	chmod(p, 0755);
 	path_in(text, sizeof(text), "spool-link");
 	CHECK(symlink(p, text) == 0);
@@ -197,6 +203,10 @@ static void test_spool(void)
 		      0 &&
 	      sub == 0);
 	CHECK(ds_fence_check(dir, user, 7, 0, 0, "", &sub, why, sizeof(why), err, sizeof(err)) == 1);
+	/* A name longer than the task's buffer (160 characters or more) is another job's. */
+	CHECK(ds_fence_check(dir, user, 7, 0, 0, DS_OTHER_NAME, &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 0);
 	CHECK(ds_write_file(dir, "current.abc", "current=soon\n", user, user, 0644, err,
 			    sizeof(err)) == 0);
 	CHECK(ds_fence_check(dir, user, 7, 0, 0, "dj-abc", &sub, why, sizeof(why), err, sizeof(err)) == -1);
@@ -231,23 +241,88 @@ static void test_spool(void)
 	      sub == 2);
 	close(dir);
 
-	/* A user folder someone else owns, or that others may write, is refused. */
+	/* A user folder someone else owns is refused where the plugin only reads (a task); where
+	 * it makes the folder (as root) it moves the other's aside and makes the user's own. */
 	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
 	CHECK(dir >= 0);
 	if (dir >= 0)
 		close(dir);
 	snprintf(p, sizeof(p), "%s/spool/%lu", scratch, (unsigned long)(user + 1));
-	CHECK(chown(p, user + 2, user + 2) == 0);
-	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1 &&
+	CHECK(chown(p, user + 2, user + 2) == 0 && stat(p, &st) == 0);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 0, err, sizeof(err)) == -1 &&
 	      strstr(err, "only its owner may write"));
-	CHECK(chown(p, user + 1, user + 1) == 0 && chmod(p, 0777) == 0);
+	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
+	CHECK(dir >= 0);
+	if (dir >= 0)
+		close(dir);
+	snprintf(text, sizeof(text), "%s/spool/.reclaimed-%lu-%lu", scratch,
+		 (unsigned long)(user + 1), (unsigned long)st.st_ino);
+	CHECK(stat(text, &st) == 0 && st.st_uid == user + 2);
+	CHECK(stat(p, &st) == 0 && st.st_uid == user + 1 && (st.st_mode & 0777) == 0700);
+	/* The user's own folder that others may write is refused, never taken away. */
+	CHECK(chmod(p, 0777) == 0);
 	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1);
-	/* A user folder replaced by a link (to a folder of theirs) is not followed. */
+	/* A user folder replaced by a link (to a folder of theirs) is never followed: moved
+	 * aside where the folder is made, refused where it is only read. */
 	CHECK(rmdir(p) == 0);
 	path_in(text, sizeof(text), "elsewhere");
 	mkdir(text, 0700);
 	CHECK(chown(text, user + 1, user + 1) == 0 && symlink(text, p) == 0);
-	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err)) == -1);
+	CHECK(ds_open_user_dir(spool, user + 1, user + 1, 0, err, sizeof(err)) == -1);
+	dir = ds_open_user_dir(spool, user + 1, user + 1, 1, err, sizeof(err));
+	CHECK(dir >= 0 && lstat(p, &st) == 0 && S_ISDIR(st.st_mode));
+	if (dir >= 0)
+		close(dir);
+	close(spool);
+}
+
+/*
+ * A spool on a filesystem another user filled (FULL names a small tmpfs of its own): a
+ * record is still written, in a file of the reserve made while there was room, cut to its
+ * text; with the reserve used up, the write says the filesystem is full.
+ */
+static void test_reserve(const char *full)
+{
+	char err[DS_ERR], text[DS_SMALL], p[700];
+	struct stat st;
+	int spool, reserve, dir, fd;
+	uid_t user = 4242;
+	long written = 0;
+	spool = ds_open_spool(full, err, sizeof(err));
+	CHECK(spool >= 0);
+	if (spool < 0)
+		return;
+	reserve = ds_reserve_open(spool, 1);
+	CHECK(reserve >= 0);
+	ds_reserve_fill(reserve);
+	dir = ds_open_user_dir(spool, user, user, 1, err, sizeof(err));
+	CHECK(dir >= 0);
+	/* Another user fills the filesystem. */
+	snprintf(p, sizeof(p), "%s/filler", full);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	memset(text, 'x', sizeof(text));
+	while (write(fd, text, sizeof(text)) > 0)
+		written++;
+	close(fd);
+	CHECK(written > 0);
+	CHECK(ds_write_file(dir, "12.0.n1.epilog", "format=1\nended=epilog\n", user, user, 0400,
+			    err, sizeof(err)) == -1 &&
+	      strstr(err, "No space left"));
+	ds_reserve = reserve;
+	for (int i = 0; i < DS_RESERVE_FILES; i++) {
+		snprintf(p, sizeof(p), "12.%d.n1.epilog", i);
+		CHECK(ds_write_file(dir, p, "format=1\nended=epilog\n", user, user, 0400, err,
+				    sizeof(err)) == 0);
+	}
+	CHECK(fstatat(dir, "12.0.n1.epilog", &st, 0) == 0 && st.st_size == 22 &&
+	      st.st_uid == user && (st.st_mode & 0777) == 0400);
+	CHECK(ds_read_small(dir, "12.0.n1.epilog", user, text, sizeof(text), err, sizeof(err)) == 0 &&
+	      strcmp(text, "format=1\nended=epilog\n") == 0);
+	CHECK(ds_write_file(dir, "13.0.n1.epilog", "format=1\n", user, user, 0400, err,
+			    sizeof(err)) == -1);
+	ds_reserve = -1;
+	close(dir);
+	close(reserve);
 	close(spool);
 }
 
@@ -268,6 +343,8 @@ int main(void)
 	test_fence_text();
 	test_record_text();
 	test_spool();
+	if (getenv("FULL") != NULL)
+		test_reserve(getenv("FULL"));
 	CHECK(open_fds() == fds);
 	printf("%d failed\n", failures);
 	return failures ? 1 : 0;

@@ -58,14 +58,21 @@ def test_parsing_and_spool_handling_under_valgrind(tmp_path: Path) -> None:
     )
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    run = subprocess.run(
-        ["valgrind", "-q", "--error-exitcode=3", "--leak-check=full", str(binary)],
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, SCRATCH=str(scratch)),
-        timeout=300,
-    )
+    # A spool on a small filesystem of its own, which the test fills as another user would.
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=1733", "tmpfs", full], check=True)
+    try:
+        run = subprocess.run(
+            ["valgrind", "-q", "--error-exitcode=3", "--leak-check=full", str(binary)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, SCRATCH=str(scratch), FULL=str(full)),
+            timeout=300,
+        )
+    finally:
+        subprocess.run(["umount", full], check=True)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert run.stdout.rstrip().endswith("0 failed")
-    assert run.stdout.count("\nok ") >= 60
+    assert run.stdout.count("\nok ") >= 80
     assert SOURCE.name in DRIVER.read_text()

@@ -416,6 +416,10 @@ class SlurmBackend:
         if self.spool is not None:
             self.spool.fence(job, ref.id, submission)
 
+    def fenced(self, ref: ObjectRef) -> bool:
+        """Whether the spool holds ``ref``'s fence (without a spool, no)."""
+        return self.spool is not None and self.spool.fenced(ref.id)
+
     def advance(self, job: JobID, submission: int | None) -> None:
         """Tell the nodes the job's current submission (None: the job is over)."""
         if self.spool is not None:

@@ -39,13 +39,18 @@ class Marker:
     fence: bool
 
 
-def _checked_dir(path: Path, owner: int | None) -> int:
+def _checked_dir(path: Path, owner: int | None, sticky: bool = False) -> int:
     """A folder descriptor for ``path`` (not a link), owned by ``owner`` (None: root or the
-    caller), that nobody else may write; ``OSError`` otherwise."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    caller), that nobody else may write (with ``sticky``: or only with the sticky bit, where
+    nobody may rename or remove another's entry); ``OSError`` otherwise."""
+    # A sticky spool others may write need not be listable by them (mode 1733): it is opened
+    # as a path, which asks no read permission, and the names in it are looked up, not listed.
+    how = os.O_PATH if sticky else os.O_RDONLY
+    fd = os.open(path, how | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     st = os.fstat(fd)
     owners = (0, os.geteuid()) if owner is None else (owner,)
-    if st.st_uid not in owners or st.st_mode & 0o022:
+    writable = st.st_mode & 0o022 and not (sticky and st.st_mode & stat.S_ISVTX)
+    if st.st_uid not in owners or writable:
         os.close(fd)
         raise OSError(errno.EPERM, f"{path} is not a folder only its owner may write")
     return fd
@@ -93,7 +98,7 @@ class Spool:
     def marker(self) -> Marker:
         """The plugin's marker, written by every slurmd that loaded it; ``OSError`` when the
         spool or the marker is missing or not root's."""
-        fd = _checked_dir(self.path, 0)
+        fd = _checked_dir(self.path, 0, sticky=True)
         try:
             text = _read_small(fd, "plugin", (0,))
         finally:
@@ -103,8 +108,51 @@ class Spool:
             raise OSError(errno.ENOENT, f"no plugin marker of format {FORMAT} in {self.path}")
         return Marker(slurm=fields.get("slurm", "?"), fence=fields.get("fence") == "yes")
 
-    def _user_dir(self) -> int:
-        return _checked_dir(self.path / str(self.uid), self.uid)
+    def _user_dir(self, make: bool = False) -> int:
+        """``SPOOL/<uid>``, checked; with ``make``, made first (0700) where it is missing and
+        the spool lets users make their own (sticky): so the fences of a user's first job are
+        written before it is released, not after its prolog made the folder."""
+        if make:
+            self._make_user_dir()
+        try:
+            return _checked_dir(self.path / str(self.uid), self.uid)
+        except OSError as err:
+            if err.errno != errno.EPERM:
+                raise
+            raise OSError(
+                errno.EPERM,
+                f"{self.path / str(self.uid)} is not your folder (another user may have made it "
+                "first): the plugin moves it aside at your next job's start",
+            ) from None
+
+    def _make_user_dir(self) -> None:
+        spool = _checked_dir(self.path, 0, sticky=True)
+        try:
+            os.mkdir(str(self.uid), 0o700, dir_fd=spool)
+        except FileExistsError:
+            return
+        except PermissionError:
+            return  # a spool only root writes: the plugin makes the folder at the first job
+        finally:
+            os.close(spool)
+        made = _checked_dir(self.path / str(self.uid), self.uid)
+        try:
+            os.fchmod(made, 0o700)  # whatever the umask left
+        finally:
+            os.close(made)
+
+    def fenced(self, slurm_job: str) -> bool:
+        """Whether the spool holds a fence for Slurm job ``slurm_job`` (a readable one, of this
+        user, naming a job and a submission)."""
+        try:
+            fd = self._user_dir()
+        except OSError:
+            return False
+        try:
+            f = _fields(_read_small(fd, f"fence.{slurm_job}", (self.uid,)) or "")
+        finally:
+            os.close(fd)
+        return bool(f.get("job")) and f.get("submission", "").isdigit()
 
     def ended_on(self, job_id: str, restarts: int, nodes: tuple[str, ...], since: int) -> list[str]:
         """The nodes among ``nodes`` whose epilog recorded execution ``restarts`` of Slurm
@@ -170,7 +218,7 @@ class Spool:
         """Make ``submission`` the job's current one (None: the job is over, nothing of it
         may run); never moves back."""
         try:
-            fd = self._user_dir()
+            fd = self._user_dir(make=True)
         except OSError as err:
             raise UnavailableError(f"the SPANK spool: {err}") from None
         try:
@@ -239,7 +287,7 @@ class Spool:
             raise UnavailableError(f"the SPANK spool did not take {name}: {err}") from None
 
     def _write_file(self, name: str, text: str) -> None:
-        fd = self._user_dir()
+        fd = self._user_dir(make=True)
         tmp = f".tmp-{os.getpid()}-{name}"
         try:
             out = os.open(

@@ -16,7 +16,7 @@ from dispatch.adapters.slurm.parse import (
     parse_squeue_json,
     parse_squeue_text,
 )
-from dispatch.adapters.slurm.row import Row
+from dispatch.adapters.slurm.row import Origin, Row
 from dispatch.model.enums import CauseKind, ObjectState
 from dispatch.model.objects import ObjectObs
 
@@ -112,6 +112,36 @@ def test_a_requeued_run_still_completing_is_the_run_ending_not_the_next_one_runn
     assert (live[0].state, live[0].restarts) == ("COMPLETING", 1)
     assert [r.state for r in history] == ["REQUEUED", "CANCELLED"]
     assert found("requeued-rerun-completing").state is R
+
+
+def test_a_requeue_stopped_while_its_run_was_completing_is_one_run_not_two() -> None:
+    """A job requeued itself while its steps took seconds to stop, and dispatch, which had no
+    rule letting it, cancelled it inside that window. 22.05 then shows the job ``CANCELLED``
+    with ``Restarts=1`` and the first run's start, end and nodes, and accounting holds one
+    ``REQUEUED`` row (seen live: the rows below are what squeue and sacct printed). That is
+    one run, as ``sacct`` says: the record gained a second one at the same second, and the
+    report lost more time than ran."""
+    start, end = 1796593264, 1796593267
+    live = Row(
+        "35", "dj-x", "CANCELLED", comment="dispatch:1/1", restarts=1, nodes="n1",
+        start_time=start, end_time=end,
+    )  # fmt: skip
+    history = Row(
+        "35", "dj-x", "REQUEUED", comment="dispatch:1/1", nodes="n1", start_time=start,
+        end_time=end, exit_code=0, origin=Origin.HISTORY,
+    )  # fmt: skip
+    (obs,) = observe([live, history])
+    assert (obs.state, obs.restarts) == (E, 1)
+    assert [(r.restarts, r.start.timestamp(), r.end) for r in obs.runs] == [
+        (0, start, datetime.fromtimestamp(end, UTC))
+    ]
+    # A run that did start again, after the first ended, is the second run.
+    again = Row(
+        "35", "dj-x", "CANCELLED", comment="dispatch:1/1", restarts=1, nodes="n1",
+        start_time=end + 31, end_time=end + 40,
+    )  # fmt: skip
+    (obs,) = observe([again, history])
+    assert [r.restarts for r in obs.runs] == [0, 1]
 
 
 def test_launch_failure_hold_reads_from_the_json_description() -> None:

@@ -142,12 +142,25 @@ def test_fences_are_written_for_the_plugin_and_current_never_moves_back(tmp_path
     assert [p.name for p in folder.iterdir() if p.name.startswith(".tmp")] == []
 
 
-def test_a_fence_is_refused_where_the_folder_is_missing_or_a_link(tmp_path: Path) -> None:
+def test_a_missing_folder_is_made_private_for_the_first_fence_and_a_link_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The user's folder did not exist before their first job's prolog made it, so that job
+    went unfenced: the first fence makes it (0700, whatever the umask). A link in its place
+    is never followed."""
     s = spool_at(tmp_path)
     folder = s.path / str(UID)
     folder.rmdir()
-    with pytest.raises(UnavailableError, match="SPANK spool"):
+    old = os.umask(0o002)
+    try:
         s.fence("7f3k", "12", 1)
+    finally:
+        os.umask(old)
+    assert folder.stat().st_mode & 0o777 == 0o700
+    assert s.fenced("12") and not s.fenced("13")
+    for name in os.listdir(folder):
+        (folder / name).unlink()
+    folder.rmdir()
     target = tmp_path / "target"
     target.mkdir(mode=0o700)
     folder.symlink_to(target)
