@@ -34,7 +34,7 @@ from dispatch.records.contract import (
     settled_by,
     settles,
 )
-from dispatch.records.locks import OwnerLocks, check_locking
+from dispatch.records.locks import OwnerLocks, check_locking, check_mount
 
 # The first snapshot's revision; later ones at twice the last (64, 128, ...). A snapshot saves
 # parsing, not reading (a reader checks it against every revision file it stands for), which
@@ -83,6 +83,7 @@ class FileRecords:
         on_problem: Callable[[Problem], None] | None = None,
     ) -> None:
         self.root = Path(root).absolute()
+        check_mount(self.root)  # before anything is made on a mount whose locks stay local
         fmt.prepare_root(self.root)
         self._jobs = self.root / fmt.JOBS
         self._unsettled = self.root / fmt.UNSETTLED

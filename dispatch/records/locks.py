@@ -20,6 +20,7 @@ import warnings
 from pathlib import Path
 
 from dispatch.model.errors import RejectedError, UnavailableError
+from dispatch.records import mounts
 from dispatch.records.ledger_format import symlink_refused
 
 # What the second process of the lock check exits with: the lock was refused (locks work), it
@@ -34,18 +35,37 @@ _CHECK_POLL_SECONDS = 0.001
 
 _checked: set[str] = set()
 _checked_mu = threading.Lock()
+_mounts_judged: set[str] = set()
+
+
+def check_mount(root: Path) -> None:
+    """Refuse (``UnavailableError``) a ledger at ``root`` on a mount whose type and options
+    say that its locks do not reach other hosts (``mounts.RULES``); before anything is made
+    there. Done once per root and process."""
+    key = str(root)
+    with _checked_mu:
+        if key in _mounts_judged:
+            return
+    refused = mounts.refusal(key)
+    if refused is not None:
+        raise UnavailableError(refused)
+    with _checked_mu:
+        _mounts_judged.add(key)
 
 
 def check_locking(path: Path) -> None:
     """Refuse (``UnavailableError``) a filesystem where ``flock`` does not exclude other processes.
 
-    Takes the lock on ``path`` here and asks a child process to take it too; the child must be
-    refused. Done once per path and process.
+    First the mount ``path`` lies on is judged by its type and options (``mounts.RULES``): a
+    second host cannot be asked, but sshfs, NFS with local locks and the like are known by
+    them. Then the lock on ``path`` is taken here and a child process asked to take it too;
+    the child must be refused. Done once per path and process.
     """
     key = str(path)
     with _checked_mu:
         if key in _checked:
             return
+    check_mount(path.parent)
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as err:
