@@ -21,6 +21,7 @@ from typing import Any
 
 import click
 
+from dispatch.cli.ledger_watch import LedgerWatch
 from dispatch.cli.refs import resolve
 from dispatch.cli.session import (
     DURATION,
@@ -141,12 +142,13 @@ def supervise(
 def _run(config: str | None, job: str) -> None:
     with refusals():
         session = Session(config)
-        job = resolve(session.ledger, job)
-        try:
-            session.supervisor().run(job)
-        except KeyboardInterrupt:
-            fail(f"interrupted; job {job} is unsettled and waits for the next supervisor")
-        st = session.observer.get(job)
+        with LedgerWatch(session.settings.ledger):
+            job = resolve(session.ledger, job)
+            try:
+                session.supervisor().run(job)
+            except KeyboardInterrupt:
+                fail(f"interrupted; job {job} is unsettled and waits for the next supervisor")
+            st = session.observer.get(job)
     click.echo(f"job {job} settled: {st.state} with cause {st.cause.kind}")
     code = SETTLED_EXIT.get(st.state, EXIT_FAILED)
     if code:
@@ -167,6 +169,7 @@ def _follow(config: str | None, every: timedelta | None) -> None:
         before = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         store = session.store
         stamp = store.stamp if isinstance(store, Stamped) else None
+        watch = LedgerWatch(session.settings.ledger).__enter__()
         try:
             seen: object = None
             due = time.monotonic()
@@ -184,6 +187,7 @@ def _follow(config: str | None, every: timedelta | None) -> None:
                     due = now + interval.total_seconds()
                 stop.wait(max(0.0, min(FOLLOW_LOOK, due - time.monotonic())))
         finally:
+            watch.__exit__(None, None, None)
             for s, handler in before.items():
                 signal.signal(s, handler)
     click.echo("stopped after finishing the sweep in progress", err=True)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import resource
 import sys
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dispatch.cli.ledger_watch import LedgerWatch
 from dispatch.cli.render import clean
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, echo_json, refusals
 from dispatch.records import sweep_exit
@@ -96,10 +98,12 @@ def sweep(
     started = datetime.now(UTC)
     ledger: Path | None = None
     code = EXIT_FAILED  # an exception that escapes ends the process with 1
+    watch = ExitStack()  # a ledger that stops answering is said on stderr (ledger_watch)
     try:
         with refusals():
             session = Session(config)
             ledger = session.settings.ledger
+            watch.enter_context(LedgerWatch(ledger))
             raise_open_file_limit()
             metrics = metrics or session.settings.sweep_metrics
             if metrics is not None:
@@ -118,7 +122,8 @@ def sweep(
         code = stop.code if isinstance(stop.code, int) else EXIT_FAILED
         raise
     finally:
-        if ledger is not None:
-            sweep_exit.record(ledger, code, started, datetime.now(UTC))
+        with watch:
+            if ledger is not None:
+                sweep_exit.record(ledger, code, started, datetime.now(UTC))
     if code:
         sys.exit(code)
