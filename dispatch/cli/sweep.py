@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import resource
 import sys
 from contextlib import ExitStack
@@ -14,6 +16,7 @@ import click
 from dispatch.cli.ledger_watch import LedgerWatch
 from dispatch.cli.render import clean
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, echo_json, refusals
+from dispatch.model.errors import UnavailableError
 from dispatch.records import sweep_exit
 from dispatch.supervise import SweepReport
 
@@ -64,6 +67,20 @@ def show(report: SweepReport, json_out: bool) -> None:
         click.echo(f"failed: job {job}: {clean(why)}", err=True)
 
 
+def _sweep(session: Session, ledger: Path, time_limit: timedelta | None) -> SweepReport:
+    """The sweep; a filesystem call that fails outside any one job's pass (the ledger's
+    filesystem gone, full, or not answering) ends it with one line naming the ledger."""
+    try:
+        return session.supervisor().sweep(time_limit)
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename else ""
+        raise UnavailableError(
+            f"the ledger at {ledger} failed under the sweep: "
+            f"{os.strerror(err.errno or errno.EIO)}{where}; the sweep stopped, and the next "
+            "one takes up what it left (each commit landed whole or not at all)"
+        ) from None
+
+
 @click.command()
 @config_option
 @click.option("--json", "json_out", is_flag=True, help="Print the report as JSON.")
@@ -111,7 +128,7 @@ def sweep(
 
                 queries = QueryCounter()
                 queries.attach(session.backend)
-            report = session.supervisor().sweep(time_limit or session.settings.sweep_time_limit)
+            report = _sweep(session, ledger, time_limit or session.settings.sweep_time_limit)
             if metrics is not None:
                 from dispatch.cli.sweep_metrics import write_metrics
 

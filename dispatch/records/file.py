@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import NoReturn
 
 from dispatch.core.fold import Folding
-from dispatch.model.errors import ConflictError, DispatchError, InvalidError, NotFoundError
+from dispatch.model.errors import (
+    ConflictError,
+    DispatchError,
+    InvalidError,
+    NotFoundError,
+    UnavailableError,
+)
 from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import file_index as index
@@ -171,14 +177,14 @@ class FileRecords:
     def read(self, job: JobID) -> View:
         """The record as it is now; ``NotFoundError`` when there is none."""
         if not self._is_job_id(job):
-            raise NotFoundError(f"no record for job {job}")
+            raise self._no_record(job)
         with self._mu:
             cached = self._cache.get(job)
             self._passing.pop(job, None)
         folder = os.path.join(self._jobs_s, job)
         if cached is None:
             if not self._check_folder(job):
-                raise NotFoundError(f"no record for job {job}")
+                raise self._no_record(job)
             view, settled = self._read_cold(job, folder)
         else:
             view, settled = self._read_after(job, folder, cached)
@@ -312,7 +318,7 @@ class FileRecords:
             try:
                 os.lstat(os.path.join(folder, fmt.revision_name(1)))
             except FileNotFoundError:
-                raise NotFoundError(f"no record for job {job}") from None
+                raise self._no_record(job) from None
         # Leftover temp files are removed by reads that list the folder, not on every lock.
         return OwnerLocks.take(os.path.join(self._jobs_s, job, fmt.OWNER_LOCK), token)
 
@@ -324,7 +330,7 @@ class FileRecords:
         if job in self._trusted:
             return folder
         if not fmt.is_job_id(job):
-            raise NotFoundError(f"no record for job {job}")
+            raise self._no_record(job)
         if not self._check_folder(job):
             marker = self._unsettled / job
             if os.path.lexists(marker):
@@ -332,7 +338,7 @@ class FileRecords:
                     f"job {job}: its folder {folder} is missing although {marker} says the job "
                     f"has not settled: restore the folder, or remove {marker} if the job is gone"
                 )
-            raise NotFoundError(f"no record for job {job}")
+            raise self._no_record(job)
         return folder
 
     def unlock(self, job: JobID, token: str) -> None:
@@ -543,7 +549,7 @@ class FileRecords:
         try:
             names = os.listdir(folder)
         except (FileNotFoundError, NotADirectoryError):
-            raise NotFoundError(f"no record for job {job}") from None
+            raise self._no_record(job) from None
         revisions = set()
         temps = False
         for name in names:
@@ -561,7 +567,7 @@ class FileRecords:
                 raise self._problem(
                     os.path.join(folder, fmt.revision_name(1)), "the header is missing"
                 )
-            raise NotFoundError(f"no record for job {job}")
+            raise self._no_record(job)
         last = max(revisions)
         if len(revisions) != last:
             for revision in range(2, last):
@@ -689,7 +695,7 @@ class FileRecords:
         """What a read of the revision file ``path`` that found none raises: without its header
         the record does not exist; a later revision, listed before, went while it was read."""
         if header:
-            return NotFoundError(f"no record for job {job}")
+            return self._no_record(job)
         return self._problem(path, "revision vanished while it was read")
 
     def _parse_header(self, job: JobID, path: str | Path, data: bytes) -> Header:
@@ -906,6 +912,17 @@ class FileRecords:
         except FileNotFoundError:
             return
         fmt.fsync_dir(self._unsettled)
+
+    def _no_record(self, job: JobID) -> DispatchError:
+        """What a look that found no record of ``job`` raises: ``NotFoundError``, unless the
+        ledger's ``jobs/`` folder is gone too (its filesystem unmounted under this store),
+        which no job's absence explains: then ``UnavailableError`` saying so."""
+        if not os.path.isdir(self._jobs_s):
+            return UnavailableError(
+                f"the ledger at {self.root} is gone ({self._jobs} is missing: was its "
+                f"filesystem unmounted?); job {job} was not read"
+            )
+        return NotFoundError(f"no record for job {job}")
 
     def _problem(self, where: str | Path, detail: str) -> InvalidError:
         path = Path(where)
