@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -107,3 +108,28 @@ def test_a_ledger_that_answers_says_nothing(tmp_path: Path) -> None:
         time.sleep(0.5)
     assert lines == []
     assert not [n for n in os.listdir(tmp_path) if n.startswith(".watch-")]
+
+
+def test_the_lines_docs_supervising_md_shows_are_the_ones_printed(tmp_path: Path) -> None:
+    """Stand-in: the look blocks on an event, as in the first test; the numbers of seconds
+    are the doc's."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "supervising.md").read_text()
+    lines: list[str] = []
+    answer = threading.Event()
+    real = os.lstat(tmp_path)
+
+    def look(root: Path) -> os.stat_result:
+        answer.wait(PATIENCE)
+        return real
+
+    with LedgerWatch(tmp_path, after=0.3, every=0.01, say=lines.append, look=look):
+        wait_until(lines, "has not answered for")
+        answer.set()
+        wait_until(lines, "answered again after")
+    said = [
+        re.sub(r"for \d+ s", "for 10 s", lines[0]),
+        re.sub(r"after \d+ s", "after 31 s", lines[-1]),
+    ]
+    said = [line.replace(str(tmp_path), "/shared/ml/ledger") for line in said]
+    assert f"\n{said[0]}\n" in doc
+    assert f"then `{said[1]}` once it does" in doc

@@ -134,3 +134,10 @@ def test_a_ledger_on_a_refused_mount_is_refused_before_anything_is_made(
     assert not (tmp_path / "ledger").exists()
     with pytest.raises(UnavailableError, match="fuse.sshfs"):
         locks.check_locking(tmp_path / "elsewhere" / "lock-check")
+
+
+def test_the_refusal_docs_ledger_md_shows_is_the_one_printed() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ledger.md").read_text()
+    why = mounts.refusal("/shared/ml/ledger", f"{ROOT}\n" + SSHFS.replace("ada@login", "x"))
+    assert why is not None
+    assert f"\n  error: {UnavailableError(why)}\n" in doc
