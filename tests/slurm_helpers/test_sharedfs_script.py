@@ -59,7 +59,7 @@ def test_the_documented_commands_run_as_printed_and_down_leaves_nothing() -> Non
     up = shell(lines[0])
     assert up.returncode == 0, up.stderr
     assert pids(state) == before  # a running bed is left as it is
-    env = shell(f'{lines[1]} && env | grep ^SHAREDFS_ | sort')
+    env = shell(f"{lines[1]} && env | grep ^SHAREDFS_ | sort")
     for fs in ("JUICEFS", "GLUSTERFS", "SSHFS"):
         for client in ("A", "B"):
             assert f"SHAREDFS_{fs}_{client}={state}/mnt/" in env.stdout

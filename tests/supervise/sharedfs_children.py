@@ -56,7 +56,7 @@ def cli(backend: Any, argv: list[str]) -> None:
     import dispatch.cli.session as session
     from dispatch.cli.main import main
 
-    session.backend_of = lambda settings: backend  # type: ignore[assignment]
+    session.backend_of = lambda settings: backend  # type: ignore[attr-defined]  # the stand-in for Slurm
     main(argv)
 
 
