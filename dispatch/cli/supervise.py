@@ -169,25 +169,25 @@ def _follow(config: str | None, every: timedelta | None) -> None:
         before = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         store = session.store
         stamp = store.stamp if isinstance(store, Stamped) else None
-        watch = LedgerWatch(session.settings.ledger).__enter__()
         try:
             seen: object = None
             due = time.monotonic()
-            while not stop.is_set():
-                # The ledger is looked at every second (no record is read, Slurm is not asked):
-                # a new job or a person's action is swept at once; otherwise every interval.
-                # The stamp is taken before the sweep, so an action committed while it ran is
-                # never taken as seen (a sweep that committed is followed by one more look).
-                now = time.monotonic()
-                current = stamp() if stamp is not None else None
-                if now >= due or current != seen:
-                    report = supervisor.sweep(session.settings.sweep_time_limit)
-                    show(report, json_out=False)
-                    seen = current
-                    due = now + interval.total_seconds()
-                stop.wait(max(0.0, min(FOLLOW_LOOK, due - time.monotonic())))
+            with LedgerWatch(session.settings.ledger):
+                while not stop.is_set():
+                    # The ledger is looked at every second (no record is read, Slurm is not
+                    # asked): a new job or a person's action is swept at once; otherwise every
+                    # interval. The stamp is taken before the sweep, so an action committed
+                    # while it ran is never taken as seen (a sweep that committed is followed
+                    # by one more look).
+                    now = time.monotonic()
+                    current = stamp() if stamp is not None else None
+                    if now >= due or current != seen:
+                        report = supervisor.sweep(session.settings.sweep_time_limit)
+                        show(report, json_out=False)
+                        seen = current
+                        due = now + interval.total_seconds()
+                    stop.wait(max(0.0, min(FOLLOW_LOOK, due - time.monotonic())))
         finally:
-            watch.__exit__(None, None, None)
             for s, handler in before.items():
                 signal.signal(s, handler)
     click.echo("stopped after finishing the sweep in progress", err=True)
