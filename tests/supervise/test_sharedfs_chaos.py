@@ -1,8 +1,8 @@
-"""Sweepers on two login nodes, killed at random: a ledger on a shared filesystem (JuiceFS,
-mounted twice by ``slurm_helpers/sharedfs``), half the sweepers working through mount ``a``
-and half through mount ``b``, all asking one scheduler. The scheduler is the memory adapter
-served to every process (``served_scheduler``, the stand-in for a Slurm controller); the
-ledger, the filesystem, the processes and their SIGKILLs are real.
+"""Sweepers on two login nodes, killed at random: a ledger on a shared filesystem (JuiceFS and
+GlusterFS, each mounted twice by ``slurm_helpers/sharedfs``), half the sweepers working
+through mount ``a`` and half through mount ``b``, all asking one scheduler. The scheduler is
+the memory adapter served to every process (``served_scheduler``, the stand-in for a Slurm
+controller); the ledger, the filesystem, the processes and their SIGKILLs are real.
 
 After the chaos stops, every job must settle with no submission authorized twice, no attempt
 numbered twice, no submission opened twice, every object the scheduler made recorded as an
@@ -16,15 +16,16 @@ import random
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from live_sharedfs import SHARED, bed, shared_folder
 from served_scheduler import Served
 from sharedfs_world import (  # noqa: F401 - the fixtures
     DISPATCH,
     Sweepers,
     check_once,
-    roots_fixture,
     served_fixture,
     settle_all,
     submit,
@@ -35,6 +36,13 @@ from dispatch.model.record import AuthorizeEntry, CancelEntry
 from dispatch.records.file import FileRecords
 
 pytestmark = pytest.mark.sharedfs
+
+
+@pytest.fixture(params=SHARED)
+def roots(request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
+    """A ledger's root through mount a and through mount b of each shared filesystem."""
+    with shared_folder(bed(), request.param) as (a, b):
+        yield a / "ledger", b / "ledger"
 
 
 def test_sweepers_on_both_mounts_killed_at_random_lose_nothing_and_run_nothing_twice(
