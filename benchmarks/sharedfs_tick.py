@@ -240,7 +240,9 @@ def main() -> None:
                     print_row(n, fs, name, row)
                 if shared is not None:
                     print(f"        (JuiceFS idle: {rate:.1f} Redis commands a second)")
+                    bed(0)  # nor is the removal
                     shutil.rmtree(shared, ignore_errors=True)
+                    bed(args.rtt_ms)
             shutil.rmtree(local, ignore_errors=True)
     finally:
         if args.baseline:
