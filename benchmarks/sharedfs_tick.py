@@ -16,7 +16,8 @@ Per tick it prints the wall and CPU seconds (a tick without strace), the system 
 tick's whole process (``strace -f -c`` of a second, identical tick: start-up included, which
 is why the warm count of a small ledger is mostly start-up) and, on JuiceFS, the Redis
 commands the tick made (``INFO commandstats`` before and after, less the volume's idle rate
-measured before: its clients' heartbeats and background jobs). With ``--baseline REF`` the
+measured before: its clients' heartbeats and background jobs), with a line under each tick
+of the commands a job by kind. With ``--baseline REF`` the
 same ticks run over REF's ``dispatch`` (a ``git worktree``) on the same ledgers, this script's
 children over each tree, so that the two sets of figures come from one run. Run as root from
 the repository root:
@@ -69,19 +70,25 @@ def child_tick(ledger: Path, objects: Path, n: int) -> None:
     print(json.dumps(out))
 
 
-def redis_calls(port: int) -> int:
-    """Commands Redis has served since it started, ``INFO`` itself left out."""
+def redis_commands(port: int) -> dict[str, int]:
+    """Calls per Redis command since the server started, ``INFO`` itself left out."""
     out = subprocess.run(
         ["redis-cli", "-p", str(port), "INFO", "commandstats"],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    total = 0
+    calls = {}
     for line in out.splitlines():
         if line.startswith("cmdstat_") and not line.startswith("cmdstat_info:"):
-            total += int(line.split(":", 1)[1].split(",")[0].removeprefix("calls="))
-    return total
+            name, stats = line.removeprefix("cmdstat_").split(":", 1)
+            calls[name] = int(stats.split(",")[0].removeprefix("calls="))
+    return calls
+
+
+def redis_calls(port: int) -> int:
+    """Commands Redis has served since it started, ``INFO`` itself left out."""
+    return sum(redis_commands(port).values())
 
 
 def idle_rate(port: int) -> float:
@@ -125,10 +132,13 @@ def measured(
     for kind in ("cold", "warm"):
         if kind == "cold":
             forget_memo(ledger)
-        before = redis_calls(port) if port else 0
+        before = redis_commands(port) if port else {}
         got = tick(tree, ledger, objects, n)
         if port:
-            got["redis_ops"] = redis_calls(port) - before - round(rate * got["wall_s"])
+            after = redis_commands(port)
+            by = {c: after[c] - before.get(c, 0) for c in after if after[c] > before.get(c, 0)}
+            got["redis_ops"] = sum(by.values()) - round(rate * got["wall_s"])
+            got["redis_by_command"] = by
         row[kind] = got
     for kind in ("cold", "warm"):
         if kind == "cold":
@@ -177,6 +187,9 @@ def print_row(n: int, fs: str, tree: str, row: dict[str, Any]) -> None:
             f"{(r.get('redis_ops', 0) / n):>7.2f} {r['remembered']:>7,}",
             flush=True,
         )
+        if "redis_by_command" in r:  # which commands, a job (the idle rate left in)
+            by = sorted(r["redis_by_command"].items(), key=lambda kv: -kv[1])
+            print("        " + ", ".join(f"{c} {k / n:.2f}" for c, k in by if k / n >= 0.01))
 
 
 def main() -> None:

@@ -114,6 +114,10 @@ def bed(repair: bool = False) -> Bed:
 def shared_folder(b: Bed, fs: str) -> Iterator[tuple[Path, Path]]:
     """A new private folder (mode 0700) on filesystem ``fs``: its path through mount ``a``
     and through mount ``b``. Removed afterwards."""
+    for client in ("a", "b"):
+        # Never the folder below a mount point that is not mounted (a test that brought the
+        # bed down would leave ledgers on the local disk there).
+        assert os.path.ismount(b.mount(fs, client)), f"{b.mount(fs, client)} is not mounted"
     a = Path(tempfile.mkdtemp(prefix="t-", dir=b.mount(fs, "a")))
     try:
         yield a, b.mount(fs, "b") / a.name

@@ -63,6 +63,10 @@ def test_sweepers_on_both_mounts_killed_at_random_lose_nothing_and_run_nothing_t
         sweepers.stop()
     views = check_once(served, roots[1], jobs)
     assert all(FileRecords(roots[0]).read(job) == view for job, view in views.items())
+    assert all(
+        any(isinstance(e, AuthorizeEntry) for c in view.commits for e in c.entries)
+        for view in views.values()
+    )
     preempted_and_resubmitted = [
         job
         for job, view in views.items()
