@@ -60,21 +60,20 @@ class SharedScheduler(MemoryBackend):
 
     def play(self, seed: int, preempt: float, complete: float) -> int:
         """End running objects at random: preempt a share ``preempt`` of them and complete a
-        share ``complete``; the number still running."""
+        share ``complete``; the number preempted."""
         rng = random.Random(seed)
         env = self.env()
         with self.mu:
             running = [o.ref for o in self.objects.values() if o.running]
-            left = 0
+            preempted = 0
             for ref in running:
                 roll = rng.random()
                 if roll < preempt:
                     env.preempt(ref)
+                    preempted += 1
                 elif roll < preempt + complete:
                     env.complete(ref)
-                else:
-                    left += 1
-            return left
+            return preempted
 
     def check(self, root: str) -> list[str]:
         """The invariants of DESIGN.md §6 broken by the records at ``root`` against what this

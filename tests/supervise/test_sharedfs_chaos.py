@@ -24,6 +24,7 @@ from live_sharedfs import SHARED, bed, shared_folder
 from served_scheduler import Served
 from sharedfs_world import (  # noqa: F401 - the fixtures
     DISPATCH,
+    SETTLE_SECONDS,
     Sweepers,
     check_once,
     served_fixture,
@@ -54,10 +55,17 @@ def test_sweepers_on_both_mounts_killed_at_random_lose_nothing_and_run_nothing_t
     try:
         for i in range(4):
             sweepers.start(roots[i % 2])
-        for round_ in range(12):
+        # At least 12 kills, and rounds until 6 executions were preempted (each a submission
+        # the sweepers must authorize once whatever the kills): on a filesystem whose round
+        # trips make passes slow, fewer rounds find little running.
+        kills = preempted = 0
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while kills < 12 or preempted < 6:
+            assert time.monotonic() < deadline, f"{kills} kills, {preempted} preempted"
             time.sleep(rng.uniform(0.1, 1.0))
             sweepers.kill_one(rng)
-            served.scheduler.play(round_, 0.3, 0.2)
+            kills += 1
+            preempted += served.scheduler.play(kills, 0.3, 0.2)
         settle_all(served, roots[1], sweepers)
     finally:
         sweepers.stop()
