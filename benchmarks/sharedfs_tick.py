@@ -120,7 +120,9 @@ def tick(tree: Path, ledger: Path, objects: Path, n: int, strace: Path | None = 
 
 
 def forget_memo(ledger: Path) -> None:
-    for memo in (ledger / "sweep").glob("memo-*"):
+    """Remove the sweep memo and the quiet rows (where the tree keeps them): the next tick is
+    cold."""
+    for memo in [*(ledger / "sweep").glob("memo-*"), *(ledger / "sweep").glob("quiet")]:
         memo.unlink()
 
 
