@@ -133,6 +133,13 @@ class SweepReport:
     _passed: set[JobID] = field(default_factory=set, repr=False, compare=False)
     _progressed: set[JobID] = field(default_factory=set, repr=False, compare=False)
 
+    def remember(self, job: JobID) -> None:
+        """Count ``job`` as passed without its pass (its memo entry or its quiet row held)."""
+        if job not in self._passed:
+            self._passed.add(job)
+            self.passed.append(job)
+            self.remembered.append(job)
+
 
 # What a sweep holds of a job between its look and its pass: the record as read, or (on a
 # sharded store) only its revision, read again at the pass so no sweep holds every record.
@@ -655,9 +662,7 @@ class Supervisor:
             for job, revision in row.jobs.items():
                 if self.check_remembered is not None:
                     self.check_remembered(job, revision, found[job], now, ())
-                report._passed.add(job)
-                report.passed.append(job)
-                report.remembered.append(job)
+                report.remember(job)
         moved: list[JobID] = []
         for shard, row in tick.held.items():
             if shard in over or not row.jobs:
@@ -920,10 +925,7 @@ class Supervisor:
         if waited.upstream or waited.slot is not None:
             ups = (up for up, _, _ in waited.upstream)
             self._wakes.waited(job, _waits_on(job, ups, waited.slot), remembered=True)
-        if job not in report._passed:
-            report._passed.add(job)
-            report.passed.append(job)
-            report.remembered.append(job)
+        report.remember(job)
         return True
 
     def _ended(self, job: JobID, settled: bool) -> None:
