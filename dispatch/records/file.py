@@ -155,7 +155,7 @@ class FileRecords:
             # The marker is durable before the header: a job never exists unseen by a sweep.
             marker = self._unsettled / job
             flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-            with shard_stamps.writing(self.root, index.shard_of(job)):
+            with shard_stamps.writing(self.root, index.shard_of(job), job):
                 os.close(os.open(marker, flags, 0o600))
                 fmt.fsync_dir(self._unsettled)
                 fmt.fsync_dir(self._jobs)
@@ -805,7 +805,7 @@ class FileRecords:
             # The same for an escalation still to deliver: sweeps go on offering it.
             index.OUTBOX.mark(self.root, job)
         # The shard's stamp changes once the revision is in (``shard_stamps``).
-        with shard_stamps.writing(self.root, index.shard_of(job)):
+        with shard_stamps.writing(self.root, index.shard_of(job), job):
             if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
                 raise ConflictError(
                     f"job {job}: another writer committed revision {revision}; "

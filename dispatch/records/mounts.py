@@ -37,7 +37,7 @@ class Mount:
 
 
 @dataclass(frozen=True)
-class Rule:
+class MountRule:
     """A mount of type ``fstype`` (a type, or a prefix ending in ``*``) carrying ``option``
     (any options when empty) is refused: ``why`` its locks stay on this client, and ``use``
     what to do instead (a clause of the refusal)."""
@@ -74,29 +74,29 @@ _FUSE_LOCAL = (
 #   not, since its default differs between releases (where flock then fails, the lock check
 #   says so), and a FUSE type is refused only when its daemon is known not to serve locks;
 # * ``fuse.sshfs`` was seen here: two mounts of one folder each grant the same flock.
-RULES: tuple[Rule, ...] = (
-    Rule("fuse.sshfs", "", _FUSE_LOCAL),
-    Rule("fuse.s3fs", "", _FUSE_LOCAL),
-    Rule("fuse.rclone", "", _FUSE_LOCAL),
-    Rule("fuse.gcsfuse", "", _FUSE_LOCAL),
-    Rule("fuse.goofys", "", _FUSE_LOCAL),
-    Rule("fuse.mountpoint-s3", "", _FUSE_LOCAL),
-    Rule("nfs*", "local_lock=flock", _NFS_LOCAL, _NFS_USE),
-    Rule("nfs*", "local_lock=all", _NFS_LOCAL, _NFS_USE),
-    Rule("nfs*", "nolock", _NFS_LOCAL, _NFS_USE),
-    Rule(
+RULES: tuple[MountRule, ...] = (
+    MountRule("fuse.sshfs", "", _FUSE_LOCAL),
+    MountRule("fuse.s3fs", "", _FUSE_LOCAL),
+    MountRule("fuse.rclone", "", _FUSE_LOCAL),
+    MountRule("fuse.gcsfuse", "", _FUSE_LOCAL),
+    MountRule("fuse.goofys", "", _FUSE_LOCAL),
+    MountRule("fuse.mountpoint-s3", "", _FUSE_LOCAL),
+    MountRule("nfs*", "local_lock=flock", _NFS_LOCAL, _NFS_USE),
+    MountRule("nfs*", "local_lock=all", _NFS_LOCAL, _NFS_USE),
+    MountRule("nfs*", "nolock", _NFS_LOCAL, _NFS_USE),
+    MountRule(
         "lustre",
         "localflock",
         "Lustre grants flock locks on this client alone",
         "mount it with -o flock, or put the ledger on another filesystem",
     ),
-    Rule(
+    MountRule(
         "lustre",
         "noflock",
         "Lustre has flock turned off",
         "mount it with -o flock, or put the ledger on another filesystem",
     ),
-    Rule(
+    MountRule(
         "cifs",
         "nobrl",
         "this SMB client keeps locks to itself instead of asking the server",

@@ -5,11 +5,14 @@ of a shard moved since it last looked.
 name is the shard's stamp. Every write that can change what a pass of a job of shard NN decides
 (a commit, a create) is bracketed:
 
-1. before it, an in-flight mark ``sweep/stamps/NN.w.<host>-<pid>-<random>`` is created;
+1. before it, an in-flight mark ``sweep/stamps/NN.w.<job>.<host>-<pid>-<random>`` is created;
 2. the write is made (and made durable, as every commit is);
 3. the stamp file is renamed to a new random name (``rename`` is atomic: a reader sees the old
    name or the new one; a name, unlike an inode number, is never handed out again);
 4. the in-flight mark is removed.
+
+A write that fails with an error still replaces the stamp (it may have landed). A process that
+goes away in the middle (killed, interrupted) does not get to step 3: its mark stays.
 
 A reader lists the folder once: the stamps are the names (no ``stat``), and a shard with an
 in-flight mark is busy. A reader that finds
@@ -17,7 +20,11 @@ a shard's stamp as it was when it last checked every job of the shard, and the s
 knows no write of the bracket landed in between: one that landed after that check changed the
 stamp (step 3 comes after step 2), and one still in flight, or whose writer died between steps
 2 and 3, left its mark. A mark older than ``STALE`` is a writer that died: the reader that finds
-it replaces the stamp first (the shard then counts as changed), then removes the mark.
+it makes the job's folder durable (a writer killed between linking a revision and flushing its
+folder leaves a revision that every reader sees but a power cut would take back), replaces the
+stamp (the shard then counts as changed), then removes the mark. A stamp is thus never replaced
+over a write a power cut could still undo, and a sweep never passes over a shard whose record it
+saw at a revision the disk may lose.
 
 The mark is not flushed by itself: it is made before the write's own ``fsync`` of its folder,
 which the filesystems the ledger supports commit in order with it (ext4 and XFS journal every
@@ -74,29 +81,38 @@ def _name(shard: int) -> str:
 
 
 @contextlib.contextmanager
-def writing(root: Path, shard: int) -> Iterator[None]:
-    """Bracket a write to a job of ``shard`` (steps 1 and 3-4 above around the block). The
-    stamp is replaced even when the block fails: a write that may have landed counts as one."""
+def writing(root: Path, shard: int, job: str) -> Iterator[None]:
+    """Bracket a write to ``job`` of ``shard`` (steps 1 and 3-4 above around the block). The
+    stamp is replaced when the block fails with an error too (a write that may have landed
+    counts as one); when the process is going away (a ``BaseException`` that is no error), the
+    mark stays, as a killed process's would."""
     where = folder(root)
-    mark = where / f"{_name(shard)}{MARK}{os.uname().nodename}-{os.getpid()}-{_token()}"
+    mark = where / f"{_name(shard)}{MARK}{job}.{os.uname().nodename}-{os.getpid()}-{_token()}"
     try:
         made = _touch(mark)
     except FileNotFoundError:
         fmt.ensure_folder(where.parent)
         fmt.ensure_folder(where)
         made = _touch(mark)
-    bumped = False
     try:
         yield
-    finally:
-        # A stamp that cannot be replaced (a full disk) leaves the mark: readers count the shard
-        # busy, and once the mark is stale, the reader that replaces the stamp removes it.
-        with contextlib.suppress(OSError):
-            bump(root, shard)
-            bumped = True
-        if made and bumped:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(mark)
+    except Exception:
+        _done(root, shard, mark, made)
+        raise
+    _done(root, shard, mark, made)
+
+
+def _done(root: Path, shard: int, mark: Path, made: bool) -> None:
+    """Steps 3 and 4. A stamp that cannot be replaced (a full disk) leaves the mark: readers
+    count the shard busy, and once the mark is stale, the reader that replaces the stamp
+    removes it."""
+    try:
+        bump(root, shard)
+    except OSError:
+        return
+    if made:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(mark)
 
 
 def bump(root: Path, shard: int) -> None:
@@ -156,10 +172,23 @@ def read(root: Path, now: float | None = None) -> Stamps:
             had = out.stamps.get(shard)
             out.stamps[shard] = name if had is None else "|".join(sorted((had, name)))
     for shard, name in stale:
+        _make_durable(root, name[5:].partition(".")[0])
         bump(root, shard)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(where / name)
     return out
+
+
+def _make_durable(root: Path, job: str) -> None:
+    """Flush the folder of the job a stale mark names (and the folder holding it), so that what
+    its writer linked before it died stays through a power cut. A mark naming no job's folder
+    (an older mark, a job whose create never linked) has nothing to flush."""
+    jobs = root / fmt.JOBS
+    if not job.isalnum():
+        return
+    for where in (jobs / job, jobs):
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            fmt.fsync_dir(where)
 
 
 def _older(entry: os.DirEntry[str], seconds: float, now: float | None) -> bool:

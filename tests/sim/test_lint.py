@@ -2,17 +2,47 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from dispatch.sim.lint import lint_paths, lint_simulated_path, lint_source
+from dispatch.sim.lint import OFF_PATH, lint_paths, lint_simulated_path, lint_source
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_simulated_path_is_clean() -> None:
     assert [str(f) for f in lint_simulated_path(REPO)] == []
+
+
+def test_what_the_lint_leaves_off_is_never_loaded_by_a_simulated_run() -> None:
+    """The channels the lint skips are not imported by a seed's run, so no timer thread of
+    theirs can make a run differ from its replay."""
+    modules = [p.removesuffix(".py").replace("/", ".") for p in OFF_PATH]
+    probe = (
+        "import sys, tempfile\n"
+        "from pathlib import Path\n"
+        "from dispatch.sim.world import run_seed\n"
+        "with tempfile.TemporaryDirectory() as d:\n"
+        "    for seed in range(8):\n"
+        "        run_seed(seed, Path(d))\n"
+        f"print([m for m in {modules!r} if m in sys.modules])\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+    # The probe would see one: the channels are importable and named right.
+    loaded = subprocess.run(
+        [sys.executable, "-c", f"import sys, {modules[-1]}; print({modules[-1]!r} in sys.modules)"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "True"
 
 
 @pytest.mark.parametrize(

@@ -204,3 +204,77 @@ def test_every_commit_and_create_changes_its_shard_s_stamp_and_leaves_no_mark(
     assert {s: v for s, v in held.stamps.items() if s != shard} == {
         s: v for s, v in created.stamps.items() if s != shard
     }
+
+
+def test_a_writer_killed_before_flushing_its_revision_leaves_its_mark_and_the_reader_flushes_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that goes away between linking a revision and flushing its job's folder
+    (here: interrupted at that ``fsync``) runs no more code: its mark stays, naming the job,
+    and the stamp does not move over a revision a power cut could still take back. The reader
+    that finds the mark stale flushes the job's folder before it gives the shard a new stamp."""
+    from dispatch.records import ledger_format as fmt
+
+    jobs = quiet_ledger(world, 4)
+    store = store_of(world)
+    folder = store.root / fmt.JOBS / jobs[0]
+    shard = store.shard_of(jobs[0])
+    before = store.shard_stamps()
+    assert before is not None
+    real = fmt.fsync_dir
+
+    def killed(where: object) -> None:
+        if os.fspath(where) == os.fspath(folder):  # type: ignore[call-overload]
+            raise KeyboardInterrupt
+        real(where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fmt, "fsync_dir", killed)
+    with pytest.raises(KeyboardInterrupt):
+        world.cluster.operator.hold(jobs[0], ADA, "checking")
+    monkeypatch.setattr(fmt, "fsync_dir", real)
+    [mark] = [p for p in shard_stamps.folder(store.root).iterdir() if shard_stamps.MARK in p.name]
+    assert jobs[0] in mark.name
+    left = store.shard_stamps()
+    assert left is not None and shard in left.busy
+    assert left.stamps[shard] == before.stamps[shard], "no stamp over an unflushed revision"
+
+    flushed: list[str] = []
+
+    def watching(where: object) -> None:
+        flushed.append(os.fspath(where))  # type: ignore[call-overload]
+        real(where)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(fmt, "fsync_dir", watching)
+    old = time.time() - shard_stamps.STALE - 1
+    os.utime(mark, (old, old))
+    cleared = store.shard_stamps()
+    assert cleared is not None
+    assert os.fspath(folder) in flushed, "the job's folder is flushed before the stamp moves"
+    assert not mark.exists()
+    after = store.shard_stamps()
+    assert after is not None and shard not in after.busy
+    assert after.stamps[shard] != before.stamps[shard]
+
+
+def test_a_failed_write_still_moves_its_stamp_and_leaves_no_mark(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error (unlike a process going away) may have landed its write: the stamp moves."""
+    from dispatch.records import ledger_format as fmt
+
+    jobs = quiet_ledger(world, 2)
+    store = store_of(world)
+    shard = store.shard_of(jobs[0])
+    before = store.shard_stamps()
+    assert before is not None
+
+    def full(path: Path, data: bytes, *, sync: bool = True) -> bool:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(fmt, "create_exclusive", full)
+    with pytest.raises(Exception, match="No space left"):
+        world.cluster.operator.hold(jobs[0], ADA, "checking")
+    monkeypatch.undo()
+    after = store.shard_stamps()
+    assert after is not None and after.busy == set()
+    assert after.stamps[shard] != before.stamps[shard]
