@@ -75,8 +75,9 @@ class Performer:
         # Whether the entries of steps that call nothing wait (the pass sets it), and those.
         self.holds = False
         self._pending: list[Entry] = []
-        # The opens the supervisor makes together after its passes (None: each at once).
-        self.opens: list[ObjectRef] | None = None
+        # The opens the supervisor makes together after its passes (None: each at once): each
+        # with its job and the revision its open entry went in at.
+        self.opens: list[Opening] | None = None
         # A pending authorize's submission: its epoch advances once the authorize is in.
         self._advance: int | None = None
         # Whether a commit of this pass landed: it made every revision before it durable.
@@ -224,7 +225,7 @@ class Performer:
         backend, opens = self.backend, self.opens
         together = isinstance(backend, ManyOpener) and backend.batches(ref)
         if batch and opens is not None and together:
-            opens.append(ref)
+            opens.append(Opening(self.job, self.revision, ref))
             return
         try:
             self.backend.open(ref)
@@ -260,6 +261,16 @@ class Performer:
             call()
         except DispatchError as err:
             log.warning("job %s: %s failed, next pass retries: %s", self.job, what, err)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A gate a pass recorded the open of and left to the supervisor's one call for many:
+    the job, the revision the open went in at, the object."""
+
+    job: JobID
+    revision: int
+    ref: ObjectRef
 
 
 def start_request(header: Header, n: int, a: int) -> StartRequest:

@@ -27,7 +27,7 @@ from dispatch.core.next import next_steps
 from dispatch.model.array import group_of
 from dispatch.model.enums import ActorKind
 from dispatch.model.errors import ConflictError, DispatchError, NotFoundError
-from dispatch.model.objects import Discovery, ObjectRef
+from dispatch.model.objects import Discovery
 from dispatch.model.record import AttemptEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import (
@@ -44,7 +44,7 @@ from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.group_start import GroupStart
 from dispatch.supervise.owner_first import OwnerFirst
-from dispatch.supervise.perform import Performer
+from dispatch.supervise.perform import Opening, Performer
 from dispatch.supervise.throttle import Slots, waits_for_slot
 from dispatch.supervise.upstream import Known, Looked, upstream_of, waits_on_upstream
 from dispatch.supervise.wakes import Wakes, place
@@ -193,7 +193,7 @@ class Supervisor:
         # many rounds without a clock that moves inside a sweep.
         self.shards_per_look: int | None = None
         # The gates to lift together at the end of ``opening_together`` (None: each at once).
-        self._opens: list[ObjectRef] | None = None
+        self._opens: list[Opening] | None = None
         # A sweep's quiet rows and claims, until its first look (``_quiet_looked``).
         self._quiet: tuple[QuietTick, _Claims] | None = None
         # Whether a sweep passes over whole the shards where nothing moved (``quiet.py``): the
@@ -215,9 +215,32 @@ class Supervisor:
         try:
             yield
         finally:
-            refs, self._opens = self._opens, None
+            opens, self._opens = self._opens, None
+            refs = [o.ref for o in opens if self._still_opens(o)]
             if refs:
                 backend.open_many(refs)
+
+    def _still_opens(self, opening: Opening) -> bool:
+        """Whether a gate whose open a pass recorded is still to be lifted by the one call
+        made after the passes: its record has not moved since the open went in, or what moved
+        it asks nothing that forbids the open (a cancel, a give-up, a hold, an outcome). The
+        passes of a sweep take seconds on a big ledger: a cancel committed meanwhile must not
+        be followed by the release of the task it cancelled. One left out is the next pass's
+        to decide (it opens a recorded open again once due, or stops what was cancelled)."""
+        try:
+            view = self.store.read(opening.job)
+        except DispatchError as err:
+            log.warning(
+                "job %s: open of %s left to its next pass: %s", opening.job, opening.ref, err
+            )
+            return False
+        if view.revision == opening.revision:
+            return True
+        j = fold(view, self.clock.now())
+        if j.settled or j.cancel is not None or j.give_up is not None or j.active_hold():
+            log.info("job %s: open of %s not made: the record moved on", opening.job, opening.ref)
+            return False
+        return True
 
     def start_group(
         self, jobs: Sequence[JobID], progress: Callable[[int, int, str], None] | None = None

@@ -308,3 +308,32 @@ def test_the_first_tasks_of_a_group_are_launched_with_one_look_and_one_release(
     assert (backend.calls["find_many"], backend.calls["find"]) == (1, 0)
     assert len(backend.together) == 1 and len(backend.together[0]) == 5
     assert _running(world, jobs) == jobs[:5]
+
+
+def test_a_cancel_committed_while_the_opens_wait_for_their_one_call_releases_nothing_it_cancelled(
+    world: World,
+) -> None:
+    """A sweep records each task's open in its pass and lifts the gates by one call once every
+    pass is over, seconds later on a big ledger. A cancel of the group committed in between
+    (``dispatch cancel GROUP`` racing the sweep) must not be followed by the release of a task
+    it cancelled: the call leaves out every task whose record moved to a cancel, a give-up or a
+    hold since its open went in, and the object never runs."""
+    backend = _together(world)
+    jobs = _array(world, "0-3")
+    sup = world.supervisor()
+    sup.start_group(jobs)
+    with sup.opening_together():
+        results = sup.launch_many(jobs)
+        assert all(r is not None and "open" in r.steps for r in results.values())
+        receipts = world.cluster.operator.cancel_all(list(reversed(jobs[2:])), ADA, "wrong seed")
+        assert all(r.committed for r in receipts.values())
+        world.cluster.operator.hold(jobs[1], ADA, "a look first")
+    array = backend.env().objects(jobs[0])[0].id.partition("_")[0]
+    assert backend.together == [[f"{array}_0"]]
+    assert _running(world, jobs) == jobs[:1]
+    for job in jobs[1:]:
+        assert all(backend.objects[r.id].started_at is None for r in backend.env().objects(job))
+    # The next sweep stops what the cancel named, and the held task waits for its release.
+    _sweep(world)
+    assert [world.job(j).state for j in jobs[2:]] == [State.CANCELLED, State.CANCELLED]
+    assert _running(world, jobs) == jobs[:1]
