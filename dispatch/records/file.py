@@ -475,6 +475,19 @@ class FileRecords:
             self._sweep_folder = True
         fmt.replace(index.rows_path(self.root, shard), data, sync=False)
 
+    def kept_shares(self) -> bytes | None:
+        """What the last metrics kept of each job, or None; ``RejectedError`` when the
+        file is not this user's private regular file."""
+        return fmt.read_bytes(index.shares_path(self.root))
+
+    def keep_shares(self, data: bytes) -> None:
+        """Replace what the metrics keep of each job (a temp file renamed over, not
+        flushed: a partial one fails its digest and is ignored)."""
+        if not self._sweep_folder:
+            fmt.ensure_folder(self.root / index.SWEEP)
+            self._sweep_folder = True
+        fmt.replace(index.shares_path(self.root), data, sync=False)
+
     def residual_jobs(self) -> list[JobID]:
         """Settled jobs that settled with residual attempts, until a sweep finds none left;
         built from the settled records once, on a ledger an earlier release wrote."""

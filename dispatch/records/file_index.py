@@ -86,6 +86,11 @@ def quiet_path(root: Path) -> Path:
     return root / SWEEP / "quiet"
 
 
+def shares_path(root: Path) -> Path:
+    """What ``--metrics`` counted of each job (``dispatch/cli/metrics_kept.py``)."""
+    return root / SWEEP / "metrics-kept"
+
+
 def rows_path(root: Path, shard: int) -> Path:
     """The rows ``dispatch list`` keeps of the jobs of ``shard`` (``dispatch/cli/listing.py``)."""
     return root / SWEEP / f"list-{shard:02d}"

@@ -121,3 +121,86 @@ def test_a_metrics_key_that_is_not_a_path_is_refused_naming_it(tmp_path: Path) -
     result = site.sweep()
     assert result.exit_code == 2
     assert "sweep.metrics = 3" in result.stderr
+
+
+def _ledger_with_history(site: Site, settled: int, running: int) -> list[str]:
+    """``settled`` jobs that succeeded and ``running`` ones still running."""
+    jobs = site.submit(settled + running)
+    for _ in range(3):
+        assert site.sweep().exit_code == 0
+    for job in jobs[:settled]:
+        ref = site.cluster.observer.get(job).submissions[0].canonical
+        assert ref is not None
+        site.backend.env().complete(ref)
+    for _ in range(3):
+        assert site.sweep().exit_code == 0
+    return jobs
+
+
+def test_metrics_after_a_sweep_fold_only_the_records_that_changed_and_count_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What each job counts for is kept between sweeps: the next metrics read none of the
+    records that did not change, and say what folding every record says. A settled record that
+    gains a revision is counted again."""
+    from dispatch.records.file import FileRecords
+
+    site = Site(tmp_path)
+    jobs = _ledger_with_history(site, settled=6, running=2)
+    metrics = tmp_path / "dispatch.prom"
+    assert site.sweep("--metrics", str(metrics)).exit_code == 0
+    first = parsed(metrics.read_text())
+    assert first["dispatch_jobs"][(("state", "succeeded"),)] == 6
+    assert first["dispatch_jobs"][(("state", "running"),)] == 2
+    read: list[str] = []
+    real = FileRecords.read
+
+    def counting(self: FileRecords, job: str) -> object:
+        read.append(job)
+        return real(self, job)
+
+    monkeypatch.setattr(FileRecords, "read", counting)
+    assert site.sweep("--metrics", str(metrics)).exit_code == 0
+    assert not set(read) & set(jobs), "no record that did not change is read again"
+    again = parsed(metrics.read_text())
+    assert {k: v for k, v in again.items() if "sweep" not in k} == {
+        k: v for k, v in first.items() if "sweep" not in k
+    }
+    # A settled job gains a revision (a person's hold on a settled job is refused, a supersede
+    # is not): its share is folded again, and the counts follow the record.
+    done = site.run(["supersede", jobs[0], "--config", str(site.config), "--reason", "again"])
+    assert done.exit_code == 0, done.output
+    read.clear()
+    assert site.sweep("--metrics", str(metrics)).exit_code == 0
+    assert jobs[0] in read and not set(read) & set(jobs[1:6])
+    monkeypatch.undo()
+    kept = parsed(metrics.read_text())
+    (site.ledger / "sweep" / "metrics-kept").unlink()
+    assert site.sweep("--metrics", str(metrics)).exit_code == 0
+    cold = parsed(metrics.read_text())
+    assert {k: v for k, v in kept.items() if "sweep" not in k} == {
+        k: v for k, v in cold.items() if "sweep" not in k
+    }
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[: len(data) // 2],
+        lambda data: data.replace(b"shares-", b"shares-9"),
+        lambda data: data.replace(b'"succeeded"', b'"failed"'),
+    ],
+    ids=["truncated", "another-version", "edited"],
+)
+def test_kept_metrics_that_are_damaged_or_of_another_version_are_folded_again(
+    tmp_path: Path, damage: object
+) -> None:
+    site = Site(tmp_path)
+    _ledger_with_history(site, settled=3, running=1)
+    metrics = tmp_path / "dispatch.prom"
+    assert site.sweep("--metrics", str(metrics)).exit_code == 0
+    path = site.ledger / "sweep" / "metrics-kept"
+    path.write_bytes(damage(path.read_bytes()))  # type: ignore[operator]
+    assert site.sweep("--metrics", str(metrics)).exit_code == 0
+    counts = parsed(metrics.read_text())["dispatch_jobs"]
+    assert counts[(("state", "succeeded"),)] == 3 and counts[(("state", "failed"),)] == 0
