@@ -15,11 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dispatch.cli.answers import waits
-from dispatch.cli.metrics_kept import Kept, Share
+from dispatch.cli.metrics_kept import Kept, Share, Totals
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.model.errors import DispatchError
 from dispatch.model.record import View
+from dispatch.model.values import JobID
 from dispatch.records.contract import Records
 from dispatch.records.file import FileRecords
 from dispatch.report import spans
@@ -44,49 +45,72 @@ def share_of(view: View, job: Job, now: datetime) -> Share:
     )
 
 
-def _shares(store: Records, now: datetime) -> tuple[list[Share], int]:
-    """Every job's share, and how many records could not be read."""
-    kept = Kept.load(store) if isinstance(store, FileRecords) else None
-    shares: list[Share] = []
-    damaged = 0
-    listed = store.jobs(include_settled=True)
-    for job_id in listed:
-        share = kept.get(job_id) if kept is not None else None
-        if share is None:
-            try:
-                view = store.read(job_id)
-                job = fold(view, now)
-            except DispatchError:
-                damaged += 1
-                continue
-            share = share_of(view, job, now)
-            if kept is not None:
-                kept.keep(job_id, view.revision, share)
-        shares.append(share)
+def _count(store: Records, job_id: JobID, now: datetime, kept: Kept | None) -> Share | None:
+    """``job_id``'s share: kept, else folded (and kept); None when its record is damaged."""
+    share = kept.get(job_id) if kept is not None else None
+    if share is not None:
+        return share
+    try:
+        view = store.read(job_id)
+        job = fold(view, now)
+    except DispatchError:
+        return None
+    share = share_of(view, job, now)
     if kept is not None:
-        kept.save(set(listed))
-        for problem in kept.problems:
-            log.warning("%s", problem)
-    return shares, damaged
+        kept.keep(job_id, view.revision, share)
+    return share
+
+
+def _totals(store: Records, now: datetime) -> tuple[Totals, int]:
+    """The counts over every job, and how many records could not be read: on a file ledger,
+    the kept totals of the shards where nothing moved, and the other shards' jobs one by one
+    (``metrics_kept.py``)."""
+    totals, damaged = Totals(), 0
+    if not isinstance(store, FileRecords):
+        for job_id in store.jobs(include_settled=True):
+            share = _count(store, job_id, now, None)
+            if share is None:
+                damaged += 1
+            else:
+                totals.add(share)
+        return totals, damaged
+    kept = Kept.load(store)
+    vouched = {s: t for s in range(store.shards) if (t := kept.vouched(s)) is not None}
+    for t in vouched.values():
+        totals.merge(t)
+    if len(vouched) == store.shards:
+        return totals, 0  # nothing moved: a shard with a damaged record is never vouched for
+    listed: dict[int, list[JobID]] = {}
+    bad: set[int] = set()
+    for job_id in store.jobs(include_settled=True):
+        shard = store.shard_of(job_id)
+        if shard in vouched:
+            continue
+        listed.setdefault(shard, []).append(job_id)
+        share = _count(store, job_id, now, kept)
+        if share is None:
+            damaged += 1
+            bad.add(shard)
+        else:
+            totals.add(share)
+    for shard in range(store.shards):  # a shard without jobs is vouched for too
+        if shard not in vouched:
+            listed.setdefault(shard, [])
+    kept.save(listed, bad)
+    for problem in kept.problems:
+        log.warning("%s", problem)
+    return totals, damaged
 
 
 def sample(store: Records, report: SweepReport, queries: QueryCounter) -> Sample:
     """The metrics of the ledger after ``report``'s sweep."""
     now = report.finished or datetime.now(UTC)
-    states: Counter[str] = Counter()
-    endings: Counter[str] = Counter()
-    firings: Counter[str] = Counter()
-    shares, damaged = _shares(store, now)
-    for share in shares:
-        states[share.state] += 1
-        endings.update(share.endings)
-        for action, used in share.firings:
-            firings[action] += used
+    totals, damaged = _totals(store, now)
     return Sample(
-        jobs=states,
-        endings=endings,
-        firings=firings,
-        escalations_waiting=sum(s.waiting for s in shares),
+        jobs=totals.states,
+        endings=totals.endings,
+        firings=totals.firings,
+        escalations_waiting=totals.waiting,
         sweep_seconds=(now - report.started).total_seconds(),
         scheduler_queries=queries.count,
         sweep_jobs={
