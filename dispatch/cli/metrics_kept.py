@@ -112,7 +112,7 @@ class _Line:
 
 
 @dataclass
-class Kept:
+class KeptShares:
     """The shares kept in one file ledger, for one computation of the metrics."""
 
     store: FileRecords
@@ -123,7 +123,7 @@ class Kept:
     checked: dict[int, dict[JobID, Entry]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store: FileRecords) -> Kept:
+    def load(cls, store: FileRecords) -> KeptShares:
         """The shards' stamps, read first, then the file."""
         kept = cls(store, store.shard_stamps())
         try:

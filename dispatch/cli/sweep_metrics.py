@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dispatch.cli.answers import waits
-from dispatch.cli.metrics_kept import Kept, Share, Totals
+from dispatch.cli.metrics_kept import KeptShares, Share, Totals
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.model.errors import DispatchError
@@ -45,7 +45,7 @@ def share_of(view: View, job: Job, now: datetime) -> Share:
     )
 
 
-def _count(store: Records, job_id: JobID, now: datetime, kept: Kept | None) -> Share | None:
+def _count(store: Records, job_id: JobID, now: datetime, kept: KeptShares | None) -> Share | None:
     """``job_id``'s share: kept, else folded (and kept); None when its record is damaged."""
     share = kept.get(job_id) if kept is not None else None
     if share is not None:
@@ -74,7 +74,7 @@ def _totals(store: Records, now: datetime) -> tuple[Totals, int]:
             else:
                 totals.add(share)
         return totals, damaged
-    kept = Kept.load(store)
+    kept = KeptShares.load(store)
     vouched = {s: t for s in range(store.shards) if (t := kept.vouched(s)) is not None}
     for t in vouched.values():
         totals.merge(t)
