@@ -124,18 +124,6 @@ def snapshot(into: Path) -> Path:
     return into
 
 
-def worktree(ref: str, into: Path) -> Path:
-    done = subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), ref],
-        check=False,
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"--baseline {ref}: git cannot check it out ({done.stderr.strip()})")
-    return into
-
-
 def size_rows(n: int, trees: dict[str, Path], work: Path, settled: float, runs: int) -> None:
     ledger, objects = work / f"ledger-{n}", work / f"objects-{n}.json"
     t0 = time.perf_counter()
@@ -193,17 +181,17 @@ def main() -> None:
         SNAP = snapshot(work / "this")
         trees = {"this": SNAP}
         if args.baseline:
+            from sweep import worktree  # the sweep benchmark's helpers, beside this script
+
             base = worktree(args.baseline, work / "baseline")
             trees = {args.baseline: base, "this": SNAP}
         for n in (int(s) for s in args.sizes.split(",")):
             size_rows(n, trees, work, args.settled, args.runs)
     finally:
         if base is not None:
-            subprocess.run(
-                ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],
-                check=False,
-                capture_output=True,
-            )
+            from sweep import remove_worktree
+
+            remove_worktree(base)
         shutil.rmtree(work, ignore_errors=True)
 
 

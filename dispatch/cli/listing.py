@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dispatch.model.errors import DispatchError
+from dispatch.model.errors import DispatchError, message_of
 from dispatch.model.objects import Discovery
 from dispatch.model.values import JobID
 from dispatch.records.file import FileRecords
@@ -134,8 +134,7 @@ class Rows:
             try:
                 entries, stamp = load_stamped(self.store.kept_rows(shard))
             except (OSError, DispatchError) as err:
-                message = err.message if isinstance(err, DispatchError) else str(err)
-                self.ignored.append(f"kept rows ignored: {message}")
+                self.ignored.append(f"kept rows ignored: {message_of(err)}")
                 entries = {}
             self._shards[shard] = entries
             self._vouched[shard] = stamp
@@ -226,6 +225,5 @@ class Rows:
             try:
                 self.store.keep_rows(shard, dump(entries, stamp))
             except (OSError, DispatchError) as err:
-                message = err.message if isinstance(err, DispatchError) else str(err)
-                self.ignored.append(f"kept rows not written: {message}")
+                self.ignored.append(f"kept rows not written: {message_of(err)}")
         self._changed.clear()

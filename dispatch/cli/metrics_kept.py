@@ -33,7 +33,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from dispatch.core import table_version
-from dispatch.model.errors import DispatchError
+from dispatch.model.errors import DispatchError, message_of
 from dispatch.model.values import JobID
 from dispatch.records.file import FileRecords
 from dispatch.records.shard_stamps import Stamps
@@ -129,8 +129,7 @@ class KeptShares:
         try:
             data = store.kept_shares()
         except (OSError, DispatchError) as err:
-            message = err.message if isinstance(err, DispatchError) else str(err)
-            kept.problems.append(f"kept metrics ignored: {message}")
+            kept.problems.append(f"kept metrics ignored: {message_of(err)}")
             return kept
         kept.lines = _lines(data)
         return kept
@@ -188,9 +187,10 @@ class KeptShares:
         if not listed:
             return
         out = {shard: _raw_line(shard, line) for shard, line in self.lines.items()}
-        for shard, jobs in listed.items():
+        for shard, listing in listed.items():
+            jobs = set(listing)
             entries = {job: e for job, e in self.checked.get(shard, {}).items() if job in jobs}
-            whole = shard not in damaged and len(entries) == len(set(jobs))
+            whole = shard not in damaged and len(entries) == len(jobs)
             totals = Totals()
             for _, _, share in entries.values():
                 totals.add(share)
@@ -200,8 +200,7 @@ class KeptShares:
         try:
             self.store.keep_shares(_head() + b"\n" + digest + b"\n" + body)
         except (OSError, DispatchError) as err:
-            message = err.message if isinstance(err, DispatchError) else str(err)
-            self.problems.append(f"kept metrics not written: {message}")
+            self.problems.append(f"kept metrics not written: {message_of(err)}")
 
 
 def _line(shard: int, stamp: str, totals: Totals, entries: dict[JobID, Entry]) -> bytes:

@@ -34,6 +34,12 @@ class DispatchError(Exception):
         return f"dispatch: {self.kind}: {self.message}"
 
 
+def message_of(err: BaseException) -> str:
+    """What an error says, without the ``dispatch: <kind>:`` prefix a ``DispatchError`` prints
+    with: for a line that already names what failed."""
+    return err.message if isinstance(err, DispatchError) else str(err)
+
+
 class NotFoundError(DispatchError):
     """The job, record or object does not exist."""
 

@@ -27,7 +27,7 @@ from dispatch.clock import Clock
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
 from dispatch.core.waits import owed
-from dispatch.model.errors import ConflictError, DispatchError
+from dispatch.model.errors import ConflictError, message_of
 from dispatch.model.record import LOGGED_ONLY, DeliveredEntry, DeliveryFailedEntry
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
@@ -146,7 +146,7 @@ class Deliveries:
                 self.failing += 1
                 shown = printable(str(err))
                 log.warning("job %s: delivering %s failed, offered again: %s", job, e.id, shown)
-                said = err.message if isinstance(err, DispatchError) else str(err)
+                said = message_of(err)
                 error = said[:ERROR_KEPT] or type(err).__name__
                 if self.held is not None:
                     self.held.append((job, e.id, error))
