@@ -237,35 +237,10 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
     command, mail_to, sendmail = (
         check.words(deliver, k) for k in ("command", "mail_to", "sendmail")
     )
-    if any(not a.isprintable() or " " in a or a.startswith("-") for a in mail_to):
-        raise check.error("deliver.mail_to", mail_to, "addresses without spaces or dashes first")
-    webhook = deliver.get("webhook", "")
-    if not isinstance(webhook, str) or (
-        webhook and not webhook.startswith(("http://", "https://"))
-    ):
-        raise check.error("deliver.webhook", webhook, _KEYS["deliver"]["webhook"])
-    if webhook:
-        try:
-            webhook_name(webhook)
-        except ValueError as err:
-            # Not the address itself: it is a secret (its path, or a password in it).
-            raise InvalidError(f"config {path}: deliver.webhook: {err}") from None
-    channels = [k for k in ("command", "mail_to", "webhook") if k in deliver]
-    if len(channels) > 1:
-        raise InvalidError(
-            f"config {path}: [deliver] sets {' and '.join(channels)}: one channel delivers "
-            "escalations; keep one of them"
-        )
-    if sendmail and not mail_to:
-        raise InvalidError(f"config {path}: deliver.sendmail is set but deliver.mail_to is not")
+    webhook = _channel(check, deliver, mail_to, sendmail)
     sweep = check.table(raw, "sweep")
     supervise = check.table(raw, "supervise")
-    try:
-        ledger_path = Path(ledger).expanduser()
-    except RuntimeError:
-        raise check.error("ledger", ledger, "a path whose ~NAME is a user of this host") from None
-    if not ledger_path.is_absolute():
-        ledger_path = path.parent / ledger_path
+    ledger_path = _ledger_path(check, ledger)
     metrics = sweep.get("metrics")
     if metrics is not None and (not isinstance(metrics, str) or not metrics):
         raise check.error("sweep.metrics", metrics, _KEYS["sweep"]["metrics"])
@@ -284,6 +259,53 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         sweep_metrics=metrics_path,
         poll=check.duration(supervise, "poll", "supervise.", DEFAULT_POLL),
     )
+
+
+def _channel(
+    check: _Checker, deliver: Mapping[str, Any], mail_to: tuple[str, ...], sendmail: tuple[str, ...]
+) -> str:
+    """Check the ``[deliver]`` table's channel (one of command, mail_to and webhook at most);
+    the webhook's address, or "" when there is none."""
+    path = check.path
+    if any(not a.isprintable() or " " in a or a.startswith("-") for a in mail_to):
+        raise check.error("deliver.mail_to", mail_to, "addresses without spaces or dashes first")
+    webhook = _webhook(check, deliver)
+    channels = [k for k in ("command", "mail_to", "webhook") if k in deliver]
+    if len(channels) > 1:
+        raise InvalidError(
+            f"config {path}: [deliver] sets {' and '.join(channels)}: one channel delivers "
+            "escalations; keep one of them"
+        )
+    if sendmail and not mail_to:
+        raise InvalidError(f"config {path}: deliver.sendmail is set but deliver.mail_to is not")
+    return webhook
+
+
+def _webhook(check: _Checker, deliver: Mapping[str, Any]) -> str:
+    """``deliver.webhook``: an http:// or https:// address, or "" when it is not set."""
+    webhook = deliver.get("webhook", "")
+    if not isinstance(webhook, str) or (
+        webhook and not webhook.startswith(("http://", "https://"))
+    ):
+        raise check.error("deliver.webhook", webhook, _KEYS["deliver"]["webhook"])
+    if webhook:
+        try:
+            webhook_name(webhook)
+        except ValueError as err:
+            # Not the address itself: it is a secret (its path, or a password in it).
+            raise InvalidError(f"config {check.path}: deliver.webhook: {err}") from None
+    return webhook
+
+
+def _ledger_path(check: _Checker, ledger: str) -> Path:
+    """The ledger folder: ``~`` expanded, and a relative path taken from the config's folder."""
+    try:
+        ledger_path = Path(ledger).expanduser()
+    except RuntimeError:
+        raise check.error("ledger", ledger, "a path whose ~NAME is a user of this host") from None
+    if not ledger_path.is_absolute():
+        ledger_path = check.path.parent / ledger_path
+    return ledger_path
 
 
 class _Checker:

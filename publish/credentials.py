@@ -78,49 +78,61 @@ class FileSource:
     def load(self) -> Credentials:
         """Read the file after checking its permissions (of the file opened, not the path)."""
         where = shown(self.path)
-        try:
-            # A symlink is allowed (Kubernetes mounts secrets as links); what it opens is checked.
-            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError as exc:
-            raise SourceFailed(f"cannot read {where}: {exc.strerror}") from None
-        try:
-            info = os.fstat(fd)
-            if stat.S_ISDIR(info.st_mode):
-                raise SourceFailed(f"{where} is a folder; point 'path' at the credentials file")
-            if not stat.S_ISREG(info.st_mode):
-                raise SourceFailed(f"{where} is not a regular file")
-            mode = info.st_mode
-            if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                raise SourceFailed(
-                    f"{where} is accessible by group or others (mode {stat.S_IMODE(mode):o}); "
-                    "chmod 600 it"
-                )
-            with os.fdopen(os.dup(fd), "rb") as handle:
-                raw = handle.read(_LIMIT + 1)
-        except OSError as exc:
-            raise SourceFailed(f"cannot read {where}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
-        if len(raw) > _LIMIT:
-            raise SourceFailed(f"{where} is larger than {_LIMIT} bytes; is it the right file?")
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise SourceFailed(f"{where} is not UTF-8 text; write it as UTF-8") from None
-        values: dict[str, str] = {}
-        for number, line in enumerate(text.splitlines(), start=1):
-            text = line.strip()
-            if not text or text.startswith("#"):
-                continue
-            name, sep, value = text.partition("=")
-            if not sep:
-                raise SourceFailed(f"{where} line {number} is not 'name = value'")
-            values[name.strip()] = value.strip()
+        values = _values(_read(self.path, where), where)
         key = values.get("access_key_id")
         secret = values.get("secret_access_key")
         if not key or not secret:
             raise SourceFailed(f"{where} lacks access_key_id or secret_access_key")
         return Credentials(key, secret, values.get("session_token") or None, self.name)
+
+
+def _read(path: Path, where: str) -> bytes:
+    """The bytes of the credentials file at ``path``, refused unless it is a regular file only
+    its owner may read or write, of at most ``_LIMIT`` bytes."""
+    try:
+        # A symlink is allowed (Kubernetes mounts secrets as links); what it opens is checked.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise SourceFailed(f"cannot read {where}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise SourceFailed(f"{where} is a folder; point 'path' at the credentials file")
+        if not stat.S_ISREG(info.st_mode):
+            raise SourceFailed(f"{where} is not a regular file")
+        mode = info.st_mode
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise SourceFailed(
+                f"{where} is accessible by group or others (mode {stat.S_IMODE(mode):o}); "
+                "chmod 600 it"
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw = handle.read(_LIMIT + 1)
+    except OSError as exc:
+        raise SourceFailed(f"cannot read {where}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(raw) > _LIMIT:
+        raise SourceFailed(f"{where} is larger than {_LIMIT} bytes; is it the right file?")
+    return raw
+
+
+def _values(raw: bytes, where: str) -> dict[str, str]:
+    """The ``name = value`` lines of the file, blank lines and ``#`` comments skipped."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SourceFailed(f"{where} is not UTF-8 text; write it as UTF-8") from None
+    values: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        name, sep, value = text.partition("=")
+        if not sep:
+            raise SourceFailed(f"{where} line {number} is not 'name = value'")
+        values[name.strip()] = value.strip()
+    return values
 
 
 def resolve_credentials(sources: Sequence[CredentialSource]) -> Credentials:
