@@ -11,8 +11,10 @@ first that shows it ended (or back in the queue, for a requeue), times late by a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from dispatch.core.job import Job
 from dispatch.core.project import project
@@ -125,125 +127,157 @@ class _Open:
     nodes: int
 
 
+@dataclass
+class _Reading:
+    """What the entries of a record, read in order, showed so far."""
+
+    job: Job
+    header: Header
+    runs: list[Run] = field(default_factory=list)
+    endings: list[Ending] = field(default_factory=list)
+    releases: list[Release] = field(default_factory=list)
+    holds: list[HoldSpan] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
+    running: dict[str, _Open] = field(default_factory=dict)
+    ended: set[str] = field(default_factory=set)
+    submission_of: dict[str, int] = field(default_factory=dict)
+    learnt: dict[str, dict[int, RunObs]] = field(default_factory=dict)
+
+    def run(self, ref: str, o: _Open, end: datetime | None, cause: Cause | None) -> Run:
+        """The run of ``ref`` that started as ``o``, ending at ``end`` (None: still running)."""
+        n = self.submission_of.get(ref, 0)
+        epoch = (self.header.lineage_base + n) * EPOCH_BASE + o.restarts
+        return Run(ref, n, o.restarts, epoch, o.nodes, o.start, end, cause)
+
+    def close(self, ref: str, at: datetime, cause: Cause) -> None:
+        """End the run of ``ref`` in progress at ``at``, for ``cause``."""
+        self.runs.append(self.run(ref, self.running.pop(ref), at, cause))
+        self.endings.append(Ending(at, ref, self.submission_of.get(ref, 0), cause))
+
+    def observe(self, e: ObserveEntry) -> None:
+        """An observation of one of the job's objects: a run starts, ends or goes back."""
+        obs, ref = e.obs, e.obs.ref.id
+        if obs.foreign or obs.submission is None:
+            return
+        self.submission_of[ref] = obs.submission
+        learn(self.learnt.setdefault(ref, {}), obs.runs)
+        if obs.state is ObjectState.RUNNING:
+            self._seen_running(e)
+        elif obs.state is ObjectState.ENDED:
+            self._seen_ended(e, obs.submission)
+        elif ref in self.running:  # back in the queue: requeued under the same id
+            kind = obs.cause.kind
+            self.close(
+                ref,
+                e.at,
+                obs.cause if kind is not CauseKind.NONE else Cause(kind=CauseKind.REQUEUED),
+            )
+            self.releases.append(Release(e.at, ref, obs.submission, "requeued"))
+
+    def _seen_running(self, e: ObserveEntry) -> None:
+        obs, ref = e.obs, e.obs.ref.id
+        current = self.running.get(ref)
+        if current is not None and current.restarts != obs.restarts:
+            self.close(ref, e.at, Cause(kind=CauseKind.REQUEUED))
+            current = None
+        if current is None:
+            nodes = len(obs.nodes) or self.header.spec.nodes
+            self.running[ref] = _Open(e.at, obs.restarts, nodes)
+            self.ended.discard(ref)
+
+    def _seen_ended(self, e: ObserveEntry, submission: int) -> None:
+        obs, ref = e.obs, e.obs.ref.id
+        if ref in self.running:
+            self.close(ref, e.at, obs.cause)
+        elif ref not in self.ended:
+            self.endings.append(Ending(e.at, ref, submission, obs.cause))
+        self.ended.add(ref)
+
+    def verified_stopped(self, e: VerifiedStoppedEntry) -> None:
+        """Gone from the scheduler before a sweep saw it end: stopped by dispatch."""
+        if e.ref.id in self.running:
+            kind = CauseKind.CANCELLED if self.job.cancel is not None else CauseKind.UNKNOWN
+            self.close(e.ref.id, e.at, Cause(kind=kind))
+
+    def open(self, e: OpenEntry) -> None:
+        """The gate lifted for an object."""
+        n = next((s.n for s in self.job.submissions if s.canonical == e.ref), 0)
+        self.submission_of.setdefault(e.ref.id, n)
+        self.releases.append(Release(e.at, e.ref.id, n, "open"))
+
+    def call(self, e: CallEntry) -> None:
+        """A call on an object; a requeue sends it back to the queue."""
+        if e.op == "requeue":
+            n = self.submission_of.get(e.ref.id, 0)
+            self.releases.append(Release(e.at, e.ref.id, n, "requeue"))
+
+    def authorize(self, e: AuthorizeEntry) -> None:
+        """A submission authorized, and why."""
+        why = (
+            "first"
+            if e.submission == 1 and e.rule is None
+            else (f"rule {e.rule}" if e.rule is not None else "asked for")
+        )
+        self.marks.append(Mark(e.at, "authorize", f"submission {e.submission} ({why})"))
+
+    def hold(self, e: HoldEntry | PlaceHoldEntry) -> None:
+        """A hold placed: a person's on the scheduler, or a recovery hold."""
+        holds = self.job.holds
+        rec = holds[e.instance - 1] if 0 < e.instance <= len(holds) else None
+        kind = HoldKind.BACKEND if isinstance(e, HoldEntry) else HoldKind.RECOVERY
+        end = rec.released_at if rec is not None and not rec.active else None
+        self.holds.append(HoldSpan(e.instance, kind, str(e.by), e.at, end))
+
+
+# What each kind of entry adds to the spans; an entry of any other kind adds nothing.
+_READ: dict[type, Callable[[_Reading, Any], None]] = {
+    ObserveEntry: _Reading.observe,
+    VerifiedStoppedEntry: _Reading.verified_stopped,
+    OpenEntry: _Reading.open,
+    CallEntry: _Reading.call,
+    AuthorizeEntry: _Reading.authorize,
+    HoldEntry: _Reading.hold,
+    PlaceHoldEntry: _Reading.hold,
+}
+
+
 def spans(view: View, job: Job) -> Spans:
     """The spans of ``view``, folded as ``job``."""
     h = view.header
-    default_nodes = h.spec.nodes
-    runs: list[Run] = []
-    endings: list[Ending] = []
-    releases: list[Release] = []
-    holds: list[HoldSpan] = []
-    marks: list[Mark] = []
-    running: dict[str, _Open] = {}
-    ended: set[str] = set()
-    submission_of: dict[str, int] = {}
-    learnt: dict[str, dict[int, RunObs]] = {}
-
-    def close(ref: str, at: datetime, cause: Cause) -> None:
-        o = running.pop(ref)
-        n = submission_of.get(ref, 0)
-        runs.append(
-            Run(
-                ref,
-                n,
-                o.restarts,
-                (h.lineage_base + n) * EPOCH_BASE + o.restarts,
-                o.nodes,
-                o.start,
-                at,
-                cause,
-            )
-        )
-        endings.append(Ending(at, ref, n, cause))
-
+    r = _Reading(job, h)
     for commit in view.commits:
         for e in commit.entries:
-            if isinstance(e, ObserveEntry):
-                obs, ref = e.obs, e.obs.ref.id
-                if obs.foreign or obs.submission is None:
-                    continue
-                submission_of[ref] = obs.submission
-                learn(learnt.setdefault(ref, {}), obs.runs)
-                current = running.get(ref)
-                if obs.state is ObjectState.RUNNING:
-                    if current is not None and current.restarts != obs.restarts:
-                        close(ref, e.at, Cause(kind=CauseKind.REQUEUED))
-                        current = None
-                    if current is None:
-                        running[ref] = _Open(e.at, obs.restarts, len(obs.nodes) or default_nodes)
-                        ended.discard(ref)
-                elif obs.state is ObjectState.ENDED:
-                    if current is not None:
-                        close(ref, e.at, obs.cause)
-                    elif ref not in ended:
-                        endings.append(Ending(e.at, ref, obs.submission, obs.cause))
-                    ended.add(ref)
-                elif current is not None:  # back in the queue: requeued under the same id
-                    kind = obs.cause.kind
-                    close(
-                        ref,
-                        e.at,
-                        obs.cause if kind is not CauseKind.NONE else Cause(kind=CauseKind.REQUEUED),
-                    )
-                    releases.append(Release(e.at, ref, obs.submission, "requeued"))
-            elif isinstance(e, VerifiedStoppedEntry) and e.ref.id in running:
-                # Gone from the scheduler before a sweep saw it end: stopped by dispatch.
-                kind = CauseKind.CANCELLED if job.cancel is not None else CauseKind.UNKNOWN
-                close(e.ref.id, e.at, Cause(kind=kind))
-            elif isinstance(e, OpenEntry):
-                n = next((s.n for s in job.submissions if s.canonical == e.ref), 0)
-                submission_of.setdefault(e.ref.id, n)
-                releases.append(Release(e.at, e.ref.id, n, "open"))
-            elif isinstance(e, CallEntry) and e.op == "requeue":
-                releases.append(Release(e.at, e.ref.id, submission_of.get(e.ref.id, 0), "requeue"))
-            elif isinstance(e, AuthorizeEntry):
-                why = (
-                    "first"
-                    if e.submission == 1 and e.rule is None
-                    else (f"rule {e.rule}" if e.rule is not None else "asked for")
-                )
-                marks.append(Mark(e.at, "authorize", f"submission {e.submission} ({why})"))
-            elif isinstance(e, HoldEntry | PlaceHoldEntry):
-                rec = job.holds[e.instance - 1] if 0 < e.instance <= len(job.holds) else None
-                hold_kind = HoldKind.BACKEND if isinstance(e, HoldEntry) else HoldKind.RECOVERY
-                end = rec.released_at if rec is not None and not rec.active else None
-                holds.append(HoldSpan(e.instance, hold_kind, str(e.by), e.at, end))
-    for ref, o in running.items():
-        n = submission_of.get(ref, 0)
-        runs.append(
-            Run(
-                ref,
-                n,
-                o.restarts,
-                (h.lineage_base + n) * EPOCH_BASE + o.restarts,
-                o.nodes,
-                o.start,
-                None,
-                None,
-            )
-        )
-    for ref, known in learnt.items():
+            read = _READ.get(type(e))
+            if read is not None:
+                read(r, e)
+    runs = r.runs + [r.run(ref, o, None, None) for ref, o in r.running.items()]
+    endings = r.endings
+    for ref, known in r.learnt.items():
         if known:
-            runs, endings = _slurm_runs(ref, known, runs, endings, submission_of, h, default_nodes)
-    for esc in job.escalations.values():
-        marks.append(Mark(esc.at, "escalation", esc.id))
+            runs, endings = _slurm_runs(ref, known, runs, endings, r.submission_of, h, h.spec.nodes)
     outcome = job.outcome.at if job.outcome is not None else None
+    return Spans(
+        submitted=h.created_at,
+        outcome=outcome,
+        settled=job.settled_at,
+        runs=tuple(sorted(runs, key=lambda x: x.start)),
+        endings=tuple(endings),
+        releases=tuple(r.releases),
+        holds=tuple(r.holds),
+        marks=tuple(sorted(r.marks + _job_marks(job), key=lambda m: m.at)),
+    )
+
+
+def _job_marks(job: Job) -> list[Mark]:
+    """The marks the folded job holds: its escalations, its outcome and its settle."""
+    marks = [Mark(esc.at, "escalation", esc.id) for esc in job.escalations.values()]
     if job.outcome is not None:
         marks.append(
             Mark(job.outcome.at, "outcome", f"{job.outcome.state} ({job.outcome.cause.kind})")
         )
     if job.settled_at is not None:
         marks.append(Mark(job.settled_at, "settle", "settled"))
-    return Spans(
-        submitted=h.created_at,
-        outcome=outcome,
-        settled=job.settled_at,
-        runs=tuple(sorted(runs, key=lambda r: r.start)),
-        endings=tuple(endings),
-        releases=tuple(releases),
-        holds=tuple(holds),
-        marks=tuple(sorted(marks, key=lambda m: m.at)),
-    )
+    return marks
 
 
 def learn(known: dict[int, RunObs], seen: tuple[RunObs, ...]) -> None:

@@ -15,8 +15,8 @@ docs/goodput.md defines each figure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from dispatch.model.enums import CauseKind
@@ -110,27 +110,53 @@ def _saved_at(run: Run, end: datetime, publications: Sequence[Publication]) -> d
     return max([run.start, *mine])
 
 
-def _part(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> str:
-    """Which part of the wall time the moment ``t`` (strictly inside an interval) is in."""
-    if any(a <= t < b for a, b in runs):
-        return "running"
-    if s.outcome is not None and t >= s.outcome:
-        return "settling"
-    if any(h.start <= t and (h.end is None or t < h.end) for h in s.holds):
-        return "held"
+# Whether a moment is in a part, given the spans and the runs clipped to the wall time.
+_InPart = Callable[[datetime, Spans, Sequence[tuple[datetime, datetime]]], bool]
+
+
+def _running(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> bool:
+    return any(a <= t < b for a, b in runs)
+
+
+def _settling(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> bool:
+    return s.outcome is not None and t >= s.outcome
+
+
+def _held(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> bool:
+    return any(h.start <= t and (h.end is None or t < h.end) for h in s.holds)
+
+
+def _pending(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> bool:
+    """Released to the scheduler, and nothing of the job ended since."""
     released = [r.at for r in s.releases if r.at <= t]
     ended = [e.at for e in s.endings if e.at <= t]
-    if released and (not ended or max(released) >= max(ended)):
-        return "pending"
-    return "gate"
+    return bool(released) and (not ended or max(released) >= max(ended))
 
 
-def figures(s: Spans, publications: Sequence[Publication] | None, now: datetime) -> Figures:
-    """The figures of ``s``; ``publications`` None when the job names no checkpoint store,
-    and then each ended run is lost whole and a running one is at risk whole."""
-    until = s.settled or now
-    start = s.submitted
-    runs = [(max(r.start, start), min(r.end or until, until)) for r in s.runs]
+def _gate(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> bool:
+    return True
+
+
+# Which part of the wall time a moment is in: the parts of ``PARTS``, in its order, each with
+# its test; the first whose test holds wins, and the last holds always.
+PART_OF: tuple[tuple[str, _InPart], ...] = (
+    ("running", _running),
+    ("settling", _settling),
+    ("held", _held),
+    ("pending", _pending),
+    ("gate", _gate),
+)
+
+
+def _part(t: datetime, s: Spans, runs: Sequence[tuple[datetime, datetime]]) -> str:
+    """Which part of the wall time the moment ``t`` (strictly inside an interval) is in."""
+    return next(part for part, holds in PART_OF if holds(t, s, runs))
+
+
+def _parts(
+    s: Spans, start: datetime, until: datetime, runs: Sequence[tuple[datetime, datetime]]
+) -> dict[str, float]:
+    """The seconds from ``start`` to ``until`` in each part, cut wherever a part may change."""
     cuts = sorted(
         {
             start,
@@ -146,28 +172,52 @@ def figures(s: Spans, publications: Sequence[Publication] | None, now: datetime)
     parts = dict.fromkeys(PARTS, 0.0)
     for a, b in zip(cuts, cuts[1:], strict=False):
         parts[_part(a + (b - a) / 2, s, runs)] += _seconds(a, b)
+    return parts
 
+
+@dataclass
+class _Work:
+    """The node-hours held and kept, the seconds at risk, and the losses by cause (endings,
+    seconds, node-hours), summed over the runs."""
+
+    held_nh: float = 0.0
+    useful_nh: float = 0.0
+    at_risk: float = 0.0
+    lost: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _work(
+    s: Spans,
+    runs: Sequence[tuple[datetime, datetime]],
+    publications: Sequence[Publication] | None,
+    until: datetime,
+) -> _Work:
+    """Where each run's seconds went: kept, lost to the cause that ended it, or at risk."""
     pubs = publications or ()
-    held_nh = useful_nh = at_risk = 0.0
-    lost: dict[str, list[float]] = {}
+    w = _Work()
     for r, (a, b) in zip(s.runs, runs, strict=True):
         ran = _seconds(a, b)
-        held_nh += ran * r.nodes / 3600
+        w.held_nh += ran * r.nodes / 3600
         if r.succeeded:
             wasted = 0.0
         else:
             kept_until = a if publications is None else max(a, _saved_at(r, b, pubs))
             wasted = _seconds(kept_until, b)
             if r.end is None or r.end > until:
-                at_risk += wasted
+                w.at_risk += wasted
             else:
                 cause = str(r.cause.kind) if r.cause else "unknown"
-                row = lost.setdefault(cause, [0, 0.0, 0.0])
+                row = w.lost.setdefault(cause, [0, 0.0, 0.0])
                 row[0] += 1
                 row[1] += wasted
                 row[2] += wasted * r.nodes / 3600
-        useful_nh += (ran - wasted) * r.nodes / 3600
+        w.useful_nh += (ran - wasted) * r.nodes / 3600
+    return w
 
+
+def _gaps(s: Spans, until: datetime) -> list[Gap]:
+    """The recovery gaps: from each ending of a released object, with a cause, to the next
+    release of the job (to ``until`` while no outcome came and none did)."""
     released_objects = {r.object for r in s.releases}
     gaps = []
     for e in s.endings:
@@ -178,17 +228,27 @@ def figures(s: Spans, publications: Sequence[Publication] | None, now: datetime)
             gaps.append(Gap(str(e.cause.kind), e.at, min(later), _seconds(e.at, min(later))))
         elif s.outcome is None:
             gaps.append(Gap(str(e.cause.kind), e.at, None, _seconds(e.at, until)))
+    return gaps
+
+
+def figures(s: Spans, publications: Sequence[Publication] | None, now: datetime) -> Figures:
+    """The figures of ``s``; ``publications`` None when the job names no checkpoint store,
+    and then each ended run is lost whole and a running one is at risk whole."""
+    until = s.settled or now
+    start = s.submitted
+    runs = [(max(r.start, start), min(r.end or until, until)) for r in s.runs]
+    w = _work(s, runs, publications, until)
     return Figures(
         submitted=start,
         until=until,
         settled=s.settled is not None,
-        parts=parts,
-        node_hours=held_nh,
-        useful_node_hours=useful_nh,
-        losses=tuple(Loss(c, int(v[0]), v[1], v[2]) for c, v in sorted(lost.items())),
-        at_risk_seconds=at_risk,
-        gaps=tuple(gaps),
+        parts=_parts(s, start, until, runs),
+        node_hours=w.held_nh,
+        useful_node_hours=w.useful_nh,
+        losses=tuple(Loss(c, int(v[0]), v[1], v[2]) for c, v in sorted(w.lost.items())),
+        at_risk_seconds=w.at_risk,
+        gaps=tuple(_gaps(s, until)),
         runs=len(s.runs),
         checkpoints=publications is not None,
-        publications=len(pubs),
+        publications=len(publications or ()),
     )

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from dispatch.model.enums import HoldKind
-from dispatch.report.events import Spans
+from dispatch.report.events import Run, Spans
 from dispatch.report.figures import Publication
 
 WIDTH = 64  # columns of the time axis: fits an 80-column terminal with the row labels
@@ -60,50 +60,60 @@ def rows(s: Spans, publications: Sequence[Publication], until: datetime) -> list
     """The rows of the picture: one per execution, then holds, checkpoints and marks."""
     # Executions and launches that never ran share one list, in time order, so a launch that
     # ended unseen sits between the runs before and after it.
-    timed: list[tuple[datetime, TimelineRow]] = []
-    for run in s.runs:
-        released = [r.at for r in s.releases if r.object == run.object and r.at <= run.start]
-        waited = max(released) if released else run.start
-        end = run.end or until
-        label = f"{run.submission} {run.object}" + (f" r{run.restarts}" if run.restarts else "")
-        bars = (Bar(waited, run.start, "."), Bar(run.start, end, "="))
-        points: tuple[tuple[datetime, str], ...]
-        if run.end is None:
-            note, points = "running", ()
-        elif run.succeeded:
-            note, points = "ended well", ((end, "|"),)
-        else:
-            cause = run.cause.kind if run.cause else "unknown"
-            note, points = str(cause), ((end, "X"),)
-        timed.append((waited, TimelineRow(label, bars, points, note)))
+    timed = [_run_row(run, s, until) for run in s.runs]
     ran = {r.object for r in s.runs}
-    for e in s.endings:  # launches that ended without ever being seen running
-        if e.object not in ran:
-            row = TimelineRow(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind))
-            timed.append((e.at, row))
+    timed += [  # launches that ended without ever being seen running
+        (e.at, TimelineRow(f"{e.submission} {e.object}", (), ((e.at, "X"),), str(e.cause.kind)))
+        for e in s.endings
+        if e.object not in ran
+    ]
     out = [row for _, row in sorted(timed, key=lambda x: x[0])]
-    if s.holds:
-        out.append(
-            TimelineRow(
-                "holds",
-                tuple(
-                    Bar(h.start, h.end or until, "h" if h.kind is HoldKind.BACKEND else "r")
-                    for h in s.holds
-                ),
-            )
-        )
-    if publications:
-        out.append(
-            TimelineRow(
-                "checkpoints",
-                (),
-                tuple((p.at, "^") for p in publications),
-                f"{len(publications)} publications",
-            )
-        )
+    return [*out, *_holds_row(s, until), *_checkpoints_row(publications), _record_row(s)]
+
+
+def _run_row(run: Run, s: Spans, until: datetime) -> tuple[datetime, TimelineRow]:
+    """The row of one execution, and when it was released to wait for its start."""
+    released = [r.at for r in s.releases if r.object == run.object and r.at <= run.start]
+    waited = max(released) if released else run.start
+    end = run.end or until
+    label = f"{run.submission} {run.object}" + (f" r{run.restarts}" if run.restarts else "")
+    bars = (Bar(waited, run.start, "."), Bar(run.start, end, "="))
+    note, point = _ending(run)
+    points = ((end, point),) if point else ()
+    return waited, TimelineRow(label, bars, points, note)
+
+
+def _ending(run: Run) -> tuple[str, str]:
+    """How a run's row ends: its note, and the character drawn at its end ("" for none)."""
+    if run.end is None:
+        return "running", ""
+    if run.succeeded:
+        return "ended well", "|"
+    return str(run.cause.kind if run.cause else "unknown"), "X"
+
+
+def _holds_row(s: Spans, until: datetime) -> list[TimelineRow]:
+    """The row of the holds, when there were any."""
+    if not s.holds:
+        return []
+    bars = tuple(
+        Bar(h.start, h.end or until, "h" if h.kind is HoldKind.BACKEND else "r") for h in s.holds
+    )
+    return [TimelineRow("holds", bars)]
+
+
+def _checkpoints_row(publications: Sequence[Publication]) -> list[TimelineRow]:
+    """The row of the checkpoints, when there were any."""
+    if not publications:
+        return []
+    points = tuple((p.at, "^") for p in publications)
+    return [TimelineRow("checkpoints", (), points, f"{len(publications)} publications")]
+
+
+def _record_row(s: Spans) -> TimelineRow:
+    """The row of the record's marks: authorizations, escalations, the outcome, the settle."""
     chars = {"authorize": "a", "escalation": "!", "outcome": "o", "settle": "s"}
-    out.append(TimelineRow("record", (), tuple((m.at, chars[m.kind]) for m in s.marks)))
-    return out
+    return TimelineRow("record", (), tuple((m.at, chars[m.kind]) for m in s.marks))
 
 
 def _column(t: datetime, start: datetime, until: datetime) -> int:
