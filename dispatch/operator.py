@@ -154,30 +154,45 @@ class Operator:
         for n, job in enumerate(jobs, start=1):
             if progress is not None and n > 1:
                 progress(n - 1)
-            try:
-                self._control(job, lambda j, now: _cancel(j, now, by, reason))
-            except _Declined as no:
-                receipts[job] = CancelReceipt(
-                    committed=False,
-                    already=no.state,
-                    line=no.judgement.line,
-                    holds=no.judgement.ruling is Ruling.REPEAT,
-                )
-                continue
-            cancelled.append(job)
-            if isinstance(self._backend, Fencer):
-                # Nothing of a cancelled job may start again (best effort, as every fence).
-                with contextlib.suppress(DispatchError):
-                    self._backend.advance(job, None)
+            declined = self._commit_cancel(job, by, reason)
+            if declined is None:
+                cancelled.append(job)
+            else:
+                receipts[job] = declined
         if progress is not None:
             progress(len(jobs))
-        if not cancelled:
-            return receipts
+        if cancelled:
+            receipts.update(self._stop_cancelled(cancelled, by, reason))
+        return receipts
+
+    def _commit_cancel(self, job: JobID, by: Actor, reason: str) -> CancelReceipt | None:
+        """Commit ``job``'s cancel and fence it; the receipt of a cancel declined, else None."""
+        try:
+            self._control(job, lambda j, now: _cancel(j, now, by, reason))
+        except _Declined as no:
+            return CancelReceipt(
+                committed=False,
+                already=no.state,
+                line=no.judgement.line,
+                holds=no.judgement.ruling is Ruling.REPEAT,
+            )
+        if isinstance(self._backend, Fencer):
+            # Nothing of a cancelled job may start again (best effort, as every fence).
+            with contextlib.suppress(DispatchError):
+                self._backend.advance(job, None)
+        return None
+
+    def _stop_cancelled(
+        self, cancelled: list[JobID], by: Actor, reason: str
+    ) -> dict[JobID, CancelReceipt]:
+        """Stop what runs of the ``cancelled`` jobs, then the receipt of each: the scheduler
+        is asked once before the stops and once after."""
         why = f"cancelled by {by}" + (f": {reason}" if reason else "")
         for found in find_all(self._backend, cancelled).values():
             for obs in found.objects:
                 if obs.state.live and not obs.foreign:
                     self._backend.stop(obs.ref, why)
+        receipts: dict[JobID, CancelReceipt] = {}
         for job, after in find_all(self._backend, cancelled).items():
             still = tuple(o.ref for o in after.objects if o.state.live and not o.foreign)
             ended = [o.ref for o in after.objects if not o.state.live and not o.foreign]

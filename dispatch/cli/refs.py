@@ -72,7 +72,12 @@ def resolve_all(store: Records, ref: str, names: Names | None = None) -> list[Jo
         _not_an_index(store, ids, group, index, names)
     if ref in ids and group_of(ref) is not None:
         return [ref]  # a member's own id, though the ids of tasks 10..19 start with task 1's
-    matches = _matches(store, ids, ref, names() if names is not None else {})
+    return _meant(ids, ref, _matches(store, ids, ref, names() if names is not None else {}))
+
+
+def _meant(ids: list[JobID], ref: str, matches: dict[JobID, str]) -> list[JobID]:
+    """The jobs ``ref`` means given what it ``matches``: one job, or every member of the one
+    array all its matches belong to; refused when it means none, or several jobs."""
     groups = {group_of(j) for j in matches}
     if len(matches) > 1 and len(groups) == 1 and None not in groups:
         (g,) = groups
