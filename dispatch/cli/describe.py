@@ -15,9 +15,9 @@ from typing import Any
 from dispatch.cli.answers import answer, waiting, waits
 from dispatch.cli.render import delivery
 from dispatch.core.fold import fold
-from dispatch.core.job import Job
+from dispatch.core.job import HoldRec, Job
 from dispatch.core.project import project
-from dispatch.core.stale import stale_executions
+from dispatch.core.stale import StaleExecution, stale_executions
 from dispatch.core.throttle import holds_place
 from dispatch.model.array import ArrayTask
 from dispatch.model.enums import ObjectState
@@ -36,7 +36,7 @@ from dispatch.model.record import (
     SupersededEntry,
     View,
 )
-from dispatch.model.status import Status
+from dispatch.model.status import Escalation, Event, Status
 from dispatch.model.values import Actor, Cause, JobID, after_words
 from dispatch.report.events import learn
 from dispatch.spi import Backend, FenceReader, LaunchFence, find_all
@@ -197,25 +197,7 @@ def _control(e: Any) -> dict[str, Any]:
 def document(s: Story, now: datetime) -> dict[str, Any]:
     """The status document of ``s``: every key docs/cli.md documents, always present."""
     st, j, h = s.status, s.job, s.view.header
-    seen = _seen(s.view)
     shown = s.look.found.get(st.job)  # what the scheduler shows now, when it answered
-    by_rule = {ra.index: ra for ra in (st.plan.rules if st.plan else ())}
-    submissions = []
-    for sub_st in st.submissions:
-        rec = j.submission(sub_st.n)
-        assert rec is not None
-        submissions.append(
-            {
-                "n": sub_st.n,
-                "lineage_n": h.lineage_base + sub_st.n,
-                "object": sub_st.canonical.id if sub_st.canonical else None,
-                "authorized_at": _t(rec.authorized_at),
-                "rule": rec.rule,
-                "attempts": len(rec.attempts),
-                "abandoned": sub_st.abandoned,
-                "executions": [_execution(o, seen) for o in sub_st.executions],
-            }
-        )
     return {
         "job": st.job,
         "name": st.name,
@@ -231,96 +213,134 @@ def document(s: Story, now: datetime) -> dict[str, Any]:
         "array": _array(h.spec.task, holds_place(j) or st.state.terminal),
         "settled": st.settled,
         "cleanup": str(st.cleanup),
-        "submissions": submissions,
-        "rules": [
-            {
-                "index": ra.index,
-                "on": [str(c) for c in ra.effective.on],
-                "action": str(ra.effective.action),
-                "budget": ra.effective.budget,
-                "firings": ra.firings,
-                "left": max(0, ra.effective.budget - ra.firings),
-                "enforcer": str(ra.enforcer),
-            }
-            for ra in by_rule.values()
-        ],
+        "submissions": _submissions(s),
+        "rules": _rules(st),
         "uncovered": [str(c) for c in (st.plan.uncovered if st.plan else ())],
-        "holds": [
-            {
-                "instance": hr.instance,
-                "kind": str(hr.hold.kind),
-                "by": str(hr.hold.by),
-                "reason": hr.hold.reason,
-                "until": _t(hr.hold.until),
-                "active": hr.active,
-                "released_at": _t(hr.released_at),
-                "override": hr.override,
-            }
-            for hr in j.holds
-        ],
+        "holds": [_hold(hr) for hr in j.holds],
         "escalations": [
-            {
-                "id": e.id,
-                "at": _t(e.at),
-                "detail": e.detail,
-                "delivered": _t(e.delivered),
-                "delivery": delivery(e),
-                "waiting": waits(j, e, shown),
-                "answer": answer(j, e) if waits(j, e, shown) else "",
-            }
-            for e in sorted(j.escalations.values(), key=lambda e: e.at)
+            _escalation(j, e, shown) for e in sorted(j.escalations.values(), key=lambda e: e.at)
         ],
         "waiting": waiting(j, shown),
-        "history": [
-            {
-                "at": _t(ev.at),
-                "from": str(ev.from_),
-                "to": str(ev.to),
-                "cause": _cause(ev.cause),
-                "submission": ev.submission,
-                "rule": ev.rule,
-                "by": str(by) if by else None,
-            }
-            for ev, by in zip(j.history, actors(s.view, j), strict=True)
-        ],
+        "history": [_event(ev, by) for ev, by in zip(j.history, actors(s.view, j), strict=True)],
         "actions": [
             _control(e) for c in s.view.commits for e in c.entries if isinstance(e, _CONTROL)
         ],
         "cessation": _cessation(s.view),
-        "stale": [
+        "stale": [_stale(x) for x in stale_executions(s.view)],
+        "scheduler": _scheduler(s.look, shown),
+    }
+
+
+def _submissions(s: Story) -> list[dict[str, Any]]:
+    """Each submission of ``s``: its object, why it was authorized, and its executions."""
+    seen = _seen(s.view)
+    out = []
+    for sub_st in s.status.submissions:
+        rec = s.job.submission(sub_st.n)
+        assert rec is not None
+        out.append(
             {
-                "at": _t(x.at),
-                "object": x.ref.id,
-                "submission": x.submission,
-                "restarts": x.restarts,
-                "current": x.current or None,
-                "state": str(x.state),
-                "cause": _cause(x.cause),
-                "stopped": (
-                    {"at": _t(x.stopped_at), "by": str(x.stopped_by)}
-                    if x.stopped_at is not None
-                    else None
-                ),
+                "n": sub_st.n,
+                "lineage_n": s.view.header.lineage_base + sub_st.n,
+                "object": sub_st.canonical.id if sub_st.canonical else None,
+                "authorized_at": _t(rec.authorized_at),
+                "rule": rec.rule,
+                "attempts": len(rec.attempts),
+                "abandoned": sub_st.abandoned,
+                "executions": [_execution(o, seen) for o in sub_st.executions],
             }
-            for x in stale_executions(s.view)
-        ],
-        "scheduler": {
-            "reachable": s.look.reachable,
-            "error": s.look.error,
-            "objects": [
-                {
-                    "object": o.ref.id,
-                    "submission": o.submission,
-                    "attempt": o.attempt,
-                    "state": str(o.state),
-                    "cause": _cause(o.cause),
-                    "nodes": list(o.nodes),
-                    "restarts": o.restarts,
-                    "held_by_other": o.held_by_other,
-                }
-                for o in (s.look.found.get(st.job) or Discovery()).objects
-            ],
-        },
+        )
+    return out
+
+
+def _rules(st: Status) -> list[dict[str, Any]]:
+    """Each rule of the plan, once, with its firings and the budget left."""
+    by_rule = {ra.index: ra for ra in (st.plan.rules if st.plan else ())}
+    return [
+        {
+            "index": ra.index,
+            "on": [str(c) for c in ra.effective.on],
+            "action": str(ra.effective.action),
+            "budget": ra.effective.budget,
+            "firings": ra.firings,
+            "left": max(0, ra.effective.budget - ra.firings),
+            "enforcer": str(ra.enforcer),
+        }
+        for ra in by_rule.values()
+    ]
+
+
+def _hold(hr: HoldRec) -> dict[str, Any]:
+    return {
+        "instance": hr.instance,
+        "kind": str(hr.hold.kind),
+        "by": str(hr.hold.by),
+        "reason": hr.hold.reason,
+        "until": _t(hr.hold.until),
+        "active": hr.active,
+        "released_at": _t(hr.released_at),
+        "override": hr.override,
+    }
+
+
+def _escalation(j: Job, e: Escalation, shown: Discovery | None) -> dict[str, Any]:
+    return {
+        "id": e.id,
+        "at": _t(e.at),
+        "detail": e.detail,
+        "delivered": _t(e.delivered),
+        "delivery": delivery(e),
+        "waiting": waits(j, e, shown),
+        "answer": answer(j, e) if waits(j, e, shown) else "",
+    }
+
+
+def _event(ev: Event, by: Actor | None) -> dict[str, Any]:
+    return {
+        "at": _t(ev.at),
+        "from": str(ev.from_),
+        "to": str(ev.to),
+        "cause": _cause(ev.cause),
+        "submission": ev.submission,
+        "rule": ev.rule,
+        "by": str(by) if by else None,
+    }
+
+
+def _stale(x: StaleExecution) -> dict[str, Any]:
+    return {
+        "at": _t(x.at),
+        "object": x.ref.id,
+        "submission": x.submission,
+        "restarts": x.restarts,
+        "current": x.current or None,
+        "state": str(x.state),
+        "cause": _cause(x.cause),
+        "stopped": (
+            {"at": _t(x.stopped_at), "by": str(x.stopped_by)} if x.stopped_at is not None else None
+        ),
+    }
+
+
+def _scheduler(seen: Look, shown: Discovery | None) -> dict[str, Any]:
+    """What the scheduler shows of the job now, or why it could not be asked."""
+    return {
+        "reachable": seen.reachable,
+        "error": seen.error,
+        "objects": [_object(o) for o in (shown or Discovery()).objects],
+    }
+
+
+def _object(o: ObjectObs) -> dict[str, Any]:
+    return {
+        "object": o.ref.id,
+        "submission": o.submission,
+        "attempt": o.attempt,
+        "state": str(o.state),
+        "cause": _cause(o.cause),
+        "nodes": list(o.nodes),
+        "restarts": o.restarts,
+        "held_by_other": o.held_by_other,
     }
 
 

@@ -8,6 +8,7 @@ and reports each damaged one on stderr with its path, then exits 1.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from dispatch.cli.describe import (
 from dispatch.cli.groups import array_row, gathered, in_group_order, task_lines
 from dispatch.cli.listing import Rows
 from dispatch.cli.refs import complete_job, resolve_all
-from dispatch.cli.render import age, clean, table, when
+from dispatch.cli.render import age, clean, table
 from dispatch.cli.session import (
     EXIT_FAILED,
     Session,
@@ -37,148 +38,11 @@ from dispatch.cli.session import (
     json_option,
     refusals,
 )
+from dispatch.cli.status_lines import lines
 from dispatch.model.enums import State
 from dispatch.model.errors import DispatchError, InvalidError
 from dispatch.model.values import JobID
 from dispatch.records.file import FileRecords
-
-
-def _time(text: str | None) -> str:
-    return when(datetime.fromisoformat(text)) if text else "-"
-
-
-def _cause(c: dict[str, Any]) -> str:
-    return str(c["kind"]) + (f" ({c['detail']})" if c["detail"] else "")
-
-
-def _execution(x: dict[str, Any]) -> str:
-    parts = [f"attempt {x['attempt']}", x["state"]]
-    if x["cause"]["kind"] != "none" or x["state"] == "ended":
-        parts.append(_cause(x["cause"]))
-    parts.append(f"started {_time(x['started'])}, ended {_time(x['ended'])}")
-    if x["nodes"]:
-        parts.append("nodes " + ",".join(x["nodes"]))
-    if x["restarts"]:
-        parts.append(f"{x['restarts']} restarts")
-    return f"{x['object']}: " + "; ".join(parts)
-
-
-def _lines(doc: dict[str, Any], object_word: str) -> list[tuple[str, str]]:
-    """The human form of a status document, as (label, value) rows; labels may be blank."""
-    out: list[tuple[str, str]] = [
-        ("job", doc["job"]),
-        ("name", doc["name"] or "-"),
-        ("state", doc["state"]),
-        ("cause", _cause(doc["cause"])),
-        ("created", f"{_time(doc['created_at'])} by {doc['created_by']}"),
-    ]
-    if doc["supersedes"]:
-        out.append(("supersedes", doc["supersedes"]))
-    if doc["superseded_by"]:
-        out.append(("superseded by", doc["superseded_by"]))
-    if doc["after"]:
-        out.append(("waits for", ", ".join(doc["after"])))
-    if doc["array"]:
-        a = doc["array"]
-        most = f", at most {a['throttle']} of its tasks at once" if a["throttle"] else ""
-        place = "; waits for a task ahead of it to settle" if a["waits_for_place"] else ""
-        out.append(("array", f"task {a['group']}:{a['index']}{most}{place}"))
-    out.append(("settled", "yes" if doc["settled"] else "no"))
-    if doc["cleanup"] != "clear":
-        out.append(("clean-up", doc["cleanup"]))
-    out.append(("waiting on you", ", ".join(doc["waiting"]) or "nothing"))
-    for s in doc["submissions"]:
-        obj = f"{object_word} {s['object']}" if s["object"] else "no canonical object yet"
-        why = f"rule {s['rule']}" if s["rule"] is not None else "asked for"
-        if s["n"] == 1 and s["rule"] is None:
-            why = "first"
-        label = f"submission {s['n']}"
-        # A superseding job's scripts see the lineage submission: say which one they see.
-        lineage = (
-            f", lineage submission {s['lineage_n']} (DISPATCH_SUBMISSION)"
-            if s["lineage_n"] != s["n"]
-            else ""
-        )
-        out.append(
-            (
-                label,
-                f"{obj} ({why}, authorized {_time(s['authorized_at'])}{lineage})"
-                + (", abandoned" if s["abandoned"] else ""),
-            )
-        )
-        out += [("", "  " + _execution(x)) for x in s["executions"]]
-    for r in doc["rules"]:
-        out.append(
-            (
-                f"rule {r['index']}",
-                f"on {','.join(r['on'])}: {r['action']}, fired {r['firings']} of {r['budget']}, "
-                f"{r['left']} left (enforced by the {r['enforcer']})",
-            )
-        )
-    for h in doc["holds"]:
-        state = "in force" if h["active"] else f"released {_time(h['released_at'])}"
-        until = f", until {_time(h['until'])}" if h["until"] else ""
-        reason = f": {h['reason']}" if h["reason"] else ""
-        out.append((f"hold {h['instance']}", f"{h['kind']} by {h['by']}{until}, {state}{reason}"))
-    for e in doc["escalations"]:
-        answer = f" -> answer: {e['answer']}" if e["answer"] else ""
-        out.append(
-            (f"escalation {e['id']}", f"{_time(e['at'])}, {e['delivery']}: {e['detail']}{answer}")
-        )
-    for ev in doc["history"]:
-        cause = f", {_cause(ev['cause'])}" if ev["cause"]["kind"] != "none" else ""
-        if ev["rule"] is not None:
-            cause += f", counted against rule {ev['rule']}"
-        out.append(
-            (
-                "history",
-                f"{_time(ev['at'])} {ev['from']} -> {ev['to']} (submission {ev['submission']}"
-                f"{cause}) by {ev['by'] or 'unknown'}",
-            )
-        )
-    for c in doc["cessation"]:
-        said = "ceased" if c["ceased"] else "not proven ceased"
-        out.append(
-            ("cessation", f"{_time(c['at'])} {object_word} {c['object']}: {said}: {c['detail']}")
-        )
-    for x in doc["stale"]:
-        now = f"when submission {x['current']} was current" if x["current"] else "after the outcome"
-        cause = f", {_cause(x['cause'])}" if x["cause"]["kind"] != "none" else ""
-        stop = x["stopped"]
-        stopped = f"; stopped {_time(stop['at'])} by {stop['by']}" if stop else ""
-        out.append(
-            (
-                "stale",
-                f"{_time(x['at'])} {object_word} {x['object']} (submission {x['submission']}, "
-                f"execution {x['restarts']}) ran again {now}: {x['state']}"
-                f"{cause}{stopped}; not the job's, no rule fired",
-            )
-        )
-    for u in doc.get("unfenced", ()):
-        out.append(
-            (
-                "not fenced",
-                f"{object_word} {u['object']} (submission {u['submission']}) was released "
-                "without a fence in the SPANK spool: the nodes cannot refuse a stale run of it; "
-                "the supervisor stops one it finds running",
-            )
-        )
-    for a in doc["actions"]:
-        reason = f": {a['reason']}" if a["reason"] else ""
-        out.append(("action", f"{_time(a['at'])} {a['action']} by {a['by']}{reason}"))
-    sched = doc["scheduler"]
-    if not sched["reachable"]:
-        out.append(("scheduler now", f"unreachable ({sched['error']}); the record above answers"))
-    elif not sched["objects"]:
-        out.append(("scheduler now", "shows nothing of the job"))
-    for o in sched["objects"]:
-        where = f"submission {o['submission']}/{o['attempt']}" if o["submission"] else "foreign"
-        cause = f", {_cause(o['cause'])}" if o["cause"]["kind"] != "none" else ""
-        nodes = f", nodes {','.join(o['nodes'])}" if o["nodes"] else ""
-        out.append(
-            ("scheduler now", f"{object_word} {o['object']} ({where}): {o['state']}{cause}{nodes}")
-        )
-    return out
 
 
 def object_word(session: Session) -> str:
@@ -250,7 +114,7 @@ def status(
     if as_json:
         echo_json(doc)
         return
-    rows = _lines(doc, object_word(session))
+    rows = lines(doc, object_word(session))
     width = max(len(k) for k, _ in rows)
     for k, v in rows:
         click.echo(f"{k.ljust(width)}  {clean(v)}".rstrip())
@@ -303,6 +167,18 @@ def _array_status(session: Session, jobs: list[str], now: datetime, as_json: boo
         click.echo(f"{k.ljust(width)}  {clean(v)}".rstrip())
 
 
+# The columns of ``dispatch list``: (heading, the cell of a row).
+LIST_TABLE: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("JOB", lambda d: d["job"]),
+    ("NAME", lambda d: d["name"] or "-"),
+    ("STATE", lambda d: d["state"]),
+    ("CAUSE", lambda d: d["cause"]),
+    ("SUBMISSIONS", lambda d: str(d["submissions"])),
+    ("AGE", lambda d: age(timedelta(seconds=d["age_seconds"]))),
+    ("WAITING", lambda d: ", ".join(d["waiting"]) or "-"),
+)
+LIST_COLUMNS = tuple(heading for heading, _ in LIST_TABLE)
+
 STATES = click.Choice([s.value for s in State])
 
 
@@ -342,44 +218,35 @@ def list_jobs(
         jobs = store.jobs(include_settled=everything)
         seen: Look = look(session.backend, jobs)
         docs, problems, unreadable, notes = rows_of(store, jobs, seen, now)
-    docs = [
-        d
-        for d in docs
-        if (not states or d["state"] in states)
-        and (not escalated or d["waiting"])
-        and (not user or d["created_by"] == f"human:{user}")
-    ]
-    docs = in_group_order(docs)
+    docs = in_group_order([d for d in docs if _wanted(d, states, escalated, user)])
     if not tasks:
         docs = gathered(docs)
     if as_json:
         echo_json(docs)
     else:
-        table(
-            ("JOB", "NAME", "STATE", "CAUSE", "SUBMISSIONS", "AGE", "WAITING"),
-            [
-                (
-                    d["job"],
-                    d["name"] or "-",
-                    d["state"],
-                    d["cause"],
-                    str(d["submissions"]),
-                    age(timedelta(seconds=d["age_seconds"])),
-                    ", ".join(d["waiting"]) or "-",
-                )
-                for d in docs
-            ],
-        )
+        table(LIST_COLUMNS, [tuple(cell(d) for _, cell in LIST_TABLE) for d in docs])
     if not seen.reachable:
         click.echo(
             f"note: the scheduler is unreachable ({clean(seen.error)}); states are the record's",
             err=True,
         )
-    for p in notes:
-        click.echo(f"warning: {clean(p)}", err=True)
-    for p in problems:
-        click.echo(f"error: damaged record: {clean(p)}", err=True)
-    for p in unreadable:
-        click.echo(f"error: unreadable record: {clean(p)}", err=True)
+    said = (
+        ("warning", notes),
+        ("error: damaged record", problems),
+        ("error: unreadable record", unreadable),
+    )
+    for what, found in said:
+        for p in found:
+            click.echo(f"{what}: {clean(p)}", err=True)
     if problems or unreadable:
         sys.exit(EXIT_FAILED)
+
+
+def _wanted(d: dict[str, Any], states: tuple[str, ...], escalated: bool, user: str) -> bool:
+    """Whether the list shows row ``d``: of one of ``states`` (any, when none is given),
+    waiting on a person when ``escalated``, and created by ``user`` when one is given."""
+    return (
+        (not states or d["state"] in states)
+        and (not escalated or bool(d["waiting"]))
+        and (not user or d["created_by"] == f"human:{user}")
+    )
