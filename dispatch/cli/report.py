@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +25,7 @@ from dispatch.model.enums import COVERABLE, CauseKind
 from dispatch.model.errors import DispatchError
 from dispatch.model.record import View
 from dispatch.model.values import JobID
+from dispatch.records.contract import Records
 from dispatch.report import Figures, figures, spans
 from dispatch.report.checkpoints import StoreName, named_store, publications
 from dispatch.report.events import last_seen_state
@@ -297,23 +299,17 @@ def report(
     if (job is not None) == (everything or since is not None):
         fail("give JOB, or --all / --since for every job (see `dispatch report --help`)", 2)
     given = StoreName(store, endpoint_url) if store else None
-    docs: list[dict[str, Any]] = []
     with refusals():
         ledger = Session(config).ledger
         # An array's tasks are reported as every job is, one row each.
         ids: list[JobID] = resolve_all(ledger, job) if job else ledger.jobs(include_settled=True)
         one = job is not None and len(ids) == 1
-        for j in ids:
-            try:
-                view = ledger.read(j)
-                doc = document(view, checkpoints(view, given), now)
-            except DispatchError as err:
-                if one:
-                    raise
-                click.echo(f"error: damaged record {j}: {clean(err.message)}", err=True)
-                continue
-            if since is None or datetime.fromisoformat(doc["until"]) >= now - since:
-                docs.append(doc)
+        docs = _documents(ledger, ids, one, given, since, now)
+    _show(docs, one, as_json, as_csv)
+
+
+def _show(docs: list[dict[str, Any]], one: bool, as_json: bool, as_csv: bool) -> None:
+    """Print the reports: as JSON, as CSV, one job's as a text block, or many as a table."""
     if as_json:
         echo_json(docs[0] if one else docs)
     elif as_csv:
@@ -321,20 +317,44 @@ def report(
     elif one:
         _text(docs[0])
     else:
-        table(
-            ("JOB", "NAME", "STATE", "WALL", "QUEUED", "RUNNING", "LOST", "NODE-HOURS", "GOODPUT"),
-            [
-                (
-                    d["job"],
-                    d["name"] or "-",
-                    d["state"],
-                    hms(d["wall_seconds"]),
-                    hms(d["queued_seconds"]),
-                    hms(d["running_seconds"]),
-                    hms(d["lost_seconds"]),
-                    f"{d['node_hours']:.3f}",
-                    "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%",
-                )
-                for d in docs
-            ],
-        )
+        table(REPORT_COLUMNS, [tuple(cell(d) for _, cell in REPORT_TABLE) for d in docs])
+
+
+def _documents(
+    ledger: Records,
+    ids: list[JobID],
+    one: bool,
+    given: StoreName | None,
+    since: timedelta | None,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The report of each of ``ids`` that ran ``since`` (when given): a damaged record is
+    named on stderr and left out, unless it is the ``one`` job asked for."""
+    docs: list[dict[str, Any]] = []
+    for j in ids:
+        try:
+            view = ledger.read(j)
+            doc = document(view, checkpoints(view, given), now)
+        except DispatchError as err:
+            if one:
+                raise
+            click.echo(f"error: damaged record {j}: {clean(err.message)}", err=True)
+            continue
+        if since is None or datetime.fromisoformat(doc["until"]) >= now - since:
+            docs.append(doc)
+    return docs
+
+
+# The columns of the report of many jobs: (heading, the cell of a job's report).
+REPORT_TABLE: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (
+    ("JOB", lambda d: d["job"]),
+    ("NAME", lambda d: d["name"] or "-"),
+    ("STATE", lambda d: d["state"]),
+    ("WALL", lambda d: hms(d["wall_seconds"])),
+    ("QUEUED", lambda d: hms(d["queued_seconds"])),
+    ("RUNNING", lambda d: hms(d["running_seconds"])),
+    ("LOST", lambda d: hms(d["lost_seconds"])),
+    ("NODE-HOURS", lambda d: f"{d['node_hours']:.3f}"),
+    ("GOODPUT", lambda d: "-" if d["goodput"] is None else f"{100 * d['goodput']:.1f}%"),
+)
+REPORT_COLUMNS = tuple(heading for heading, _ in REPORT_TABLE)

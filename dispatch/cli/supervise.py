@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -33,6 +33,7 @@ from dispatch.cli.session import (
     refusals,
 )
 from dispatch.cli.sweep import raise_open_file_limit, show
+from dispatch.cli.sweep_status import SweepStatus
 from dispatch.config import config_path, cron_environment, embedded, home_config, load
 from dispatch.model.base import format_duration
 from dispatch.model.enums import State
@@ -45,9 +46,6 @@ from dispatch.supervise.install import (
     cron_daemon_running,
     dispatch_command,
     entry_of,
-    last_exit,
-    last_sweep,
-    log_of,
     merge,
     remove,
     schedule,
@@ -357,51 +355,11 @@ def status_(
         path = config_path(config or ctx.meta.get("dispatch.config")) or home_config()
         table = Table(kind, user)
         entry = entry_of(table.read(), path)
-    log = log_of(entry)
-    seen = log.stat() if log is not None and log.is_file() else None
-    last = last_sweep(log.read_text(errors="replace")) if seen and log else None
-    at = datetime.fromtimestamp(seen.st_mtime, UTC) if seen else None
-    code = last_exit(path, at, last) if entry else None
-    runner = (
-        ("cron", cron_daemon_running())
-        if kind is Kind.CRON
-        else ("Slurm's scrontab (slurmctld runs it as a job)", True)
-    )
-    doc = {
-        "config": str(path),
-        "table": table.program,
-        "installed": "\n".join(entry) or None,
-        "runs": runner[1],
-        "log": str(log) if log else None,
-        "last_run": at.isoformat() if at else None,
-        "last_said": last[0] if last else None,
-        "exit_code": code[0] if code else None,
-        "exit_code_from": code[1] if code else None,
-    }
+    status = SweepStatus.of(path, table.program, kind, user, entry)
     if as_json:
-        echo_json(doc)
+        echo_json(status.doc())
     else:
-        whose = f"{user}'s" if user else "your"
-        if not entry:
-            click.echo(f"installed: no dispatch entry for {path} in {whose} {table.program}")
-        else:
-            click.echo(f"installed: in {whose} {table.program}, for {path}:")
-            for line in entry:
-                click.echo(f"  {line}")
-            click.echo(
-                f"runs: yes, {runner[0]} runs on this host"
-                if runner[1]
-                else "runs: no, no cron daemon runs on this host, so the entry does not run: "
-                "start one (sudo service cron start) or install with --scrontab"
-            )
-        if at is not None:
-            ago = format_duration(timedelta(seconds=int((datetime.now(UTC) - at).total_seconds())))
-            click.echo(f"last run: {at:%Y-%m-%d %H:%M:%S} UTC ({ago} ago), log {log}")
-            if last is not None:
-                click.echo(f"last said: {last[0]}")
-        elif entry:
-            click.echo(f"last run: none yet (no log at {log})")
-        if code is not None:
-            click.echo(f"exit code: {code[0]} ({code[2]})")
+        for line in status.lines():
+            click.echo(line)
     if not entry:
         sys.exit(EXIT_FAILED)
