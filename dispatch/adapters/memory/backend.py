@@ -9,14 +9,13 @@ from the injected ``clock`` and is read inside calls (for time limits).
 from __future__ import annotations
 
 import io
-import threading
-from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import IO
 
 from dispatch.adapters.memory.env import Env
 from dispatch.adapters.memory.objects import KUBEFLOW_LACKS, MemObject, Shape
+from dispatch.adapters.memory.scheduler import MemoryScheduler
 from dispatch.model.enums import (
     Action,
     Capability,
@@ -52,7 +51,7 @@ _YES = Support(state=Tristate.YES, source=Source.DECLARED)
 _NO = Support(state=Tristate.NO, source=Source.DECLARED)
 
 
-class MemoryBackend:
+class MemoryBackend(MemoryScheduler):
     """An in-memory scheduler implementing the whole SPI."""
 
     def __init__(
@@ -62,79 +61,12 @@ class MemoryBackend:
         clock: Callable[[], datetime] | None = None,
         submit_environment: Mapping[str, str] | None = None,
     ) -> None:
-        self.shape = Shape(shape)
-        # The environment of the process that submits (sbatch --export=ALL passes it on):
-        # it may carry the variables Slurm set for a job that process runs in.
-        self.submit_environment = dict(submit_environment or {})
-        self.auto_run = auto_run
-        self.clock = clock
-        self.mu = threading.RLock()
-        self.objects: dict[str, MemObject] = {}
-        self.refusals: list[CauseKind] = []
-        self.lost_replies: list[bool] = []
-        self.crash_requeues = 0
-        self.open_refusals: list[CauseKind] = []
-        self.admin_holds = 0
-        self.unstoppable: set[str] = set()
-        self.node_evidence = False
-        self.calls: Counter[str] = Counter()
-        self._next_id = 1000
+        super().__init__(shape, auto_run, clock, submit_environment)
         self._env = Env(self)
 
     def env(self) -> Env:
         """The scheduler's own part, for tests and examples."""
         return self._env
-
-    # --- the scheduler's bookkeeping, used by Env ---
-
-    def new_object(
-        self,
-        job: JobID,
-        submission: int | None,
-        attempt: int | None,
-        lineage: int,
-        spec: JobSpec | None,
-        element: str = "",
-    ) -> MemObject:
-        """Create an object with the job's name, gate closed; with ``element``, the element
-        of that id of a group's array (``<array>_<index>``)."""
-        self._next_id += 1
-        name = object_name(job)
-        if element:
-            ref = ObjectRef(id=element, name=name)
-        elif self.shape is Shape.SLURM:
-            ref = ObjectRef(id=str(self._next_id), name=name)
-        elif submission is not None and attempt is not None:
-            # As the kubeflow adapter names a TrainJob: <namespace>/dj-<job>-<N>-<a>.
-            ref = ObjectRef(id=f"default/{name}-{submission}-{attempt}", name=name)
-            if ref.id in self.objects:
-                ref = ObjectRef(id=f"{ref.id}-{self._next_id}", name=name)
-        else:
-            ref = ObjectRef(id=f"default/{name}-{self._next_id}", name=name)
-        obj = MemObject(
-            ref=ref,
-            job=job,
-            submission=submission,
-            attempt=attempt,
-            lineage_submission=lineage,
-            time_limit=spec.time_limit if spec else None,
-            nodes=tuple(f"n{i + 1}" for i in range(spec.nodes if spec else 1)),
-            ended_on=set() if self.node_evidence else None,
-        )
-        self.objects[ref.id] = obj
-        return obj
-
-    def run_object(self, obj: MemObject) -> None:
-        """Start ``obj`` running."""
-        obj.running = True
-        obj.started_at = self.clock() if self.clock else None
-
-    def maybe_run(self, obj: MemObject) -> None:
-        """Under ``auto_run``, start an object as soon as nothing keeps it from running."""
-        blocked = obj.running or obj.gated or obj.admin_held or obj.holds or obj.stalled
-        runnable = obj.live and not blocked
-        if self.auto_run and runnable:
-            self.run_object(obj)
 
     def _tick(self) -> None:
         """Apply time limits by the injected clock; called at the start of every call."""
@@ -370,18 +302,6 @@ class MemoryBackend:
         """The Slurm shape requeues natively (as ``--requeue`` does); Kubeflow's does nothing."""
         slurm = self.shape is Shape.SLURM
         return [_YES if slurm and rule.action is Action.REQUEUE else _NO for rule in policy.rules]
-
-    def requeue_natively(self, obj: MemObject, cause: Cause) -> bool:
-        """Requeue ``obj`` by itself if a native rule with budget left covers ``cause``."""
-        for i, rule in enumerate(obj.native):
-            if cause.kind in rule.on and obj.native_use.get(i, 0) < rule.budget:
-                obj.native_use[i] = obj.native_use.get(i, 0) + 1
-                obj.running, obj.ended, obj.cause = False, False, Cause()
-                obj.restarts += 1
-                obj.ended_on = None if obj.ended_on is None else set()
-                self.maybe_run(obj)
-                return True
-        return False
 
     def identity_weakened(self, spec: JobSpec) -> str:
         """Every execution keeps its own identity."""

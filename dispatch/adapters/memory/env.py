@@ -7,22 +7,18 @@ dispatch did not create.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from dispatch.adapters.memory.objects import MemObject
+from dispatch.adapters.memory.scheduler import MemoryScheduler
 from dispatch.model.enums import CauseKind, Provenance
 from dispatch.model.errors import InvalidError, NotFoundError
 from dispatch.model.objects import ObjectRef, object_name
 from dispatch.model.values import Cause, JobID
 
-if TYPE_CHECKING:
-    from dispatch.adapters.memory.backend import MemoryBackend
-    from dispatch.adapters.memory.objects import MemObject
-
 
 class Env:
     """The scheduler's side of a ``MemoryBackend``."""
 
-    def __init__(self, backend: MemoryBackend) -> None:
+    def __init__(self, backend: MemoryScheduler) -> None:
         self._b = backend
 
     def _obj(self, ref: ObjectRef) -> MemObject:
