@@ -46,30 +46,49 @@ def check(views: dict[JobID, View], done: set[JobID], report: Callable[[str, str
         after = view.header.spec.after
         if not after or job in done:
             continue
-        entries = [e for c in view.commits for e in c.entries]
-        started = any(isinstance(e, AuthorizeEntry) for e in entries)
-        failed = any(
-            isinstance(e, OutcomeEntry) and e.cause.kind is CauseKind.DEPENDENCY for e in entries
-        )
+        started, failed = _started_or_failed(view)
         if not started and not failed:
             continue
         done.add(job)
-        met: list[bool] = []
-        one_of: dict[str, list[bool]] = {}
-        for dep in after:
-            out = _outcome(views, dep.job, view.header.created_at)
-            if started and out is None:
-                report("12-dependency", f"job {job}: authorized before {dep.job} settled ({dep})")
-            ok = out is not None and dep.met_by(out)
-            if dep.group and dep.kind is DependencyKind.AFTERNOTOK:
-                one_of.setdefault(dep.group, []).append(ok)
-            else:
-                met.append(ok)
-        met.extend(any(tasks) for tasks in one_of.values())
+        met = _met(views, job, view, started, report)
         if started and not all(met):
             report("12-dependency", f"job {job}: authorized though {after} is not met")
         if failed and all(met):
             report("12-dependency", f"job {job}: failed for its dependency, yet {after} is met")
+
+
+def _started_or_failed(view: View) -> tuple[bool, bool]:
+    """Whether the job was authorized, and whether it failed for its dependency."""
+    entries = [e for c in view.commits for e in c.entries]
+    started = any(isinstance(e, AuthorizeEntry) for e in entries)
+    failed = any(
+        isinstance(e, OutcomeEntry) and e.cause.kind is CauseKind.DEPENDENCY for e in entries
+    )
+    return started, failed
+
+
+def _met(
+    views: dict[JobID, View],
+    job: JobID,
+    view: View,
+    started: bool,
+    report: Callable[[str, str], None],
+) -> list[bool]:
+    """Whether each dependency of ``job`` is met, the tasks of an afternotok on a whole array
+    as one; an upstream that had not settled when ``job`` was authorized is reported."""
+    met: list[bool] = []
+    one_of: dict[str, list[bool]] = {}
+    for dep in view.header.spec.after:
+        out = _outcome(views, dep.job, view.header.created_at)
+        if started and out is None:
+            report("12-dependency", f"job {job}: authorized before {dep.job} settled ({dep})")
+        ok = out is not None and dep.met_by(out)
+        if dep.group and dep.kind is DependencyKind.AFTERNOTOK:
+            one_of.setdefault(dep.group, []).append(ok)
+        else:
+            met.append(ok)
+    met.extend(any(tasks) for tasks in one_of.values())
+    return met
 
 
 def _outcome(views: dict[JobID, View], job: JobID, at: datetime) -> State | None:

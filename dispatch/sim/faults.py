@@ -1,4 +1,5 @@
-"""The fault mix of one seed: which faults are on and how often each fires, drawn from the seed.
+"""The fault mix of one seed: which faults are on and how often each fires, drawn from the seed;
+and the delivery channel's own faults (``ChannelFaults``).
 
 Every probability is per opportunity (per call boundary, per scheduler move, per person move),
 so a seed's mix is a small table that ``dispatch sim --seed S`` prints.
@@ -91,3 +92,26 @@ def inherited_environment(seed: int) -> dict[str, str]:
         "SLURM_RESTART_COUNT": str(rng.randint(1, 9)),
         "SLURM_NTASKS": str(rng.randint(1, 64)),
     }
+
+
+class ChannelFaults:
+    """The delivery channel's own faults, drawn from a generator of the seed's own so that the
+    seed's other draws stay as they were: now and then it goes down for a few offers in a row,
+    answers too late, or redirects (which is not a delivery)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(f"{seed}/channel")
+        self.outage = self.rng.random() < 0.5  # a third of the seeds keep the channel up
+        self.down_for = 0
+        self.why = "down"
+
+    def failure(self) -> str | None:
+        """How this offer fails (``down``, ``slow``, ``redirecting``), or None: delivered."""
+        if self.down_for > 0:
+            self.down_for -= 1
+            return self.why
+        if self.outage and self.rng.random() < 0.15:
+            self.down_for = self.rng.randint(0, 4)
+            self.why = self.rng.choice(("down", "slow", "redirecting"))
+            return self.why
+        return None

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import dispatch.sim.arrays as arrays
+import dispatch.sim.dependencies as dependencies
 from dispatch.model.array import task_of
 from dispatch.model.enums import Action, CauseKind, UnmatchedPolicy
 from dispatch.model.values import (
@@ -17,10 +19,7 @@ from dispatch.model.values import (
 )
 from dispatch.operator import Operator
 from dispatch.records.contract import Records
-from dispatch.sim import arrays, dependencies
-
-if TYPE_CHECKING:
-    from dispatch.sim.world import World
+from dispatch.sim.stage import World
 
 # Short deadlines so that escalations for slow clean-up and unknown launches fall inside a run.
 CLEANUP_DEADLINE = timedelta(seconds=120)

@@ -18,8 +18,10 @@ seen. Locks (``threading.Lock``) are allowed: they order nothing in one thread.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The modules every simulated call runs through. The file ledger is left out: it reads the
 # wall clock only to age temp files a crash left, which changes no decision.
@@ -30,9 +32,11 @@ SIMULATED_PATH: tuple[str, ...] = (
     "dispatch/sim/faults.py",
     "dispatch/sim/invariants.py",
     "dispatch/sim/jobs.py",
+    "dispatch/sim/memo_checks.py",
     "dispatch/sim/memos.py",
     "dispatch/sim/mutants.py",
     "dispatch/sim/outcome.py",
+    "dispatch/sim/stage.py",
     "dispatch/sim/world.py",
     "dispatch/sim/wrappers.py",
     "dispatch/core",
@@ -97,43 +101,74 @@ def _unordered(node: ast.expr) -> str | None:
 def lint_source(source: str, path: str) -> list[Finding]:
     """The findings in one module's source."""
     found: list[Finding] = []
-    tree = ast.parse(source, filename=path)
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(source, filename=path)):
         line = getattr(node, "lineno", 0)
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name in _THREAD_MODULES or alias.name.startswith("concurrent."):
-                    found.append(Finding(path, line, "thread", f"import {alias.name}"))
-                if alias.name == "secrets":
-                    found.append(Finding(path, line, "random", "import secrets"))
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            names = [a.name for a in node.names]
-            if mod in _THREAD_MODULES or mod.startswith("concurrent"):
-                found.append(Finding(path, line, "thread", f"from {mod} import"))
-            if mod == "threading" and {"Thread", "Timer"} & set(names):
-                found.append(Finding(path, line, "thread", "from threading import Thread/Timer"))
-            if mod == "random" and any(n != "Random" for n in names):
-                found.append(Finding(path, line, "random", f"from random import {names}"))
-            if mod == "time" and any(n in {a for _, a in _TIME_ATTRS} for n in names):
-                found.append(Finding(path, line, "time", f"from time import {names}"))
-        elif isinstance(node, ast.Attribute):
-            pair = _dotted(node)
-            if pair in _THREAD_ATTRS:
-                found.append(Finding(path, line, "thread", ".".join(pair)))
-            elif pair in _TIME_ATTRS:
-                found.append(Finding(path, line, "time", ".".join(pair)))
-            elif pair is not None and pair[0] == "random" and pair[1] != "Random":
-                found.append(Finding(path, line, "random", ".".join(pair)))
-        elif isinstance(node, ast.Call):
-            pair = _dotted(node.func)
-            if pair in _RANDOM_CALLS:
-                found.append(Finding(path, line, "random", f"{'.'.join(pair)}()"))
-        if isinstance(node, (ast.For, ast.comprehension)):
-            what = _unordered(node.iter)
-            if what is not None:
-                found.append(Finding(path, line, "unordered", f"iterates over {what}"))
+        for kind, rule in _RULES:
+            if isinstance(node, kind):
+                found += [Finding(path, line, name, detail) for name, detail in rule(node)]
     return found
+
+
+# A rule's findings in one node: (rule, detail) pairs.
+_Found = list[tuple[str, str]]
+
+
+def _import(node: ast.Import) -> _Found:
+    found: _Found = []
+    for alias in node.names:
+        if alias.name in _THREAD_MODULES or alias.name.startswith("concurrent."):
+            found.append(("thread", f"import {alias.name}"))
+        if alias.name == "secrets":
+            found.append(("random", "import secrets"))
+    return found
+
+
+def _import_from(node: ast.ImportFrom) -> _Found:
+    found: _Found = []
+    mod = node.module or ""
+    names = [a.name for a in node.names]
+    if mod in _THREAD_MODULES or mod.startswith("concurrent"):
+        found.append(("thread", f"from {mod} import"))
+    if mod == "threading" and {"Thread", "Timer"} & set(names):
+        found.append(("thread", "from threading import Thread/Timer"))
+    if mod == "random" and any(n != "Random" for n in names):
+        found.append(("random", f"from random import {names}"))
+    if mod == "time" and any(n in {a for _, a in _TIME_ATTRS} for n in names):
+        found.append(("time", f"from time import {names}"))
+    return found
+
+
+def _attribute(node: ast.Attribute) -> _Found:
+    pair = _dotted(node)
+    if pair in _THREAD_ATTRS:
+        return [("thread", ".".join(pair))]
+    if pair in _TIME_ATTRS:
+        return [("time", ".".join(pair))]
+    if pair is not None and pair[0] == "random" and pair[1] != "Random":
+        return [("random", ".".join(pair))]
+    return []
+
+
+def _call(node: ast.Call) -> _Found:
+    pair = _dotted(node.func)
+    return [("random", f"{'.'.join(pair)}()")] if pair in _RANDOM_CALLS else []
+
+
+def _iteration(node: ast.For | ast.comprehension) -> _Found:
+    what = _unordered(node.iter)
+    return [("unordered", f"iterates over {what}")] if what is not None else []
+
+
+# Which rules read which kind of node. Rules:
+# * A node is read by every rule of its kind, in this order; its findings keep that order.
+# * A comprehension has no line of its own: its findings are at line 0.
+_RULES: tuple[tuple[type | tuple[type, ...], Callable[[Any], _Found]], ...] = (
+    (ast.Import, _import),
+    (ast.ImportFrom, _import_from),
+    (ast.Attribute, _attribute),
+    (ast.Call, _call),
+    ((ast.For, ast.comprehension), _iteration),
+)
 
 
 def lint_paths(paths: list[Path], base: Path) -> list[Finding]:

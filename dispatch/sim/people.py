@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from dispatch.core.fold import fold
 from dispatch.core.job import Job
@@ -22,10 +21,8 @@ from dispatch.model.record import AbandonEntry, Entry, ReleaseEntry
 from dispatch.model.values import AbandonTarget, JobID
 from dispatch.operator import Operator
 from dispatch.sim.jobs import job_options
+from dispatch.sim.stage import World
 from dispatch.sim.wrappers import SimStore
-
-if TYPE_CHECKING:
-    from dispatch.sim.world import World
 
 # Supersede stops adding jobs at this many, so a seed stays small.
 MAX_JOBS = 4
@@ -214,24 +211,48 @@ def _answer_job(w: World, op: Operator, job: JobID) -> None:
 def _answers(j: Job, eid: str) -> AbandonTarget | None:
     """The abandon that answers escalation ``eid``, while it still waits."""
     kind, _, arg = eid.partition(":")
-    if kind == "foreign" and not j.objects[arg].abandoned:
-        return AbandonTarget(foreign=arg)
-    if kind == "all-unknown":
-        sub = j.submission(int(arg))
-        if sub is not None and not sub.abandoned and sub.canonical is None:
-            return AbandonTarget(submission=int(arg))
-    elif kind == "unmatched":
-        n, _, a = arg.partition("/")
-        sub = j.submission(int(n))
-        att = sub.attempt(int(a)) if sub is not None else None
-        if att is not None and not att.abandoned and att.unresolved:
-            return AbandonTarget(submission=int(n), attempt=int(a))
-    elif kind == "cleanup-deadline":
-        # The detail names what blocks settling: unresolved launches, foreign objects.
-        foreign = [r.ref.id for r in j.objects.values() if r.foreign and not r.abandoned]
-        if j.unresolved_attempts():
-            first, unresolved = j.unresolved_attempts()[0]
-            return AbandonTarget(submission=first, attempt=unresolved.number)
-        if foreign:
-            return AbandonTarget(foreign=sorted(foreign)[0])
+    answer = _ANSWERS.get(kind)
+    return answer(j, arg) if answer is not None else None
+
+
+def _foreign(j: Job, arg: str) -> AbandonTarget | None:
+    return AbandonTarget(foreign=arg) if not j.objects[arg].abandoned else None
+
+
+def _all_unknown(j: Job, arg: str) -> AbandonTarget | None:
+    sub = j.submission(int(arg))
+    if sub is not None and not sub.abandoned and sub.canonical is None:
+        return AbandonTarget(submission=int(arg))
     return None
+
+
+def _unmatched(j: Job, arg: str) -> AbandonTarget | None:
+    n, _, a = arg.partition("/")
+    sub = j.submission(int(n))
+    att = sub.attempt(int(a)) if sub is not None else None
+    if att is not None and not att.abandoned and att.unresolved:
+        return AbandonTarget(submission=int(n), attempt=int(a))
+    return None
+
+
+def _cleanup_deadline(j: Job, arg: str) -> AbandonTarget | None:
+    # The detail names what blocks settling: unresolved launches, foreign objects.
+    foreign = [r.ref.id for r in j.objects.values() if r.foreign and not r.abandoned]
+    if j.unresolved_attempts():
+        first, unresolved = j.unresolved_attempts()[0]
+        return AbandonTarget(submission=first, attempt=unresolved.number)
+    if foreign:
+        return AbandonTarget(foreign=sorted(foreign)[0])
+    return None
+
+
+# What a person abandons to answer an escalation, by the kind its id begins with (``kind:arg``):
+# the foreign object, the submission none of whose starts is known, the attempt that matched
+# no object, or the first of what keeps a job past its clean-up deadline. An escalation of
+# any other kind, or one whose answer was given already, has none.
+_ANSWERS: dict[str, Callable[[Job, str], AbandonTarget | None]] = {
+    "foreign": _foreign,
+    "all-unknown": _all_unknown,
+    "unmatched": _unmatched,
+    "cleanup-deadline": _cleanup_deadline,
+}

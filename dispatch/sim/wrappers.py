@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from dispatch.adapters.memory import MemoryBackend
 from dispatch.model.enums import Capability, CauseKind
@@ -37,9 +36,7 @@ from dispatch.records.contract import (
     ShardStamped,
 )
 from dispatch.records.shard_stamps import Stamps
-
-if TYPE_CHECKING:
-    from dispatch.sim.world import Proc, World
+from dispatch.sim.stage import Proc, World
 
 
 class SimStore:
