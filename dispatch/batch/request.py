@@ -346,6 +346,7 @@ def build(
         options=(*_appended(cmd, found, environment), *cmd.passed_on),
         directory=folder,
         environment=export.kept_environment({**environment, **given_values}, exported),
+        job_name=cmd.job_name or found.job_name or "",
     )
     extensions: list[Extension] = [script]
     if options.checkpoint is CheckpointMode.SHARED:

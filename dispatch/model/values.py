@@ -178,6 +178,9 @@ class BatchScript(Value):
     options: tuple[str, ...] = ()
     directory: str
     environment: dict[str, str] = Field(default_factory=dict)
+    # The name sbatch would give the job from its command line or its #SBATCH lines ("": they
+    # name none, and the job's name is its dispatch name).
+    job_name: str = ""
 
     @field_validator("text")
     @classmethod

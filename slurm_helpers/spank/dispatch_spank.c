@@ -546,13 +546,16 @@ static int ds_names_job(const char *name, const char *job)
 
 /*
  * Whether element task of an array named name runs job: the array of a group (dj-<group>)
- * runs task <group>_<task> in each element.
+ * runs task <group>_<task> in each element; a step that names the task itself (dj-<job>) is
+ * that task's.
  */
 static int ds_names_element(const char *name, const char *job, uint32_t task)
 {
 	char expect[160];
 	if (strncmp(name, "dj-", 3) != 0)
 		return 0;
+	if (strcmp(name + 3, job) == 0)
+		return 1;
 	snprintf(expect, sizeof(expect), "%s_%" PRIu32, name + 3, task);
 	return strcmp(expect, job) == 0;
 }
@@ -838,19 +841,30 @@ static unsigned long ds_step_restart(spank_t sp, int dir, uid_t uid, uint32_t jo
 }
 
 /*
- * The task's SLURM_JOB_NAME, which only ever narrows a fence to the Slurm job it was written
- * for: "" when the task shows none (a job that lost its name is judged by the fence as it
- * stands). A name too long for buf is longer than any dj-<job>_<index> a fence can name (a
- * job is under 64 characters): it is given as DS_OTHER_NAME, which names no dispatch job, so
- * no fence applies to it, whatever its length.
+ * The dispatch name of the task's job (dj-<job>), which only ever narrows a fence to the Slurm
+ * job it was written for. A job dispatch made before it kept the user's name is named so in
+ * SLURM_JOB_NAME; one that keeps the user's name says its job in DISPATCH_JOB (set by sbatch's
+ * export, and by dispatch's wrapper for every step the script starts). "" when the task shows
+ * neither (its job is judged by the fence as it stands). A value too long for buf is longer
+ * than any dispatch job a fence can name (a job is under 64 characters): it is given as
+ * DS_OTHER_NAME, which names no dispatch job, so no fence applies to it, whatever its length.
  */
 static void ds_job_name(spank_t sp, char *buf, size_t len)
 {
+	char job[128];
 	spank_err_t rc = spank_getenv(sp, "SLURM_JOB_NAME", buf, (int)len);
+	if (rc == ESPANK_NOSPACE) {
+		snprintf(buf, len, "%s", DS_OTHER_NAME);
+		return;
+	}
+	if (rc == ESPANK_SUCCESS && strncmp(buf, "dj-", 3) == 0)
+		return;
+	buf[0] = '\0';
+	rc = spank_getenv(sp, "DISPATCH_JOB", job, (int)sizeof(job));
 	if (rc == ESPANK_NOSPACE)
 		snprintf(buf, len, "%s", DS_OTHER_NAME);
-	else if (rc != ESPANK_SUCCESS)
-		buf[0] = '\0';
+	else if (rc == ESPANK_SUCCESS && job[0] != '\0')
+		snprintf(buf, len, "dj-%s", job);
 }
 
 /*

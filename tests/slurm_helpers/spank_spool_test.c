@@ -233,6 +233,14 @@ static void test_spool(void)
 	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-other", &sub, why, sizeof(why), err,
 			     sizeof(err)) == 0 &&
 	      sub == 0);
+	/* A step that names the task itself (DISPATCH_JOB=grp_4, the job keeping the user's
+	 * name) is that task's: fenced. */
+	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-grp_4", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 1 &&
+	      strstr(why, "job grp_4 is at submission 2; submission 1 may not run"));
+	CHECK(ds_fence_check(dir, user, 52, 40, 4, "dj-grp_5", &sub, why, sizeof(why), err,
+			     sizeof(err)) == 0 &&
+	      sub == 0);
 	/* A job id of its own, fenced, is read first. */
 	CHECK(ds_write_file(dir, "fence.52", "job=grp_4\nsubmission=2\n", user, user, 0644, err,
 			    sizeof(err)) == 0);

@@ -24,7 +24,7 @@ from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import history_adds_nothing, observe
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
-from dispatch.adapters.slurm.row import Row, group_names, note_raw_ids
+from dispatch.adapters.slurm.row import Row, keyed, note_raw_ids
 from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
 from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.adapters.slurm.spool import Spool, probe_spank
@@ -227,7 +227,7 @@ class SlurmBackend:
         name = f"the array of {task.group}"
         argv = script.group_sbatch_argv(first, batch, task.group, script.index_text(indices))
         reply = self._as_submitter(
-            batch, argv, script.wrapper(first, batch, group=task.group), name
+            batch, argv, script.wrapper(first, batch, group=task.group), name, task.group
         )
         array = self._job_id(reply, name)
         return {
@@ -241,13 +241,18 @@ class SlurmBackend:
         batch = req.spec.script
         assert batch is not None
         argv = script.sbatch_argv(req, batch, test_only=test_only)
-        return self._as_submitter(batch, argv, script.wrapper(req, batch), req.name)
+        return self._as_submitter(batch, argv, script.wrapper(req, batch), req.name, req.job)
 
-    def _as_submitter(self, batch: BatchScript, argv: list[str], stdin: str, name: str) -> Reply:
+    def _as_submitter(
+        self, batch: BatchScript, argv: list[str], stdin: str, name: str, job: str
+    ) -> Reply:
         """Run ``argv`` (an sbatch of ``name``) in the submitter's folder, with their
-        environment, ``stdin`` the batch script; a folder gone since is a launch failure."""
+        environment and ``DISPATCH_JOB`` naming ``job`` (which the SPANK plugin reads to know
+        the job a fence is for, where sbatch exports it), ``stdin`` the batch script; a folder
+        gone since is a launch failure."""
+        environment = {**batch.environment, "DISPATCH_JOB": job}
         reply = self.runner.run_as_submitter(
-            argv, environment=batch.environment, folder=batch.directory, stdin=stdin
+            argv, environment=environment, folder=batch.directory, stdin=stdin
         )
         if reply.returncode == FOLDER_GONE:
             raise LaunchRefusedError(f"sbatch {name}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value)
@@ -299,7 +304,7 @@ class SlurmBackend:
         array; an array whose call fails is released element by element, and an element that
         still is not is left gated (its recorded open is made again on its own once due)."""
         try:
-            shown = {o.ref: o for o in observe(self._live_rows([], ids=[r.id for r in refs]))}
+            shown = {o.ref: o for o in observe(self._live_rows(ids=[r.id for r in refs]))}
         except DispatchError as err:
             log.warning("release of %d elements: squeue: %s; left to their passes", len(refs), err)
             return
@@ -322,45 +327,38 @@ class SlurmBackend:
                         log.warning("open %s: %s; its pass opens it again", ref, err)
 
     def stop(self, ref: ObjectRef, reason: str) -> None:
-        """``scancel`` one object while it is this user's and bears its name; one already gone
-        (or no longer the one named) is success."""
-        reply = self._cancel_element(ref) if _is_element(ref) else self._cancel(ref)
-        if not reply.ok and not _gone(reply):
-            self._check(reply, f"stop {ref}", effect=True)
-
-    def _cancel_element(self, ref: ObjectRef) -> Reply:
-        """``scancel`` one element of a group's array by its id alone, once squeue shows it
-        live, this user's and its task's: given with any filter (``--user``, ``--name``),
-        22.05's scancel cancels every pending element of the array, not the one named."""
-        shown = [o for o in observe(self._live_rows([], ids=[ref.id])) if o.ref == ref]
-        if not any(o.state.live for o in shown):
-            return Reply(("scancel", ref.id), 0, "", "")
-        if self.reader is not None:
-            return self.reader.cancel(ref.id)
-        return self.runner.run(["scancel", ref.id], effect=True)
+        """``scancel`` one object once squeue shows it live, this user's and still the one
+        ``ref`` names (its comment names the job); one already gone, or whose id now names
+        another job, is success."""
+        shown = [o for o in observe(self._live_rows(ids=[ref.id])) if o.ref == ref]
+        if any(o.state.live for o in shown):
+            self._cancel_shown([ref])
 
     def stop_job(self, job: JobID, reason: str) -> StopReport:
-        """``scancel --name`` every object of the job, then look again with squeue."""
+        """``scancel`` every live object of the job that one squeue just showed, in one call,
+        then look again with squeue."""
         name = object_name(job)
         before = [o for o in self._observe_live([name]) if o.state.live]
-        if self.reader is not None:
-            # pyslurm cancels by id only: each live object of ours that the load just showed.
-            for obs in before:
-                self.stop(obs.ref, reason)
-        else:
-            argv = render.cancel_name_argv(name, uid=self.identity[0])
-            reply = self.runner.run(argv, effect=True)
-            if not reply.ok and not _gone(reply):
-                self._check(reply, f"stop every object named {name}", effect=True)
-        for obs in before:
-            if _is_element(obs.ref):
-                # The task's element of its group's array bears the group's name, which the
-                # cancel by name above leaves alone (as it must: it is every task's).
-                self.stop(obs.ref, reason)
+        if before:
+            self._cancel_shown([o.ref for o in before])
         alive = self._still_live(name, looks=_STOP_LOOKS if before else 1)
         alive_ids = {r.id for r in alive}
         stopped = tuple(o.ref for o in before if o.ref.id not in alive_ids)
         return StopReport(stopped=stopped, live=tuple(alive))
+
+    def _cancel_shown(self, refs: Sequence[ObjectRef]) -> None:
+        """``scancel`` objects a look just showed live, this user's and dispatch's: by their
+        ids alone (pyslurm: one by one), with ``--user`` unless one is an element of an
+        array, which takes no filter (``render.cancel_argv``)."""
+        if self.reader is not None:
+            replies = [self.reader.cancel(r.id) for r in refs]
+        else:
+            uid = None if any(_is_element(r) for r in refs) else self.identity[0]
+            argv = render.cancel_argv([r.id for r in refs], uid=uid)
+            replies = [self.runner.run(argv, effect=True)]
+        for reply in replies:
+            if not reply.ok and not _gone(reply):
+                self._check(reply, f"stop {', '.join(r.id for r in refs)}", effect=True)
 
     # Holder: dispatch's backend hold is a start time ten years ahead.
 
@@ -453,12 +451,6 @@ class SlurmBackend:
             return
         self._check(reply, f"clear the requeue bit of {ref}", effect=True)
 
-    def _cancel(self, ref: ObjectRef) -> Reply:
-        if self.reader is not None:
-            return self.reader.cancel(ref.id)
-        argv = render.cancel_argv(ref.id, uid=self.identity[0], name=ref.name)
-        return self.runner.run(argv, effect=True)
-
     def _requeue_bit(self, job_id: str, on: bool) -> Reply:
         if self.reader is not None:
             return self.reader.requeue_bit(job_id, on)
@@ -478,7 +470,7 @@ class SlurmBackend:
         if not jobs:
             return {}
         names = sorted({object_name(j) for j in jobs})
-        rows = self._live_rows(names)
+        rows = self._live_rows()
         complete = True
         if history_adds_nothing(rows, names):
             # Accounting could add only objects that left the queue: their absence from this
@@ -487,7 +479,8 @@ class SlurmBackend:
             complete = False
         elif self._has_history:
             try:
-                rows += self._history_rows(names)
+                # A history row without the comment takes the name its live row's gives.
+                rows = keyed(rows + self._history_rows(names=names))
             except (UnreachableError, RejectedError):
                 complete = False
         wanted = set(names)
@@ -520,9 +513,9 @@ class SlurmBackend:
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One object as the controller (and, once it left the queue, accounting) shows it."""
-        rows = self._live_rows([], ids=[ref.id])
+        rows = self._live_rows(ids=[ref.id])
         if not rows and self._has_history:
-            rows = self._history_rows([], ids=[ref.id])
+            rows = self._history_rows(ids=[ref.id])
         found = [o for o in observe(rows) if o.ref.id == ref.id]
         if not found:
             raise NotFoundError(f"Slurm shows no job {ref.id}")
@@ -549,54 +542,55 @@ class SlurmBackend:
         return alive
 
     def _observe_live(self, names: Sequence[str]) -> list[ObjectObs]:
-        return [o for o in observe(self._live_rows(names)) if o.ref.name in set(names)]
+        return [o for o in observe(self._live_rows()) if o.ref.name in set(names)]
 
     def _ours(self, rows: list[Row]) -> list[Row]:
         """The rows of this user's jobs: the commands select by uid, and where a reply names
         the owner anyway (JSON, pyslurm; 22.05's squeue --json ignores every filter) another
         user's row is dropped here."""
         uid, user = self.identity
-        ours = [r for r in rows if not r.owned_by_other(uid, user)]
+        ours = keyed(r for r in rows if not r.owned_by_other(uid, user))
         note_raw_ids(ours, self._raw_ids)
         return ours
 
-    def _live_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
-        # A task's first submission may be an element of its group's one array, named for
-        # the group (``row.element``): asking for a task asks for its group's array too.
-        names = group_names(names)
+    def _live_rows(self, ids: Sequence[str] = ()) -> list[Row]:
+        """The controller's rows of this user's jobs (or of ``ids``), each named as dispatch
+        knows it (``row.keyed``)."""
         if self.reader is not None:
             wanted = set(ids)
-            rows = [row_from_job(j) for j in self.reader.live(names)]
+            rows = [row_from_job(j) for j in self.reader.live()]
             return self._ours([r for r in rows if not wanted or r.job_id in wanted])
-        argv = render.squeue_argv(names, uid=self.identity[0], ids=ids, json=self.squeue_json)
+        argv = render.squeue_argv(uid=self.identity[0], ids=ids, json=self.squeue_json)
         reply = self.runner.run(argv)
         if not reply.ok and ids and _gone(reply):
             return []
         self._check(reply, "squeue")
         if self.squeue_json:
-            return self._ours(parse.parse_squeue_json(reply.stdout, set(names)))
+            return self._ours(parse.parse_squeue_json(reply.stdout, dispatch_only=True))
         return self._ours(parse.parse_squeue_text(reply.stdout))
 
-    def _history_rows(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[Row]:
+    def _history_rows(self, ids: Sequence[str] = (), names: Sequence[str] = ()) -> list[Row]:
+        """Accounting's rows of this user's jobs (or of ``ids``), each named as dispatch knows
+        it; through pyslurm, every run of a requeued job of ``names`` (of any, without)."""
         if self.reader is None:
-            return self._sacct_rows(names, ids)
-        found = self.reader.history(group_names(names), ids, self.settings.history_since)
+            return self._sacct_rows(ids)
+        found = self.reader.history(ids, self.settings.history_since)
         rows = self._ours([row_from_db_job(j) for j in found])
         # pyslurm keys accounting by job id: a requeued job's record is its last run only, and
         # slurmdbd gives the earlier runs only to sacct --duplicates, which pyslurm cannot ask
         # for. One sacct for the jobs it shows requeued gives every run, as the CLI transport.
-        requeued = sorted({r.job_id for r in rows if r.restarts > 0}, key=int)
+        wanted = set(names)
+        requeued = sorted(
+            {r.job_id for r in rows if r.restarts > 0 and (not wanted or r.name in wanted)},
+            key=int,
+        )
         if not requeued:
             return rows
-        return [r for r in rows if r.job_id not in requeued] + self._sacct_rows([], requeued)
+        return [r for r in rows if r.job_id not in requeued] + self._sacct_rows(requeued)
 
-    def _sacct_rows(self, names: Sequence[str], ids: Sequence[str]) -> list[Row]:
+    def _sacct_rows(self, ids: Sequence[str]) -> list[Row]:
         argv = render.sacct_argv(
-            group_names(names),
-            uid=self.identity[0],
-            since=self.settings.history_since,
-            ids=ids,
-            json=self.sacct_json,
+            uid=self.identity[0], since=self.settings.history_since, ids=ids, json=self.sacct_json
         )
         reply = self.runner.run(argv)
         self._check(reply, "sacct")

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.slurm.row import (
+    COMMENT_PREFIX,
     Origin,
     Row,
     array_indices,
@@ -78,7 +79,7 @@ def parse_squeue_text(text: str, fields: Sequence[str] = SQUEUE_FIELDS) -> list[
     for line in text.splitlines():
         if not line.strip():
             continue
-        f = _named(fields, _split(line, len(fields)))
+        f = _named(fields, _split(line, fields, "Name"))
         state, by = split_state(f["State"])
         code, sig = _exit_text(f["exit_code"])
         row = Row(
@@ -111,7 +112,7 @@ def parse_sacct_text(text: str, fields: Sequence[str] = SACCT_FIELDS) -> list[Ro
     for line in text.splitlines():
         if not line.strip():
             continue
-        f = _named(fields, _split(line, len(fields)))
+        f = _named(fields, _split(line, fields, "JobName"))
         state, by = split_state(f["State"])
         code, sig = _exit_text(f["ExitCode"])
         job_id = f["JobID"].strip()
@@ -144,14 +145,19 @@ def _named(fields: Sequence[str], values: list[str]) -> dict[str, str]:
     return defaultdict(str, zip(fields, values, strict=True))
 
 
-def parse_squeue_json(text: str | Mapping[str, Any], names: Collection[str] = ()) -> list[Row]:
+def parse_squeue_json(
+    text: str | Mapping[str, Any], names: Collection[str] = (), *, dispatch_only: bool = False
+) -> list[Row]:
     """Rows from a controller JSON reply (``squeue --json``, ``scontrol show job --json``);
-    given ``names``, only the rows of jobs so named. 22.05's squeue ignores ``--name`` and
-    prints every job in the controller: the others are skipped before they are read."""
+    given ``names``, only the rows of jobs so named; ``dispatch_only``, only those dispatch
+    made (``is_dispatchs``). 22.05's squeue ignores its filters and prints every job in the
+    controller: the others are skipped before they are read."""
     doc = _load(text)
     rows = []
     for job in doc.get("jobs") or []:
         if names and str(job.get("name") or "") not in names:
+            continue
+        if dispatch_only and not is_dispatchs(job.get("comment"), job.get("name")):
             continue
         state, by = split_state(_state_word(job.get("job_state")))
         code, sig = _exit_json(job.get("exit_code"))
@@ -218,6 +224,12 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
         )
         rows.extend(_json_elements(row, array.get("task"), array.get("task_id")))
     return rows
+
+
+def is_dispatchs(comment: object, name: object) -> bool:
+    """Whether a job of this comment and name may be one dispatch made: its comment is
+    dispatch's, or its name is (an object created before the comment named the job)."""
+    return str(comment or "").startswith(COMMENT_PREFIX) or str(name or "").startswith("dj-")
 
 
 def _array_of(job_id: int | str | None) -> str:
@@ -289,11 +301,20 @@ def parse_config(text: str) -> dict[str, str]:
     return config
 
 
-def _split(line: str, count: int) -> list[str]:
-    parts = line.split(SEPARATOR, count - 1)
+def _split(line: str, fields: Sequence[str], name: str) -> list[str]:
+    """The ``fields`` of one line. Two are free text: the job's name (its user's, which may
+    hold the separator) and the comment, last. dispatch's comment never holds the separator:
+    on a line that ends in one, the separators beyond the fields' count are the name's; on
+    any other, the comment's."""
+    count = len(fields)
+    parts = line.split(SEPARATOR)
     if len(parts) < count:
         raise InvalidError(f"expected {count} fields separated by {SEPARATOR!r}: {line[:120]!r}")
-    return parts
+    extra = len(parts) - count
+    if extra and name in fields and parts[-1].startswith(COMMENT_PREFIX):
+        at = list(fields).index(name)
+        return [*parts[:at], SEPARATOR.join(parts[at : at + extra + 1]), *parts[at + extra + 1 :]]
+    return [*parts[: count - 1], SEPARATOR.join(parts[count - 1 :])]
 
 
 def _load(text: str | Mapping[str, Any]) -> Mapping[str, Any]:

@@ -24,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dispatch.adapters.slurm.meaning import DISPATCH_HOLD_SECONDS
-from dispatch.adapters.slurm.render import slurm_time, wrapper_script
+from dispatch.adapters.slurm.parse import is_dispatchs
+from dispatch.adapters.slurm.render import slurm_name, slurm_time, wrapper_script
 from dispatch.adapters.slurm.row import comment_text
 from dispatch.adapters.slurm.run import Reply
 from dispatch.model.environment import inheritable
@@ -55,8 +56,8 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
             "description cannot carry; use the cli transport"
         )
     found: dict[str, Any] = {
-        "name": req.name,
-        "comment": comment_text(req.submission, req.attempt),
+        "name": slurm_name(req),
+        "comment": comment_text(req.job, req.submission, req.attempt),
         # The gate: priority 0 is sbatch --hold (reason JobHeldUser).
         "priority": 0,
         "nodes": spec.nodes,
@@ -176,35 +177,41 @@ class PyslurmTransport:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def live(self, names: Sequence[str]) -> list[Any]:
-        """Every controller job whose name is in ``names``, or every job when none is named
-        (one load of the job table either way)."""
+    def live(self) -> list[Any]:
+        """Every controller job that may be dispatch's (``parse.is_dispatchs``): one load of
+        the job table."""
         self.counts["pyslurm.Jobs.load"] += 1
         try:
             jobs = self._pyslurm.Jobs.load()
         except Exception as err:  # pyslurm raises RPCError and others; translated here
             raise UnreachableError(f"pyslurm could not load jobs: {err}") from None
-        wanted = set(names)
-        return [j for j in jobs.values() if not wanted or getattr(j, "name", None) in wanted]
+        return [
+            j
+            for j in jobs.values()
+            if is_dispatchs(getattr(j, "comment", None), getattr(j, "name", None))
+        ]
 
-    def history(
-        self, names: Sequence[str], ids: Sequence[str] = (), since: str = "now-60days"
-    ) -> list[Any]:
-        """The accounting record of each job named in ``names`` (or with one of ``ids``),
-        submitted since ``since`` (sacct's ``--starttime``). pyslurm keys records by job id, so
-        a requeued job gives its last run only (sacct ``--duplicates`` gives every run: the
-        backend asks it for the jobs whose record counts a requeue)."""
+    def history(self, ids: Sequence[str] = (), since: str = "now-60days") -> list[Any]:
+        """The accounting record of every job submitted since ``since`` (sacct's
+        ``--starttime``) that may be dispatch's, or of those with one of ``ids``. pyslurm keys
+        records by job id, so a requeued job gives its last run only (sacct ``--duplicates``
+        gives every run: the backend asks it for the jobs whose record counts a requeue)."""
         self.counts["pyslurm.db.Jobs.load"] += 1
         try:
             db = self._pyslurm.db
             flt = (
                 db.JobFilter(ids=[int(i) for i in ids], start_time=since)
                 if ids
-                else db.JobFilter(names=list(names), start_time=since)
+                else db.JobFilter(start_time=since)
             )
-            return list(db.Jobs.load(flt).values())
+            found = list(db.Jobs.load(flt).values())
         except Exception as err:  # translated here, the one boundary for pyslurm errors
             raise UnreachableError(f"pyslurm could not load accounting: {err}") from None
+        return [
+            j
+            for j in found
+            if ids or is_dispatchs(getattr(j, "comment", None), getattr(j, "name", None))
+        ]
 
     # -- effects --------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """Scheduler text out: the command lines dispatch sends to Slurm. Pure functions, no I/O.
 
 ``sbatch_argv`` turns a StartRequest into one sbatch call that creates the attempt's object
-held (the gate), named ``dj-<job>``, with ``--comment=dispatch:<submission>/<attempt>`` so find
-reads the numbers back. The job's command runs under ``WRAPPER``, the one place that computes
+held (the gate), under the job's own name (``slurm_name``), with
+``--comment=dispatch:<job>:<submission>/<attempt>``, by which find knows the object and reads
+the numbers back. The job's command runs under ``WRAPPER``, the one place that computes
 ``DISPATCH_EPOCH`` at run time (a requeued job keeps its submit-time environment).
 """
 
@@ -46,6 +47,19 @@ def wrapper_script(command: Sequence[str], env: dict[str, str]) -> str:
     return WRAPPER.format(base=EPOCH_BASE, exports=exports, command=shlex.join(command))
 
 
+def slurm_name(req: StartRequest) -> str:
+    """The job's name in Slurm: the one sbatch would give a batch script (its ``--job-name``,
+    on the command line or an ``#SBATCH`` line), else the job's name in dispatch (``#DISPATCH
+    --name``, else the script's file name, as sbatch names it), so ``$SLURM_JOB_NAME``,
+    ``%x``, ``squeue``, ``scancel`` and ``sacct --name`` and ``--dependency=singleton`` see it
+    as under sbatch; ``dj-<job>`` for a job given no name. A line break would end a line of
+    squeue's text reply early: it is read as a blank."""
+    script = req.spec.script
+    given = (script.job_name if script is not None else "") or req.spec.name
+    name = " ".join(given.splitlines()) if given.strip() else ""
+    return name or req.name
+
+
 def slurm_time(limit: timedelta) -> str:
     """``--time``: whole minutes as minutes, otherwise ``D-HH:MM:SS``."""
     total = int(limit.total_seconds())
@@ -74,8 +88,8 @@ def sbatch_argv(req: StartRequest, *, container_images: bool) -> list[str]:
         "sbatch",
         "--parsable",
         "--hold",
-        f"--job-name={req.name}",
-        f"--comment={comment_text(req.submission, req.attempt)}",
+        f"--job-name={slurm_name(req)}",
+        f"--comment={comment_text(req.job, req.submission, req.attempt)}",
         f"--nodes={spec.nodes}",
         f"--ntasks-per-node={spec.procs_per_node}",
     ]
@@ -113,51 +127,31 @@ def sbatch_argv(req: StartRequest, *, container_images: bool) -> list[str]:
     return argv
 
 
-# Above this many names a query selects by user alone (every command already names the uid)
-# and the reply is filtered by name: one --name list of 100,000 names is about 2 MB, past
-# Linux's 128 KiB for one argument (MAX_ARG_STRLEN), which stopped squeue from starting at
-# about 6,550 jobs. 1,000 names keep the argument near 20 KB, on ssh and prefixes too, and
-# the reply no bigger than the user's own jobs.
-NAMES_PER_QUERY = 1000
+def _select(ids: Sequence[str]) -> list[str]:
+    return [f"--jobs={','.join(ids)}"] if ids else []
 
 
-def _select(names: Sequence[str], ids: Sequence[str]) -> list[str]:
-    if ids:
-        return [f"--jobs={','.join(ids)}"]
-    if len(names) > NAMES_PER_QUERY:
-        return []
-    return [f"--name={','.join(names)}"]
-
-
-def squeue_argv(
-    names: Sequence[str] = (), *, uid: int, ids: Sequence[str] = (), json: bool = False
-) -> list[str]:
-    """One squeue for every object of user ``uid`` bearing any of ``names`` (or with one of
-    ``ids``); with more than ``NAMES_PER_QUERY`` names, every object of the user, for the
-    caller to filter. ``--all`` means every partition, hidden ones included, not every user."""
-    selection = ["--all", f"--user={uid}", "--states=all", *_select(names, ids)]
+def squeue_argv(*, uid: int, ids: Sequence[str] = (), json: bool = False) -> list[str]:
+    """One squeue for every job of user ``uid`` (or those with one of ``ids``), for the caller
+    to pick dispatch's by their comments: a job's name is its user's, so Slurm cannot select
+    dispatch's objects by it. ``--all`` means every partition, hidden ones included, not every
+    user."""
+    selection = ["--all", f"--user={uid}", "--states=all", *_select(ids)]
     if json:
         return ["squeue", "--json", *selection]
     fields = ",".join(f"{f}:{SEPARATOR}" for f in SQUEUE_FIELDS[:-1]) + f",{SQUEUE_FIELDS[-1]}:"
     return ["squeue", "--noheader", "--array", *selection, "--Format", fields]
 
 
-def sacct_argv(
-    names: Sequence[str] = (),
-    *,
-    uid: int,
-    since: str,
-    ids: Sequence[str] = (),
-    json: bool = False,
-) -> list[str]:
-    """One sacct for the history of every object of user ``uid`` bearing any of ``names``,
-    every run (with more than ``NAMES_PER_QUERY`` names, of every object of the user)."""
+def sacct_argv(*, uid: int, since: str, ids: Sequence[str] = (), json: bool = False) -> list[str]:
+    """One sacct for the history of every job of user ``uid`` since ``since`` (or of those
+    with one of ``ids``), every run, for the caller to pick dispatch's by their comments."""
     selection = [
         f"--uid={uid}",
         "--allocations",
         "--duplicates",
         f"--starttime={since}",
-        *_select(names, ids),
+        *_select(ids),
     ]
     if json:
         return ["sacct", "--json", *selection]
@@ -200,17 +194,13 @@ def requeue_argv(job_id: str) -> list[str]:
     return ["scontrol", "requeue", job_id]
 
 
-def cancel_argv(job_id: str, *, uid: int, name: str) -> list[str]:
-    """Stop one object, only while it is user ``uid``'s and bears ``name``: scancel signals
-    only the jobs given that match every filter, so an id Slurm gave since to another job
-    (another user's, or one not named for the dispatch job) is left alone."""
-    return ["scancel", f"--user={uid}", *([f"--name={name}"] if name else []), job_id]
-
-
-def cancel_name_argv(name: str, *, uid: int) -> list[str]:
-    """Stop every object of user ``uid`` bearing ``name`` (run by root, ``--name`` alone would
-    stop other users' jobs of that name too)."""
-    return ["scancel", f"--user={uid}", f"--name={name}"]
+def cancel_argv(job_ids: Sequence[str], *, uid: int | None) -> list[str]:
+    """Stop the objects ``job_ids``, which a look just showed to be user ``uid``'s and
+    dispatch's; with ``uid``, only while they are that user's (scancel signals only the jobs
+    given that match every filter, so an id Slurm gave since to another user's job is left
+    alone). An element of an array takes no filter: given one, 22.05's scancel cancels every
+    pending element of the array."""
+    return ["scancel", *([f"--user={uid}"] if uid is not None else []), *job_ids]
 
 
 def identity_argv() -> list[str]:

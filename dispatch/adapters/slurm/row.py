@@ -11,9 +11,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
 
-# dispatch writes ``dispatch:<submission>/<attempt>`` into the job's comment at creation.
+# dispatch writes ``dispatch:<job>:<submission>/<attempt>`` into the job's comment at creation:
+# the comment, not the name, says which dispatch job a Slurm job is, so the name stays the
+# user's. Objects created before carry ``dispatch:<submission>/<attempt>`` and the name
+# ``dj-<job>``, and still read so.
 COMMENT_PREFIX = "dispatch:"
-_COMMENT = re.compile(r"^dispatch:(\d+)/(\d+)$")
+_COMMENT = re.compile(r"^dispatch:(?:(?P<job>[^:/\s]+):)?(\d+)/(\d+)$")
+# A group's id, bare: its one array's elements each run a task ``<group>_<index>``.
+_GROUP_ID = re.compile(r"^[a-z2-7]{16}$")
 
 
 class Origin(Enum):
@@ -73,9 +78,52 @@ class Row:
         return bool(self.user) and bool(user) and self.user != user
 
 
-# The name of a group's one array (``dj-<group>``): a group id is a job id, and only a group's
-# array bears a bare job id's name while being an array (a task's own arrays are ``dj-G_7``).
+# The name of a group's one array created before the comment named the job (``dj-<group>``): a
+# group id is a job id, and only a group's array bears a bare job id's name while being an
+# array (a task's own arrays are ``dj-G_7``).
 _GROUP_NAME = re.compile(r"^dj-[a-z2-7]{16}$")
+
+
+def comment_job(comment: str) -> str | None:
+    """The dispatch job a dispatch comment names; None for a comment that names none (another
+    program's, or one written before the comment named the job)."""
+    m = _COMMENT.match(comment.strip())
+    return m.group("job") if m is not None and read_comment(comment) is not None else None
+
+
+def _group_of(row: Row) -> str | None:
+    """The group whose one array ``row`` is a record of, if it is one: its comment names a
+    bare job id (a task's own arrays name the task, ``G_7``), or, for an array created before
+    that, its name is ``dj-<group>``."""
+    job = comment_job(row.comment)
+    if job is not None:
+        return job if _GROUP_ID.match(job) else None
+    return row.name[3:] if _GROUP_NAME.match(row.name) else None
+
+
+def dispatch_name(row: Row) -> str:
+    """The name dispatch knows ``row``'s object by (``dj-<job>``, an element of a group's
+    array ``dj-<group>_<index>``), read from the comment; a row whose comment names no job
+    keeps its Slurm name (an object created before the comment named the job is named so)."""
+    job = comment_job(row.comment)
+    if job is None:
+        return row.name
+    if row.array_task is not None and _GROUP_ID.match(job):
+        return f"dj-{job}_{row.array_task}"
+    return f"dj-{job}"
+
+
+def keyed(rows: Iterable[Row]) -> list[Row]:
+    """``rows`` each named as dispatch knows its object (``dispatch_name``). A row without the
+    comment (accounting on 22.05 stores it only once the job ran) takes the name another row
+    of the same job id was given by its comment."""
+    rows = list(rows)
+    by_id = {r.job_id: dispatch_name(r) for r in rows if comment_job(r.comment) is not None}
+    out = []
+    for r in rows:
+        name = by_id.get(r.job_id) or dispatch_name(r)
+        out.append(r if name == r.name else replace(r, name=name))
+    return out
 
 
 def as_elements(row: Row, indices: str, array_job: str = "") -> list[Row]:
@@ -110,16 +158,17 @@ def array_indices(text: str) -> list[int]:
 
 def element(row: Row, index: int) -> Row:
     """The row of element ``index`` of the array ``row`` shows. An element of a group's one
-    array (named ``dj-<group>``) is read as the task it is: named ``dj-<group>_<index>``, as
-    the task's own arrays are, and known by ``<array job>_<index>``, the one id Slurm gives
-    it from its creation on (a pending element shares the array's job id until it runs)."""
+    array (``_group_of``) is read as the task it is: named ``dj-<group>_<index>``, as the
+    task's own arrays are, and known by ``<array job>_<index>``, the one id Slurm gives it
+    from its creation on (a pending element shares the array's job id until it runs)."""
     array_job = row.array_job or row.job_id
-    if not _GROUP_NAME.match(row.name):
+    group = _group_of(row)
+    if group is None:
         return replace(row, array_job=array_job, array_task=index)
     return replace(
         row,
         job_id=f"{array_job}_{index}",
-        name=f"{row.name}_{index}",
+        name=f"dj-{group}_{index}",
         array_job=array_job,
         array_task=index,
         raw_id=row.raw_id or row.job_id,
@@ -148,9 +197,10 @@ def group_names(names: Iterable[str]) -> list[str]:
     return list(out)
 
 
-def comment_text(submission: int, attempt: int) -> str:
-    """The comment that carries submission and attempt on the scheduler object."""
-    return f"{COMMENT_PREFIX}{submission}/{attempt}"
+def comment_text(job: str, submission: int, attempt: int) -> str:
+    """The comment that names the dispatch job and carries submission and attempt on the
+    scheduler object."""
+    return f"{COMMENT_PREFIX}{job}:{submission}/{attempt}"
 
 
 def read_comment(comment: str) -> tuple[int, int] | None:
@@ -158,7 +208,7 @@ def read_comment(comment: str) -> tuple[int, int] | None:
     m = _COMMENT.match(comment.strip())
     if m is None:
         return None
-    submission, attempt = int(m.group(1)), int(m.group(2))
+    submission, attempt = int(m.group(2)), int(m.group(3))
     if submission < 1 or attempt < 1:
         return None
     return submission, attempt

@@ -27,13 +27,14 @@ import shlex
 from collections.abc import Iterable
 
 from dispatch.adapters.slurm.directives import directive_block
-from dispatch.adapters.slurm.render import requeue_option
+from dispatch.adapters.slurm.render import requeue_option, slurm_name
 from dispatch.adapters.slurm.row import comment_text
-from dispatch.model.objects import EPOCH_BASE, StartRequest, object_name
+from dispatch.model.objects import EPOCH_BASE, StartRequest
 from dispatch.model.values import BatchScript
 
 # The options dispatch gives every attempt's sbatch, after the user's so that they win:
-# the gate, the name find looks for, the numbers find reads back, and no rerun by Slurm
+# the gate, the job's name (the user's, as sbatch would give it), the comment by which find
+# knows the object and reads its numbers back, and no rerun by Slurm
 # itself (recovery is dispatch's; a requeue rule sets the bit when it fires), unless a rule
 # lets the job requeue itself (render.requeue_option).
 DISPATCH_OPTIONS = ("--parsable", "--hold")
@@ -122,8 +123,8 @@ def sbatch_argv(req: StartRequest, script: BatchScript, *, test_only: bool = Fal
         *script.options,
         *ours,
         requeue_option(req.spec),
-        f"--job-name={req.name}",
-        f"--comment={comment_text(req.submission, req.attempt)}",
+        f"--job-name={slurm_name(req)}",
+        f"--comment={comment_text(req.job, req.submission, req.attempt)}",
     ]
     if req.spec.task is not None:
         # A task submitted on its own is a one-index array (its group's first ones are the
@@ -140,13 +141,15 @@ def group_sbatch_argv(
 ) -> list[str]:
     """The sbatch call that creates a group's one array, every element held: the first
     attempt of each task whose index ``indices`` names (``0-3,7``), with the group's throttle
-    as the array's (``%N``), named for the group so that each element reads as its task."""
+    as the array's (``%N``), its comment naming the group so that each element reads as its
+    task; its name is the job's, as under sbatch --array."""
     task = req.spec.task
     assert task is not None
     argv = sbatch_argv(req, script)
-    argv = [a for a in argv if not a.startswith(("--job-name=", "--array="))]
+    argv = [a for a in argv if not a.startswith(("--comment=", "--array="))]
     throttle = f"%{task.throttle}" if task.throttle else ""
-    return [*argv, f"--job-name={object_name(group)}", f"--array={indices}{throttle}"]
+    comment = comment_text(group, req.submission, req.attempt)
+    return [*argv, f"--comment={comment}", f"--array={indices}{throttle}"]
 
 
 def index_text(indices: Iterable[int]) -> str:

@@ -89,7 +89,9 @@ def test_newer_release_is_read_as_json_with_one_squeue_and_one_sacct() -> None:
     runner = b.runner
     assert isinstance(runner, ScriptedRunner)
     squeue_argv = next(a for a in runner.seen if a[0] == "squeue")
-    assert "--json" in squeue_argv and "--name=dj-ab12,dj-cd34" in squeue_argv
+    # A job's name is its user's: the query selects the user's jobs, dispatch's by comment.
+    assert "--json" in squeue_argv and "--user=10003" in squeue_argv
+    assert not any(a.startswith("--name") for a in squeue_argv)
 
 
 def test_objects_of_other_names_in_a_reply_are_not_reported() -> None:
@@ -128,9 +130,18 @@ def test_start_returns_the_object_named_for_the_job() -> None:
 
 
 def test_stopping_a_gone_object_is_success() -> None:
+    # Gone before the look (squeue knows no such id), or between the look and the cancel.
+    b = backend(
+        squeue=failing("slurm_load_jobs error: Invalid job id specified"),
+        scancel=failing("scancel must not be asked"),
+    )
+    b.stop(ObjectRef(id="9"), "test")
+    assert b.runner.counts["scancel"] == 0
+    shown = _shown_by_squeue(job_id=9, comment="dispatch:ab12:1/1", name="train")
     backend(
-        scancel=failing("scancel: error: Kill job error on job id 9: Invalid job id specified")
-    ).stop(ObjectRef(id="9"), "test")
+        squeue=shown,
+        scancel=failing("scancel: error: Kill job error on job id 9: Invalid job id specified"),
+    ).stop(ObjectRef(id="9", name="dj-ab12"), "test")
 
 
 def test_inspecting_an_unknown_object_is_not_found() -> None:
@@ -174,10 +185,10 @@ def test_pyslurm_reader_replaces_the_read_commands() -> None:
     class Reader:
         counts: Counter[str] = Counter()
 
-        def live(self, names: Sequence[str]) -> list[dict[str, object]]:
-            return [{"id": 7, "name": "dj-ab12", "state": "RUNNING", "comment": "dispatch:1/1"}]
+        def live(self) -> list[dict[str, object]]:
+            return [{"id": 7, "name": "train", "state": "RUNNING", "comment": "dispatch:ab12:1/1"}]
 
-        def history(self, names: Sequence[str], ids: Sequence[str] = ()) -> list[dict[str, object]]:
+        def history(self, ids: Sequence[str] = ()) -> list[dict[str, object]]:
             return []
 
     b = backend()
@@ -232,16 +243,20 @@ def test_another_users_job_named_like_ours_is_never_taken_as_our_execution() -> 
     assert "--user=10003" in scancel
 
 
-def test_a_stop_cancels_the_object_only_while_it_is_this_users_and_bears_its_name() -> None:
-    # scancel signals only the ids given that match every filter: an id Slurm gave since to
-    # another user's job, or to one not named for the dispatch job, is left alone.
-    b = backend()
-    b.stop(ObjectRef(id="5748", name="dj-ab12"), "stale execution")
-    runner = b.runner
-    assert isinstance(runner, ScriptedRunner)
-    assert [a for a in runner.seen if a[0] == "scancel"] == [
-        ["scancel", "--user=10003", "--name=dj-ab12", "5748"]
-    ]
+def test_a_stop_cancels_the_object_only_while_it_is_this_users_and_the_jobs() -> None:
+    # The look before: an id Slurm gave since to a job whose comment names another dispatch
+    # job, or none, is left alone; scancel's --user leaves another user's job alone.
+    for comment, cancels in (
+        ("dispatch:ab12:1/1", True),
+        ("dispatch:zz99:1/1", False),
+        ("the user's own", False),
+    ):
+        b = backend(squeue=_shown_by_squeue(job_id=5748, name="train", comment=comment))
+        b.stop(ObjectRef(id="5748", name="dj-ab12"), "stale execution")
+        runner = b.runner
+        assert isinstance(runner, ScriptedRunner)
+        expected = [["scancel", "--user=10003", "5748"]] if cancels else []
+        assert [a for a in runner.seen if a[0] == "scancel"] == expected, comment
 
 
 def test_the_supervisor_is_told_the_nodes_refuse_stale_executions_only_by_a_fencing_plugin(

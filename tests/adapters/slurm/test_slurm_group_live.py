@@ -151,17 +151,18 @@ def test_one_array_holds_every_tasks_first_attempt_and_each_element_is_its_tasks
     assert report.live == () and refs[jobs[2]] in report.stopped, report
     _wait(backend, jobs, {jobs[2]: None, jobs[3]: ObjectState.GATED})
 
-    # Accounting knows one array, named for the group (slurmdbd records a start a moment
-    # after the controller).
+    # Accounting knows one array, under the job's own name, its comment naming the group
+    # (slurmdbd records a start a moment after the controller).
     def accounted() -> list[list[str]]:
-        argv = ["sacct", "-X", "-n", "-P", f"--jobs={array_id}", "-o", "JobID,JobName,State"]
+        argv = ["sacct", "-X", "-n", "-P", f"--jobs={array_id}", "-o", "JobID,JobName,Comment"]
         sacct = backend.runner.run(argv)
         assert sacct.ok, sacct.stderr
-        return sorted(line.split("|")[:2] for line in sacct.stdout.split())
+        return sorted(line.split("|") for line in sacct.stdout.split())
 
     rows = wait_for("sacct to record the array's two runs", accounted, lambda r: len(r) >= 2)
     assert [r[0] for r in rows][:2] == [f"{array_id}_0", f"{array_id}_1"], rows
-    assert {r[1] for r in rows} == {f"dj-{group}"}, rows
+    assert {r[1] for r in rows} == {"job.sbatch"}, rows
+    assert {r[2] for r in rows[:2]} == {f"dispatch:{group}:1/1"}, rows
 
 
 # Six waves of eight elements: a minute. The adapter's reading is the same for every release and

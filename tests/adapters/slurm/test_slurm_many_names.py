@@ -1,9 +1,9 @@
 """find_many for many jobs: the name list never becomes an argument too long to run.
 
 Linux refuses to start a program with one argument over 128 KiB (MAX_ARG_STRLEN); a --name
-list of every job's object name reached that at about 6,550 jobs. Above
-``render.NAMES_PER_QUERY`` names, squeue and sacct select by user alone (the uid is always on
-the command line) and the adapter keeps the rows whose name it asked for."""
+list of every job's object name reached that at about 6,550 jobs. squeue and sacct select by
+user alone (the uid is always on the command line; a job's name is its user's) and the
+adapter keeps the rows whose comment names a job it asked for."""
 
 from __future__ import annotations
 
@@ -14,31 +14,16 @@ from dispatch.adapters.slurm.backend import SlurmBackend
 from dispatch.adapters.slurm.parse import SEPARATOR
 from dispatch.adapters.slurm.run import Reply
 from dispatch.adapters.slurm.settings import SlurmSettings
-from dispatch.model.objects import object_name
 
 MAX_ARG_STRLEN = 128 * 1024
 
 
-def names(n: int) -> list[str]:
-    return [object_name(f"job{i:06d}") for i in range(n)]
-
-
-def test_up_to_the_limit_the_queries_name_the_jobs() -> None:
-    wanted = names(render.NAMES_PER_QUERY)
-    squeue = render.squeue_argv(wanted, uid=1000)
-    sacct = render.sacct_argv(wanted, uid=1000, since="now-60days")
-    assert f"--name={','.join(wanted)}" in squeue
-    assert f"--name={','.join(wanted)}" in sacct
-
-
-def test_above_the_limit_the_queries_select_the_users_jobs_without_a_name_list() -> None:
-    wanted = names(render.NAMES_PER_QUERY + 1)
-    squeue = render.squeue_argv(wanted, uid=1000)
-    sacct = render.sacct_argv(wanted, uid=1000, since="now-60days")
-    assert "--user=1000" in squeue and "--uid=1000" in sacct
-    assert not [a for a in squeue + sacct if a.startswith("--name")]
-    json_squeue = render.squeue_argv(wanted, uid=1000, json=True)
-    assert not [a for a in json_squeue if a.startswith("--name")]
+def test_the_queries_select_the_users_jobs_and_never_carry_a_name_list() -> None:
+    squeue = render.squeue_argv(uid=1000)
+    sacct = render.sacct_argv(uid=1000, since="now-60days")
+    json_squeue = render.squeue_argv(uid=1000, json=True)
+    assert "--user=1000" in squeue and "--uid=1000" in sacct and "--user=1000" in json_squeue
+    assert not [a for a in squeue + sacct + json_squeue if a.startswith("--name")]
 
 
 def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_arguments() -> None:
@@ -48,10 +33,10 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
 
     def squeue(argv: list[str]) -> Reply:
         # Rows shaped as 22.05 prints them (data/22.05/adapter/gated.json).
-        def row(job_id: str, name: str) -> str:
+        def row(job_id: str, comment: str) -> str:
             fields = [
                 job_id,
-                name,
+                "train",
                 "RUNNING",
                 "None",
                 "0",
@@ -65,14 +50,14 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
                 "n1",
                 job_id,
                 "N/A",
-                "dispatch:1/1",
+                comment,
             ]
             return SEPARATOR.join(fields)
 
         rows = [
-            row("11", object_name(jobs[7])),
-            row("12", object_name(jobs[99_999])),
-            row("13", "someone-elses-training"),
+            row("11", f"dispatch:{jobs[7]}:1/1"),
+            row("12", f"dispatch:{jobs[99_999]}:1/1"),
+            row("13", "someone else's training"),
         ]
         return Reply(tuple(argv), 0, "\n".join(rows) + "\n", "")
 
@@ -93,5 +78,7 @@ def test_find_many_of_100000_jobs_is_one_squeue_and_one_sacct_with_short_argumen
     longest: str = max((a for q in queries for a in q), key=len)
     assert len(longest.encode()) < MAX_ARG_STRLEN
     assert len(found) == len(jobs)
+    shown = {job: [o.ref.id for o in d.objects] for job, d in found.items() if d.objects}
+    assert shown == {jobs[7]: ["11"], jobs[99_999]: ["12"]}
     shown = {job for job, d in found.items() if d.objects}
     assert shown == {jobs[7], jobs[99_999]}

@@ -87,10 +87,10 @@ class StandInReader:
     def __init__(self, live: list[dict[str, object]], history: list[dict[str, object]]) -> None:
         self._live, self._history = live, history
 
-    def live(self, names: object) -> list[dict[str, object]]:
+    def live(self) -> list[dict[str, object]]:
         return self._live
 
-    def history(self, names: object, ids: object = ()) -> list[dict[str, object]]:
+    def history(self, ids: object = (), since: object = "") -> list[dict[str, object]]:
         return self._history
 
 

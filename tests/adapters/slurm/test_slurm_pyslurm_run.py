@@ -119,7 +119,7 @@ def test_every_effect_goes_through_pyslurm_and_none_through_the_cli(
 ) -> None:
     ref = backend.start(request())
     job = controller.jobs[int(ref.id)]
-    assert (job.name, job.comment, job.priority) == ("dj-ab12", "dispatch:1/1", 0)
+    assert (job.name, job.comment, job.priority) == ("dj-ab12", "dispatch:ab12:1/1", 0)
     assert backend.inspect(ref).state is ObjectState.GATED
     meta = HoldMeta(instance=1, by=ME, reason="t")
     backend.hold(ref, meta)
@@ -182,7 +182,7 @@ def test_the_runs_of_a_requeued_job_are_read_with_one_sacct_for_its_id_only(
     controller.complete(int(plain.id))
     backend.capabilities()
     found = backend.find_many(["b2"])  # ended: accounting is asked, through pyslurm alone
-    assert ("db.Jobs.load", ([], ["dj-b2"])) in controller.calls
+    assert ("db.Jobs.load", ([], [])) in controller.calls
     assert found["b2"].complete and backend.runner.counts["sacct"] == 0
     found = backend.find_many(["a1", "b2"])
     asked = [a for a in effects_on_the_cli(backend) if a[0] == "sacct"]

@@ -57,23 +57,22 @@ def test_wrapper_matches_golden() -> None:
 
 
 def test_query_command_lines_match_golden() -> None:
-    names = ["dj-a", "dj-b"]
     text = "".join(
         " ".join(argv) + "\n"
         for argv in (
-            render.squeue_argv(names, uid=1000),
-            render.squeue_argv(names, uid=1000, json=True),
+            render.squeue_argv(uid=1000),
+            render.squeue_argv(uid=1000, json=True),
             render.squeue_argv(ids=["12"], uid=1000),
-            render.sacct_argv(names, uid=1000, since="now-60days"),
-            render.sacct_argv(names, uid=1000, since="now-60days", json=True),
+            render.sacct_argv(uid=1000, since="now-60days"),
+            render.sacct_argv(uid=1000, since="now-60days", json=True),
             render.release_argv("12"),
             render.hold_argv("12"),
             render.unhold_argv("12"),
             render.requeue_bit_argv("12", True),
             render.requeue_argv("12"),
             render.requeue_bit_argv("12", False),
-            render.cancel_argv("12", uid=1000, name="dj-a"),
-            render.cancel_name_argv("dj-a", uid=1000),
+            render.cancel_argv(["12"], uid=1000),
+            render.cancel_argv(["12_3", "14"], uid=None),
         )
     )
     check_golden("queries.txt", text)
@@ -82,9 +81,17 @@ def test_query_command_lines_match_golden() -> None:
 def test_sbatch_creates_the_object_held_named_and_commented() -> None:
     argv = render.sbatch_argv(request(FULL, submission=3, attempt=2), container_images=True)
     assert "--hold" in argv
-    assert "--job-name=dj-ab12" in argv
-    assert "--comment=dispatch:3/2" in argv
+    # The user's name is the job's name in Slurm; the comment names the dispatch job.
+    assert "--job-name=train" in argv
+    assert "--comment=dispatch:ab12:3/2" in argv
     assert "--no-requeue" in argv
+
+
+def test_a_job_without_a_name_is_named_for_dispatch_and_a_line_break_is_a_blank() -> None:
+    bare = render.sbatch_argv(request(JobSpec(command=("true",))), container_images=False)
+    assert "--job-name=dj-ab12" in bare
+    broken = JobSpec(name="two\nlines", command=("true",))
+    assert "--job-name=two lines" in render.sbatch_argv(request(broken), container_images=False)
 
 
 def test_environment_carries_the_lineage_submission_not_the_job_local_one() -> None:

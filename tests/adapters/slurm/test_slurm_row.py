@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.adapters.slurm.row import comment_text, expand_hostlist, read_comment, split_state
-
-
-def test_comment_round_trips_submission_and_attempt() -> None:
-    assert read_comment(comment_text(12, 3)) == (12, 3)
+from dispatch.adapters.slurm.row import (
+    comment_job,
+    comment_text,
+    expand_hostlist,
+    read_comment,
+    split_state,
+)
 
 
 @pytest.mark.parametrize(
@@ -21,6 +23,9 @@ def test_comment_round_trips_submission_and_attempt() -> None:
         "dispatch:1/2 extra",
         "mine:1/2",
         "dispatch:a/b",
+        "dispatch:ab12:1",
+        "dispatch:a b:1/2",
+        "dispatch:ab12:1/2:3",
     ],
 )
 def test_anything_but_an_exact_dispatch_comment_reads_as_no_numbers(comment: str) -> None:
@@ -46,3 +51,27 @@ def test_state_text_splits_into_state_and_who(text: str, state: str, by: str) ->
 )
 def test_host_list_expands_in_order(text: str, hosts: tuple[str, ...]) -> None:
     assert expand_hostlist(text) == hosts
+
+
+def test_a_users_name_holding_the_separator_reads_whole_and_names_no_object() -> None:
+    from dispatch.adapters.slurm.parse import parse_sacct_text, parse_squeue_text
+    from dispatch.adapters.slurm.row import keyed
+
+    squeue = "41|my|run|PENDING|JobHeldUser|0:0|0|0|1|10|20|0|0||N/A|N/A|dispatch:ab12:2/1\n"
+    (row,) = keyed(parse_squeue_text(squeue))
+    assert (row.job_id, row.state, row.reason) == ("41", "PENDING", "JobHeldUser")
+    assert row.name == "dj-ab12" and read_comment(row.comment) == (2, 1)
+    # Another program's comment may hold it too: its name is read whole, and it is no one's.
+    other = "42|train|PENDING|None|0:0|0|0|1|10|20|0|0||N/A|N/A|a|b\n"
+    (row,) = keyed(parse_squeue_text(other))
+    assert (row.name, row.state, row.comment) == ("train", "PENDING", "a|b")
+    sacct = "43|x|y|COMPLETED|None|0:0|n1|0|10|10|11|12|43|dispatch:cd34:1/1\n"
+    (row,) = keyed(parse_sacct_text(sacct))
+    assert (row.name, row.state) == ("dj-cd34", "COMPLETED")
+
+
+def test_the_comment_names_the_job_and_one_from_before_still_reads() -> None:
+    assert read_comment(comment_text("ab12", 12, 3)) == (12, 3)
+    assert comment_job(comment_text("ab12", 12, 3)) == "ab12"
+    assert read_comment("dispatch:12/3") == (12, 3) and comment_job("dispatch:12/3") is None
+    assert comment_job("dispatch:ab12:0/3") is None

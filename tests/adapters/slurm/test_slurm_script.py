@@ -22,7 +22,8 @@ def test_a_launch_is_created_held_after_the_users_options() -> None:
     assert argv[0] == "sbatch" and "--hold" in argv and "--test-only" not in argv
     assert argv.index("--partition=gpu") < argv.index("--hold")
     assert argv.index("--no-requeue") > argv.index("--partition=gpu")
-    assert argv[-2:] == [f"--job-name=dj-{'a' * 16}", "--comment=dispatch:2/1"]
+    # The job keeps the name sbatch would give it (the script's); the comment names the job.
+    assert argv[-2:] == ["--job-name=job.sbatch", f"--comment=dispatch:{'a' * 16}:2/1"]
 
 
 def test_the_dry_run_asks_about_the_job_as_released_not_held() -> None:

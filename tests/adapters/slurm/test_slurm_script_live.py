@@ -127,9 +127,11 @@ TABLE = [
     ("#SBATCH --qos=normal", (), "QOS", "normal"),
     ("#SBATCH --nodes=2 --ntasks-per-node=1", (), "NumNodes", "2(-2)?"),
     ("", ("-N", "2"), "NumNodes", "2(-2)?"),
-    # dispatch's own options win over the script's
-    ("#SBATCH --job-name=mine", (), "JobName", "dj-{job}"),
-    ("#SBATCH --comment=mine", (), "Comment", "dispatch:1/1"),
+    # The script's name is the job's, as under sbatch; dispatch's own options win over the
+    # script's
+    ("#SBATCH --job-name=mine", (), "JobName", "mine"),
+    ("", ("--job-name", "theirs"), "JobName", "theirs"),
+    ("#SBATCH --comment=mine", (), "Comment", "dispatch:{job}:1/1"),
     ("#SBATCH --requeue", (), "Requeue", "0"),
     ("#SBATCH --hold", (), "Reason", "JobHeldUser"),
 ]
