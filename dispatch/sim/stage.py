@@ -19,7 +19,6 @@ from dispatch.adapters.memory import MemoryBackend, Shape
 from dispatch.core.fold import fold
 from dispatch.core.waits import owed
 from dispatch.model.enums import ActorKind, State
-from dispatch.model.errors import DispatchError
 from dispatch.model.record import View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
@@ -35,7 +34,7 @@ from dispatch.sim.evidence import Evidence
 from dispatch.sim.faults import ChannelFaults, draw, inherited_environment
 from dispatch.sim.invariants import Checker
 from dispatch.sim.memos import MemoFaults, running
-from dispatch.sim.outcome import SeedRun, Violation, describe_record, describe_truth
+from dispatch.sim.outcome import SeedRun, Violation
 from dispatch.spi import Backend
 
 # How long a slow channel holds an offer before it counts as failed (its timeout).
@@ -341,7 +340,7 @@ class World:
         for job, token in sorted(p.locks.items()):
             p.raw.unlock(job, token)
         p.locks.clear()
-        _give_back_claims(p)
+        give_back_claims(p)
         p.held.clear()
         p.done = True
         self.procs.remove(p)
@@ -384,29 +383,8 @@ class World:
         self.check()
         return all(self.settled_and_delivered(j) for j in self.job_ids)
 
-    def release_everything(self) -> None:
-        """Give back every owner lock and shard claim this process table holds (file store),
-        as at exit: a run stopped mid-sweep (``stop_at``) still holds some, and the next run on
-        the same folder in this process would find them taken."""
-        if self.root is None:
-            return
-        for job in self.job_ids:
-            FileRecords.revoke(self.reader, job)  # type: ignore[arg-type]
-        for p in self.procs:
-            _give_back_claims(p)
 
-    def describe(self) -> None:
-        """Fill the outcome with each job's record and the scheduler's ground truth."""
-        self.out.steps = self.n
-        for job in self.job_ids:
-            try:
-                self.out.record += describe_record(job, self.reader.read(job))
-            except DispatchError as err:
-                self.out.record.append(f"job {job}: unreadable: {err}")
-        self.out.truth = describe_truth(self.backend)
-
-
-def _give_back_claims(p: Proc) -> None:
+def give_back_claims(p: Proc) -> None:
     """Give back the shard claims ``p`` holds, as its process's end does."""
     for shard, token in sorted(p.claims.items()):
         assert isinstance(p.raw, Sharded)

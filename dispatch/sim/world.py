@@ -18,14 +18,15 @@ import dispatch.sim.actors as actors
 import dispatch.sim.arrays as arrays
 import dispatch.sim.people as people
 from dispatch.model.array import task_of
+from dispatch.model.errors import DispatchError
 from dispatch.operator import Operator
 from dispatch.records.contract import Sharded
 from dispatch.records.file import FileRecords
 from dispatch.records.memory import MemoryRecords
 from dispatch.sim.crashfs import CrashFS
 from dispatch.sim.jobs import submit_jobs
-from dispatch.sim.outcome import SeedRun
-from dispatch.sim.stage import Proc, StopRun, World
+from dispatch.sim.outcome import SeedRun, describe_record, describe_truth
+from dispatch.sim.stage import Proc, StopRun, World, give_back_claims
 from dispatch.sim.wrappers import SimBackend, SimShardedStore, SimStore
 
 # Moves of the fault phase, then the quiet phase's bound (the liveness K), in top-level steps.
@@ -58,13 +59,36 @@ def run_seed(seed: int, root: Path | None = None, stop_at: int | None = None) ->
     finally:
         log.setLevel(level)
         if world is not None:
-            world.release_everything()
+            _release_everything(world)
 
 
 def _run(w: World) -> None:
     with contextlib.suppress(StopRun):
         run(w)
-    w.describe()
+    _describe(w)
+
+
+def _describe(w: World) -> None:
+    """Fill the outcome with each job's record and the scheduler's ground truth."""
+    w.out.steps = w.n
+    for job in w.job_ids:
+        try:
+            w.out.record += describe_record(job, w.reader.read(job))
+        except DispatchError as err:
+            w.out.record.append(f"job {job}: unreadable: {err}")
+    w.out.truth = describe_truth(w.backend)
+
+
+def _release_everything(w: World) -> None:
+    """Give back every owner lock and shard claim this process table holds (file store),
+    as at exit: a run stopped mid-sweep (``stop_at``) still holds some, and the next run on
+    the same folder in this process would find them taken."""
+    if w.root is None:
+        return
+    for job in w.job_ids:
+        FileRecords.revoke(w.reader, job)  # type: ignore[arg-type]
+    for p in w.procs:
+        give_back_claims(p)
 
 
 def run(w: World) -> SeedRun:
