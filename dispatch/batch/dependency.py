@@ -2,11 +2,14 @@
 
 Pure: the option's value comes in, and out go the dependencies on dispatch jobs (each a kind
 and a reference as written: an id, the start of one, or a name), whether ``singleton`` was
-asked, and what is left for sbatch. A word of digits (``1234``, ``1234_5``, ``1234+60``) is a
-Slurm job id, as sbatch reads it, and stays sbatch's business: dispatch cannot follow that job
-if it is resubmitted, and says so. Any other word names a dispatch job, whose dependency
-dispatch itself keeps (``dispatch.core.upstream``): the job is created once the named job has
-settled, so the dependency follows it across every resubmission.
+asked, and what is left for sbatch. ``singleton`` is sbatch's, as written: a job keeps its
+user's name under dispatch, so Slurm runs one job of that name and user at a time, as it
+would for sbatch, and a ``scancel --name`` reaches the jobs waiting for it. A word of digits
+(``1234``, ``1234_5``, ``1234+60``) is a Slurm job id, as sbatch reads it, and stays sbatch's
+business: dispatch cannot follow that job if it is resubmitted, and says so. Any other word
+names a dispatch job, whose dependency dispatch itself keeps (``dispatch.core.upstream``): the
+job is created once the named job has settled, so the dependency follows it across every
+resubmission.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def read(value: str, where: str = "") -> Dependencies:
     for term in terms:
         if term == "singleton":
             singleton = True
+            slurm_terms.append(term)
             continue
         kind, _, ids = term.partition(":")
         if kind not in SLURM_KINDS or not ids:

@@ -113,10 +113,6 @@ class Ledger(Protocol):
         when it names an array as a whole, its group and the ids of its tasks."""
         ...
 
-    def unsettled_named(self, name: str) -> list[JobID]:
-        """The jobs named ``name`` whose records have not settled."""
-        ...
-
 
 @dataclass(frozen=True)
 class Request:
@@ -284,10 +280,10 @@ def _script_dependency(value: str, where: str) -> list[str]:
     from dispatch.batch import dependency
 
     said = dependency.read(value, where)
-    if said.on_jobs or said.singleton:
+    if said.on_jobs:
         raise InvalidError(
-            f"{where}: name dispatch jobs (and singleton) in --dependency on dispatch sbatch's "
-            "command line; in the script sbatch reads every word as a Slurm job id"
+            f"{where}: name dispatch jobs in --dependency on dispatch sbatch's command line; "
+            "in the script sbatch reads every word as a Slurm job id"
         )
     return said.notes()
 
@@ -356,7 +352,7 @@ def build(
         command=(script.path, *cmd.args),
         recovery=RecoveryPolicy(rules=rules),
         extensions=tuple(extensions),
-        after=_after(deps, name, ledger) if deps is not None else (),
+        after=_after(deps, ledger) if deps is not None else (),
     )
     given = [g.value or "" for g in cmd.sbatch if g.name == "array"]
     # As sbatch reads it: the command line's last --array wins over the script's line.
@@ -383,13 +379,10 @@ def _appended(cmd: CommandLine, found: _Directives, environment: Mapping[str, st
     return [APPEND]
 
 
-def _after(
-    deps: dependency.Dependencies, name: str, ledger: Ledger | None
-) -> tuple[Dependency, ...]:
-    """The dependencies on dispatch jobs, each job named by its id; ``singleton`` is afterany
-    on every job of the same name whose record has not settled, as sbatch's singleton waits
-    for every earlier job of the same name and user."""
-    if not deps.on_jobs and not deps.singleton:
+def _after(deps: dependency.Dependencies, ledger: Ledger | None) -> tuple[Dependency, ...]:
+    """The dependencies on dispatch jobs, each job named by its id (``singleton`` is Slurm's:
+    ``dependency``)."""
+    if not deps.on_jobs:
         return ()
     if ledger is None:
         raise InvalidError("--dependency on dispatch jobs needs the ledger that holds them")
@@ -410,9 +403,6 @@ def _after(
                     f"of array {after[job].group or group}; name the array or the task"
                 )
             after.setdefault(job, Dependency(kind=kind, job=job, group=group))
-    if deps.singleton:
-        for job in ledger.unsettled_named(name):
-            after.setdefault(job, Dependency(kind=DependencyKind.AFTERANY, job=job))
     return tuple(after.values())
 
 

@@ -251,12 +251,6 @@ class _Upstream:
             )
         return group[0], tuple(tasks)
 
-    def unsettled_named(self, name: str) -> list[JobID]:
-        from dispatch.cli.refs import _name
-
-        store = self.session.store
-        return [j for j in store.jobs() if _name(store, j) == name]
-
 
 def after_lines(spec: JobSpec, store: Records) -> list[str]:
     """The jobs ``spec`` depends on, for people: what each must do before this one starts."""

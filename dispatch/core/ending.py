@@ -67,9 +67,16 @@ def ending(
     refused: bool,
     restarts: int = 0,
 ) -> list[Step]:
-    """The steps after submission ``sub``'s execution ended (or every launch was refused)."""
+    """The steps after submission ``sub``'s execution ended (or every launch was refused).
+
+    An execution cancelled in the scheduler, not by dispatch (the job's own ``scancel``, by
+    id or by name, or a person's), is a cancel: the job is cancelled, as if asked, whether the
+    object ran or not; no rule covers a cancel, and nobody is asked what to do about it.
+    """
     if cause.kind is CauseKind.NONE and not refused:
         return [Outcome(state=State.SUCCEEDED, cause=NO_CAUSE)]
+    if cause.kind is CauseKind.CANCELLED and not refused:
+        return [Outcome(state=State.CANCELLED, cause=cause)]
     ra = covering_rule(job.header.plan, cause.kind)
     # Only a rule the supervisor enforces acts here: one the backend enforces already acted
     # (the object still ended, so its budget is spent), and nobody acts on an unenforced one.

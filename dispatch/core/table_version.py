@@ -21,7 +21,7 @@ against the decisions recorded under each kept version. Set it to ``VERSION`` wh
 makes a pass act, or wake sooner, where it waited.
 """
 
-VERSION = 3
+VERSION = 4
 WAITS_KEPT_SINCE = 1
 
 

@@ -147,19 +147,24 @@ def test_a_script_line_naming_a_dispatch_job_is_refused_naming_the_line(site: Si
     assert site.store.jobs(include_settled=True) == [train]
 
 
-def test_singleton_waits_for_every_unsettled_job_of_the_same_name(site: Site) -> None:
+def test_singleton_is_slurms_on_the_command_line_and_in_the_script(site: Site) -> None:
+    """The job keeps its user's name, so Slurm's singleton means what it means under sbatch:
+    dispatch passes it on as written and keeps no dependency of its own for it."""
     code, out, _ = sbatch(site, "--parsable", "evaluate.sbatch")
-    first = out.strip()
-    assert code == 0 and site.store.jobs() == [first]
+    assert code == 0
     code, out, err = sbatch(site, "--parsable", "--dependency=singleton", "evaluate.sbatch")
     assert code == 0, err
     second = out.strip()
-    after = site.store.read(second).header.spec.after
-    assert [str(d) for d in after] == [f"afterany:{first}"]
-    site.cluster.operator.cancel(first, ADA, "done with it")
-    for _ in range(3):
-        site.sweep()
-    assert len(site.backend.env().objects(second)) == 1
+    spec = site.store.read(second).header.spec
+    assert spec.after == ()
+    assert spec.script is not None and "--dependency=singleton" in spec.script.options
+    Path("chain.sbatch").write_text(
+        SCRIPT.replace("#DISPATCH", "#SBATCH --dependency=singleton\n#DISPATCH")
+    )
+    code, out, err = sbatch(site, "--parsable", "chain.sbatch")
+    assert code == 0, err
+    script = site.store.read(out.strip()).header.spec.script
+    assert script is not None and "#SBATCH --dependency=singleton" in script.text
 
 
 ARRAY = """#!/bin/bash

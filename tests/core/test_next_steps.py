@@ -99,6 +99,19 @@ def test_a_cause_no_rule_covers_fails_with_failed_cause_escalation() -> None:
     assert "no rule covers node-lost" in [s for s in steps if isinstance(s, st.Escalate)][0].detail
 
 
+@pytest.mark.parametrize("started", [True, False])
+def test_an_object_cancelled_outside_dispatch_cancels_the_job_and_asks_nobody(
+    started: bool,
+) -> None:
+    # The job's own scancel (by id or by name), whether the object ran or was still held:
+    # a cancel, recorded as one, not a failure nobody covers.
+    rec = running_first() if started else Rec().owner().authorize(1).launched(1, 1)
+    steps = next_steps(rec.job(), found(ended(1, CauseKind.CANCELLED)), T0)
+    outcome = [s for s in steps if isinstance(s, st.Outcome)]
+    assert [(o.state, o.cause.kind) for o in outcome] == [(State.CANCELLED, CauseKind.CANCELLED)]
+    assert not [s for s in steps if isinstance(s, st.Escalate)]
+
+
 def test_an_unenforced_rule_fails_the_job_and_says_nobody_enforces_it() -> None:
     rec = Rec(header(preempt_rule(), enforcer=Enforcer.NOBODY)).owner().authorize(1).launched(1, 1)
     steps = next_steps(rec.job(), found(ended(1, CauseKind.PREEMPTED)), T0)
