@@ -39,6 +39,41 @@ def cluster_env() -> dict[str, str]:
     return env
 
 
+def dispatch_jobs(
+    *jobs: str,
+    fields: str = "JobID",
+    accounting: bool = False,
+    states: str = "all",
+    prefix: str = "",
+) -> str:
+    """Shell text that prints ``fields`` (``|`` between them), a line each, of the user's Slurm
+    jobs that are dispatch jobs ``jobs``: those whose comment starts ``dispatch:<job>:`` (a
+    group's one array ``dispatch:<group>:``, a task's own arrays ``dispatch:<group>_<index>:``).
+    A Slurm job keeps its user's name, so only the comment says whose it is.
+
+    From squeue (``fields`` as ``--Format`` names them; ``states`` as ``--states``, "" for
+    squeue's default: the jobs that have not ended), or with ``accounting`` from sacct over the
+    last day, every run (``-D``; ``fields`` as ``--format`` names them; 22.05 stores a job's
+    comment only once it ran). ``prefix``: shell text before the Slurm command (a release's
+    chroot)."""
+    assert jobs and all(re.fullmatch(r"[\w.-]+", job) for job in jobs), jobs
+    picks = " || ".join(f'index($1, "dispatch:{job}:") == 1' for job in jobs)
+    if accounting:
+        listing = f'sacct -X -n -P -D -S now-1days -u "$(id -u)" -o Comment,{fields}'
+    else:
+        form = ",".join(f"{f}:|" for f in ("Comment", *fields.split(",")))[:-1]
+        chosen = f" -t {states}" if states else ""
+        listing = f"squeue -h -a{chosen} -u \"$(id -u)\" -O '{form}'"
+    return f"{prefix}{listing} | awk -F'|' '{picks} {{ sub(/^[^|]*[|]/, \"\"); print }}'"
+
+
+def cancel_dispatch_jobs(*jobs: str, prefix: str = "") -> str:
+    """Shell text that cancels the Slurm jobs of dispatch jobs ``jobs`` the controller still
+    shows (``dispatch_jobs``): a cleanup, quiet when there are none."""
+    ids = dispatch_jobs(*jobs, states="", prefix=prefix)
+    return f"{ids} | xargs -r {prefix}scancel"
+
+
 def wait_for(
     what: str, probe: Callable[[], T], ok: Callable[[T], bool], patience: float = WAIT
 ) -> T:

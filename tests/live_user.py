@@ -14,13 +14,13 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
-from live_cluster import WAIT, cluster_env, wait_for
+from live_cluster import WAIT, cluster_env, dispatch_jobs, wait_for
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -94,17 +94,15 @@ class User:
             patience=patience,
         )
 
-    def ended_in_sacct(self, names: str, fields: str, count: int) -> list[list[str]]:
-        """``sacct``'s rows (``fields``, times as epoch seconds, ``End`` last) of the jobs
-        named ``names`` once ``count`` of them have ended: slurmdbd records a job's end a
-        moment after the controller."""
+    def ended_in_sacct(self, jobs: Sequence[str], fields: str, count: int) -> list[list[str]]:
+        """``sacct``'s rows (``fields``, times as epoch seconds, ``End`` last) of the Slurm
+        jobs of dispatch jobs ``jobs`` (``dispatch_jobs``: by their comments) once ``count``
+        of them have ended: slurmdbd records a job's end a moment after the controller."""
+        listing = dispatch_jobs(*jobs, fields=f"{fields},End", accounting=True)
         return wait_for(
             f"sacct to record {count} ended jobs",
             lambda: [
-                line.split("|")
-                for line in self.sh(
-                    f"SLURM_TIME_FORMAT=%s sacct -X -n -P --name={names} -o {fields},End"
-                ).splitlines()
+                line.split("|") for line in self.sh(f"SLURM_TIME_FORMAT=%s {listing}").splitlines()
             ],
             lambda rows: len(rows) >= count and all(row[-1].isdigit() for row in rows),
             patience=60,

@@ -1,4 +1,4 @@
-"""Live: a task of a job array that failed is run again by a person (``dispatch supersede
+"""Live: a task of a job array that failed is run own_array by a person (``dispatch supersede
 GROUP:INDEX``) as a new member of its array, which keeps the task's index and waits for a place
 under the array's throttle. The real local Slurm cluster, typed from a user's shell, and
 ``sacct`` read for what ran when."""
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from live_cluster import wait_for
+from live_cluster import cancel_dispatch_jobs, wait_for
 from live_user import User, most_at_once
 
 pytestmark = [pytest.mark.live]
@@ -21,10 +21,10 @@ SCRIPT = """#!/bin/bash
 #SBATCH --nodes=1
 #SBATCH --output=/dev/null
 #SBATCH --array=0-2%1
-echo "start $SLURM_ARRAY_TASK_ID $SLURM_JOB_NAME" >> runs.log
+echo "start $SLURM_ARRAY_TASK_ID $SLURM_ARRAY_JOB_ID $SLURM_JOB_NAME" >> runs.log
 if [ "$SLURM_ARRAY_TASK_ID" = 0 ] && [ ! -e fixed ]; then exit 3; fi
 sleep 6
-echo "end $SLURM_ARRAY_TASK_ID $SLURM_JOB_NAME" >> runs.log
+echo "end $SLURM_ARRAY_TASK_ID $SLURM_ARRAY_JOB_ID $SLURM_JOB_NAME" >> runs.log
 """
 
 
@@ -37,9 +37,9 @@ def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
     user = User(own_home, folder)
     group = user.sh("dispatch sbatch --parsable points.sbatch").strip()
     later = f"{group}-1"
-    # The tasks' first runs are the elements of the group's array (dj-GROUP); a task's later
-    # submissions and the superseding job have names of their own.
-    names = ",".join([f"dj-{group}", *(f"dj-{group}_{i}" for i in range(3)), f"dj-{later}"])
+    # The tasks' first runs are the elements of the group's array (its comment names the
+    # group); a task's later submissions and the superseding job are named in theirs.
+    jobs = [group, *(f"{group}_{i}" for i in range(3)), later]
     try:
         with user.following(folder):
             first = user.settled(f"{group}:0")
@@ -59,21 +59,38 @@ def test_a_superseded_task_runs_again_with_its_index_once_a_place_is_free(
                 patience=180,
             )
     finally:
-        user.run(f"scancel --name={names}")
+        user.run(cancel_dispatch_jobs(*jobs))
     assert whole["states"] == {"failed": 1, "succeeded": 3}, whole
-    log = (folder / "runs.log").read_text().splitlines()
-    assert f"start 0 dj-{later}" in log and f"end 0 dj-{later}" in log, log
-    rows = user.ended_in_sacct(names, "JobID,JobName,Start", 4)
+    rows = user.ended_in_sacct(jobs, "JobID,JobName,Comment,Start", 4)
     assert len(rows) == 4, rows
-    runs = {(name, job_id): (int(start), int(end)) for job_id, name, start, end in rows}
+    # Every run keeps the name the script gives it; the comment says which dispatch job it is.
+    assert {name for _, name, _, _, _ in rows} == {"points"}, rows
+    runs = {
+        (comment.rpartition(":")[0], job_id): (int(start), int(end))
+        for job_id, _, comment, start, end in rows
+    }
     [(array, start, end)] = [
-        (job_id, *times) for (name, job_id), times in runs.items() if name == f"dj-{later}"
+        (job_id, *times) for (named, job_id), times in runs.items() if named == f"dispatch:{later}"
     ]
     assert re.fullmatch(r"\d+_0", array), array  # a one-index array: SLURM_ARRAY_TASK_ID=0
     tasks = {
-        job_id.partition("_")[2]: t for (name, job_id), t in runs.items() if name != f"dj-{later}"
+        job_id.partition("_")[2]: t
+        for (named, job_id), t in runs.items()
+        if named != f"dispatch:{later}"
     }
-    assert sorted(tasks) == ["0", "1", "2"], runs  # the group's one array, one element each
+    assert {named for named, _ in runs} == {f"dispatch:{group}", f"dispatch:{later}"}, runs
+    # The group's one array, one element each.
+    assert sorted(tasks) == ["0", "1", "2"], runs
+    [group_array] = {
+        job_id.partition("_")[0] for (named, job_id) in runs if named == f"dispatch:{group}"
+    }
+    own_array = array.partition("_")[0]
+    assert group_array != own_array, runs
+    # Task 0 ran twice with SLURM_ARRAY_TASK_ID=0: in the group's array, where it failed, and
+    # as the superseding job's own array, to the end.
+    log = (folder / "runs.log").read_text().splitlines()
+    assert f"start 0 {group_array} points" in log and f"end 0 {group_array} points" not in log, log
+    assert f"start 0 {own_array} points" in log and f"end 0 {own_array} points" in log, log
     # It started only once the tasks ahead of it ended; never two at once.
     assert start >= max(tasks[i][1] for i in ("1", "2")), runs
     assert most_at_once(list(runs.values())) <= 1, runs
