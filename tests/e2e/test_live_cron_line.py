@@ -9,10 +9,10 @@ line runs under ``sh -c`` with ``HOME``, ``LOGNAME``, ``SHELL`` and ``PATH=/usr/
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
+from live_cluster import cancel_dispatch_jobs
 from live_user import BIN, Cron, User
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -47,7 +47,7 @@ def test_the_dry_run_line_added_by_hand_settles_a_job_from_crons_environment(
         with Cron(line, own_home):
             settled = user.settled(job)
     finally:
-        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        user.run(cancel_dispatch_jobs(job))
     assert settled["state"] == "succeeded", settled
     assert not (own_home / ".dispatch" / "config.toml").exists()
     assert (own_home / ".dispatch" / "dispatch-sweep.log").is_file()
