@@ -18,7 +18,7 @@ from pathlib import Path
 
 import live_cluster
 import pytest
-from live_cluster import WAIT
+from live_cluster import WAIT, dispatch_jobs
 from live_user import User
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -80,7 +80,7 @@ def test_each_own_requeue_is_counted_against_the_rule_and_the_job_succeeds(user:
     assert counted == [("pending", "recovering", "requeued"), ("recovering",) * 2 + ("requeued",)]
     shown = user.sh(f"dispatch status {job}")
     assert shown.count("(submission 1, requeued, counted against rule 0) by supervisor:") == 2
-    slurm_job = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID | head -n 1").strip()
+    slurm_job = user.sh(f"{dispatch_jobs(job, accounting=True)} | head -n 1").strip()
     states = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State").split()
     assert states == ["REQUEUED", "REQUEUED", "COMPLETED"], states
     out = next(user.folder.glob("slurm-*.out")).read_text()
@@ -97,10 +97,10 @@ def test_an_own_requeue_past_the_budget_stops_the_job_and_fails_it(user: User) -
     assert rule_of(settled)["firings"] == 1, settled
     said = user.sh(f"dispatch escalations {job}")
     assert "failed:requeued" in said and "budget of 1 is spent" in said, said
-    assert user.sh(f"squeue -h --name=dj-{job}").strip() == ""
+    assert user.sh(dispatch_jobs(job, states="")).strip() == ""
     # The report counts each run as Slurm's accounting does, every second once: the run
     # stopped past the budget is lost to the requeue it was stopped for, not to a cancel.
-    slurm_job = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID | head -n 1").strip()
+    slurm_job = user.sh(f"{dispatch_jobs(job, accounting=True)} | head -n 1").strip()
     rows = user.sh(f"sacct -X -n -P -D -j {slurm_job} -o State,ElapsedRaw").splitlines()
     # The last row is the requeued job cancelled while it waited: it never ran.
     ran = [int(r.split("|")[1]) for r in rows if r.startswith("REQUEUED|")]
