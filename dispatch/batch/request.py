@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dispatch.adapters.slurm import directives as sb
 from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
-from dispatch.batch import export
+from dispatch.batch import export, own_requeue
 from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
 from dispatch.batch.directives import submit_keywords as keywords
 from dispatch.model.enums import CheckpointMode, DependencyKind
@@ -315,7 +315,12 @@ def build(
     )
     rules = options.rules or ()
     notes = list(found.notes)
-    if found.requeue_line:
+    shared = options.checkpoint is CheckpointMode.SHARED
+    requeues_itself, said = own_requeue.judged(
+        own_requeue.signs(text, shown, cmd.sbatch), rules, shared
+    )
+    notes += said
+    if found.requeue_line and not requeues_itself:
         if rules:
             raise InvalidError(
                 f"{shown} line {found.requeue_line}: #SBATCH --requeue: recovery is dispatch's "
@@ -343,6 +348,7 @@ def build(
         directory=folder,
         environment=export.kept_environment({**environment, **given_values}, exported),
         job_name=cmd.job_name or found.job_name or "",
+        requeues_itself=requeues_itself,
     )
     extensions: list[Extension] = [script]
     if options.checkpoint is CheckpointMode.SHARED:

@@ -114,13 +114,13 @@ def requeue(ref: ObjectRef, restarts: int, now: datetime, rule: int | None) -> S
 
 
 def restore_bits(job: Job, cur: Current, now: datetime) -> list[Step]:
-    """Clear a requeue bit left set by a crash between requeue's two steps; a job whose rule
-    lets it requeue itself keeps the bit it was created with. Only a bit dispatch set is
-    cleared: on an object it never called requeue on, the bit is a person's (``scontrol update
-    Requeue=1``), and what their ``scontrol requeue`` then does must not depend on when a
-    sweep happens to pass (``docs/slurm-mapping.md``)."""
+    """Clear a requeue bit left set by a crash between requeue's two steps; a job that may
+    requeue itself (``JobSpec.requeueable``) keeps the bit it was created with. Only a bit
+    dispatch set is cleared: on an object it never called requeue on, the bit is a person's
+    (``scontrol update Requeue=1``), and what their ``scontrol requeue`` then does must not
+    depend on when a sweep happens to pass (``docs/slurm-mapping.md``)."""
     steps: list[Step] = []
-    if job.header.spec.own_requeue:
+    if job.header.spec.requeueable:
         return steps
     for o in cur.objects():
         if o.foreign or not o.requeue_bit or not cur.alive(o.ref):

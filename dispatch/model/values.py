@@ -181,6 +181,9 @@ class BatchScript(Value):
     # The name sbatch would give the job from its command line or its #SBATCH lines ("": they
     # name none, and the job's name is its dispatch name).
     job_name: str = ""
+    # Whether the job is submitted requeueable so that its program's own requeue is taken
+    # (the script asks for a signal or calls scontrol requeue: dispatch.batch.own_requeue).
+    requeues_itself: bool = False
 
     @field_validator("text")
     @classmethod
@@ -410,6 +413,18 @@ class JobSpec(Value):
         checkpoint, where every rule holds the job for a person."""
         return self.checkpoint is CheckpointMode.ISOLATED and any(
             CauseKind.REQUEUED in r.on and r.action is Action.REQUEUE for r in self.recovery.rules
+        )
+
+    @property
+    def requeueable(self) -> bool:
+        """Whether the scheduler must let the job requeue itself: a rule lets it
+        (``own_requeue``), or its script's program requeues its own job
+        (``BatchScript.requeues_itself``), which the supervisor then judges as the plan says."""
+        script = self.script
+        return self.own_requeue or (
+            script is not None
+            and script.requeues_itself
+            and self.checkpoint is CheckpointMode.ISOLATED
         )
 
     @property

@@ -67,7 +67,7 @@ def description(req: StartRequest, environment: Mapping[str, str]) -> dict[str, 
         # invalid"): every job of two nodes or more.
         "ntasks": spec.nodes * spec.procs_per_node,
         # Recovery is dispatch's, as with --no-requeue, unless a rule lets the job requeue itself.
-        "is_requeueable": spec.own_requeue,
+        "is_requeueable": spec.requeueable,
         "environment": {
             **inheritable(environment),
             "DISPATCH_JOB": req.job,

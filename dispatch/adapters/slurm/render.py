@@ -180,8 +180,9 @@ def unhold_argv(job_id: str) -> list[str]:
 
 
 def requeue_option(spec: JobSpec) -> str:
-    """``--requeue`` for a job whose rule lets it requeue itself, else ``--no-requeue``."""
-    return "--requeue" if spec.own_requeue else "--no-requeue"
+    """``--requeue`` for a job that may requeue itself (``JobSpec.requeueable``), else
+    ``--no-requeue``."""
+    return "--requeue" if spec.requeueable else "--no-requeue"
 
 
 def requeue_bit_argv(job_id: str, on: bool) -> list[str]:

@@ -1,0 +1,105 @@
+"""A script whose program may requeue its own job: what dispatch does with that requeue, said
+before anything is submitted.
+
+Frameworks requeue their own job from a signal handler (PyTorch Lightning's auto-requeue,
+lingua's, submitit's): the script asks Slurm for a signal ahead of the time limit
+(``--signal``), and the program runs ``scontrol requeue $SLURM_JOB_ID`` when it comes, often
+relying on the cluster's ``JobRequeue=1`` rather than a ``--requeue`` line. A job submitted
+``--no-requeue`` has that requeue refused, and the program exits (often with 0): a run cut short
+would read as a success. So unless the user said ``--no-requeue`` themselves, such a job is
+submitted requeueable (``BatchScript.requeues_itself``): its own requeue is taken, and the
+supervisor judges it as the plan says (``dispatch.core.ending.own_requeue``): a rule on
+``requeued`` of action ``requeue`` lets it run again; any other rule on ``requeued`` acts on
+it; without one its next run is stopped and the job fails with cause ``requeued``, and a person
+is told. The plan's notes say which, before submission.
+
+Pure: the script's text, its directives and the command line's options come in; whether the job
+requeues itself, and the notes for the user, go out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dispatch.adapters.slurm import directives as sb
+from dispatch.adapters.slurm.sbatch_options import Given, read_option
+from dispatch.model.enums import Action, CauseKind
+from dispatch.model.errors import InvalidError
+from dispatch.model.values import Rule
+
+# ``scontrol requeue`` written in the script itself.
+_REQUEUE_CALL = re.compile(r"\bscontrol\s+requeue\b")
+TO_LET_IT = "to let it run again, add #DISPATCH --rule=requeued:requeue:N"
+
+
+@dataclass(frozen=True)
+class Signs:
+    """Where a script and its command line show that its job may requeue itself, and where
+    they forbid Slurm to requeue it (``""``: nowhere)."""
+
+    signal: str = ""
+    call: str = ""
+    no_requeue: str = ""
+
+
+def signs(text: str, name: str, given: Sequence[Given]) -> Signs:
+    """The signs in the script ``text`` (shown as ``name``) and the command line's options."""
+    found: dict[str, str] = {}
+    lines, _ = sb.block_lines(text)
+    for line in lines:
+        if not sb.is_directive(line.text):
+            continue
+        words = sb.words(line, name)
+        for i, word in enumerate(words):
+            if not word.startswith("-"):
+                continue
+            try:
+                read, _ = read_option(word, words[i + 1 : i + 2])
+            except InvalidError:
+                continue  # the directives' own reader says what is wrong with it
+            for g in read:
+                if g.name in ("signal", "no-requeue"):
+                    found.setdefault(g.name, f"{name} line {line.number}: {g.spelled}")
+    for g in given:
+        if g.name in ("signal", "no-requeue"):
+            found.setdefault(g.name, f"the command line: {g.spelled}")
+    call = _REQUEUE_CALL.search(text)
+    at = f"{name} line {text.count(chr(10), 0, call.start()) + 1}: scontrol requeue" if call else ""
+    return Signs(signal=found.get("signal", ""), call=at, no_requeue=found.get("no-requeue", ""))
+
+
+def judged(said: Signs, rules: Sequence[Rule], shared: bool) -> tuple[bool, list[str]]:
+    """Whether the job is submitted requeueable for its own requeue (beyond a rule that lets
+    it requeue itself), and what the user is told; ``InvalidError`` for a ``--no-requeue``
+    beside a rule that lets the job requeue itself."""
+    own = [i for i, r in enumerate(rules) if CauseKind.REQUEUED in r.on]
+    lets = [i for i in own if rules[i].action is Action.REQUEUE]
+    if lets and said.no_requeue:
+        raise InvalidError(
+            f"{said.no_requeue}: rule {lets[0]} (requeued: requeue) lets the job requeue itself, "
+            "which --no-requeue forbids Slurm to do; remove one of them"
+        )
+    sign = said.signal or said.call
+    if lets or not sign:
+        return False, []
+    head = f"{sign}: the job's program may requeue its own job (scontrol requeue)"
+    if said.no_requeue:
+        return False, [
+            f"{head}; with {said.no_requeue} Slurm refuses that requeue, as you asked, and the "
+            f"run ends when the program exits; {TO_LET_IT}"
+        ]
+    if shared:
+        return False, [
+            f"{head}; under a shared checkpoint every rule holds the job for a person, so it is "
+            "submitted --no-requeue and Slurm refuses that requeue"
+        ]
+    if own:
+        then = f"rule {own[0]} ({rules[own[0]].action}) acts on it"
+    else:
+        then = "the requeued run is stopped and the job fails with cause requeued"
+    return True, [
+        f"{head}; dispatch lets Slurm take that requeue (the job is submitted --requeue), then "
+        f"{then}; {TO_LET_IT}"
+    ]
