@@ -18,13 +18,12 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from live_cluster import wait_for
+from live_cluster import cancel_dispatch_jobs, dispatch_jobs, wait_for
 from live_user import User
 from test_live_spank import PREFIX, cluster, user_folder
 
@@ -95,7 +94,7 @@ def requeued_job(user: User, ledger: Path, holds: Path) -> tuple[str, str, list[
 
     def slurm_view() -> tuple[str, str]:
         """(Slurm job id, state) of the job's one Slurm job, as squeue shows it now."""
-        out = user.sh(f"{SLURM}squeue -h --name=dj-{job} -o '%i|%T'").strip()
+        out = user.sh(dispatch_jobs(job, fields="JobID,State", states="", prefix=SLURM)).strip()
         return (out.split("|")[0], out.split("|")[1]) if out else ("", "")
 
     def raised() -> list[ObserveEntry]:
@@ -119,7 +118,7 @@ def requeued_job(user: User, ledger: Path, holds: Path) -> tuple[str, str, list[
         finally:
             hold.unlink(missing_ok=True)
     except BaseException:
-        subprocess.run([*PREFIX, "scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        user.run(cancel_dispatch_jobs(job, prefix=SLURM))
         raise
     assert asked <= first.at, first
     # Inside the window the raised count reads as the run ending: pending again.
