@@ -21,7 +21,7 @@ from typing import IO
 from dispatch.adapters.slurm import output, output_paths, parse, render, script
 from dispatch.adapters.slurm.capabilities import probe_capabilities, rule_support
 from dispatch.adapters.slurm.meaning import refusal_cause
-from dispatch.adapters.slurm.observe import history_adds_nothing, observe
+from dispatch.adapters.slurm.observe import history_adds_nothing, observe, unsplit_ends
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
 from dispatch.adapters.slurm.row import Row, keyed, note_raw_ids
@@ -484,6 +484,7 @@ class SlurmBackend:
             except (UnreachableError, RejectedError):
                 complete = False
         wanted = set(names)
+        rows += unsplit_ends(rows, wanted)
         by_name: dict[str, list[ObjectObs]] = {}
         at = time.monotonic()
         self._looked = {}

@@ -12,7 +12,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from dispatch.adapters.slurm.meaning import Meaning, meaning, pattern_for
-from dispatch.adapters.slurm.row import Origin, Row, expand_hostlist, read_comment
+from dispatch.adapters.slurm.row import (
+    Origin,
+    Row,
+    element,
+    expand_hostlist,
+    is_group_record,
+    read_comment,
+)
 from dispatch.model.enums import CauseKind, ObjectState, Provenance
 from dispatch.model.objects import ObjectObs, ObjectRef, RunObs
 from dispatch.model.values import Cause
@@ -26,6 +33,28 @@ def observe(rows: Iterable[Row]) -> list[ObjectObs]:
     for row in rows:
         by_id.setdefault(row.job_id, []).append(row)
     return [observe_one(group) for group in by_id.values()]
+
+
+def unsplit_ends(rows: Sequence[Row], wanted: Iterable[str]) -> list[Row]:
+    """The rows a group's array record that ended before it was split stands for: one for each
+    task of ``wanted`` of that group that shows no row of its own. An array cancelled while its
+    elements were still pending (a chain's ``scancel --state=PENDING --name=...``) ends as its
+    one record, with no index list (squeue's ``ArrayTaskID`` ``N/A``, sacct's bare job id); its
+    tasks read as ended with it (cancelled, by whom the record says), not as gone without an
+    end state."""
+    shown = {r.name for r in rows}
+    out: list[Row] = []
+    for row in rows:
+        if row.array_task is not None or not is_group_record(row):
+            continue
+        pattern = pattern_for(row)
+        if pattern is None or pattern.state is not ObjectState.ENDED:
+            continue
+        for name in wanted:
+            head, sep, index = name.rpartition("_")
+            if sep and head == row.name and index.isdigit() and name not in shown:
+                out.append(element(row, int(index)))
+    return out
 
 
 def history_adds_nothing(live: Iterable[Row], names: Sequence[str]) -> bool:

@@ -101,6 +101,11 @@ def _group_of(row: Row) -> str | None:
     return row.name[3:] if _GROUP_NAME.match(row.name) else None
 
 
+def is_group_record(row: Row) -> bool:
+    """Whether ``row`` is a record of a group's one array (``_group_of``)."""
+    return _group_of(row) is not None
+
+
 def dispatch_name(row: Row) -> str:
     """The name dispatch knows ``row``'s object by (``dj-<job>``, an element of a group's
     array ``dj-<group>_<index>``), read from the comment; a row whose comment names no job

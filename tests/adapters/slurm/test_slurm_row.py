@@ -75,3 +75,35 @@ def test_the_comment_names_the_job_and_one_from_before_still_reads() -> None:
     assert comment_job(comment_text("ab12", 12, 3)) == "ab12"
     assert read_comment("dispatch:12/3") == (12, 3) and comment_job("dispatch:12/3") is None
     assert comment_job("dispatch:ab12:0/3") is None
+
+
+def test_a_group_array_cancelled_before_it_split_ends_each_task_that_shows_no_row() -> None:
+    """22.05, live: an array cancelled while every element was pending shows one record, no
+    index list (squeue ``ArrayTaskID`` N/A, sacct's bare id); its tasks end with it."""
+    from dispatch.adapters.slurm.observe import observe, unsplit_ends
+    from dispatch.adapters.slurm.parse import parse_sacct_text, parse_squeue_text
+    from dispatch.adapters.slurm.row import keyed
+    from dispatch.model.enums import CauseKind, ObjectState
+
+    group = "a" * 16
+    comment = f"dispatch:{group}:1/1"
+    squeue = f"706|chain|CANCELLED|None|0:0|0|0|0|1|10|0|11||706|N/A|{comment}\n"
+    sacct = f"706|chain|CANCELLED by 0|None|0:0|None assigned|0|10|10|Unknown|11|706|{comment}\n"
+    rows = keyed(parse_squeue_text(squeue) + parse_sacct_text(sacct))
+    wanted = [f"dj-{group}_0", f"dj-{group}_1", "dj-" + "b" * 16 + "_0"]
+    added = unsplit_ends(rows, wanted)
+    assert sorted({(r.job_id, r.name) for r in added}) == [
+        ("706_0", f"dj-{group}_0"),
+        ("706_1", f"dj-{group}_1"),
+    ]
+    seen = {o.ref.id: o for o in observe(added)}
+    assert {o.state for o in seen.values()} == {ObjectState.ENDED}
+    assert {o.cause.kind for o in seen.values()} == {CauseKind.CANCELLED}
+    # A task with a row of its own is that row's; a pending array record adds nothing.
+    mine = f"707|chain|RUNNING|None|0:0|0|0|0|1|10|11|0|n1|706|0|{comment}\n"
+    assert [r.name for r in unsplit_ends(keyed(parse_squeue_text(mine)) + rows, wanted)] == [
+        f"dj-{group}_1",
+        f"dj-{group}_1",
+    ]
+    pending = squeue.replace("CANCELLED", "PENDING").replace("|N/A|dispatch", "|0-1|dispatch")
+    assert unsplit_ends(keyed(parse_squeue_text(pending)), wanted) == []
