@@ -63,40 +63,60 @@ def start_group(
 ) -> GroupStart:
     """Make attempt 1.1 of every task of ``jobs`` (tasks of one group, recorded, nothing of
     theirs started yet) as one array; nothing when the backend cannot."""
-    if not isinstance(backend, GroupStarter) or not jobs:
+    if not isinstance(backend, GroupStarter) or not _groups(backend, store, jobs):
         return GroupStart()
-    try:
-        if not backend.groups(store.read(jobs[0]).header.spec):
-            return GroupStart()
-    except DispatchError as err:
-        log.warning("group of %s: not started as one array: %s", jobs[0], err)
-        return GroupStart()
+    told = progress or _untold
     reqs: list[StartRequest] = []
-    for done, job in enumerate(jobs, start=1):
+    for done, job in enumerate(jobs, start=1):  # step 1
         req = _number(backend, store, clock, actor, token, job)
         if req is not None:
             reqs.append(req)
-        if progress is not None:
-            progress(done, len(jobs), "numbering")
+        told(done, len(jobs), "numbering")
     if not reqs:
         return GroupStart()
-    try:
-        refs = backend.start_group(reqs)
-        calls = {req.job: Made(ref=refs.get(req.job)) for req in reqs}
-    except DispatchError as err:
-        log.warning("the array of %s and %d more tasks: %s", reqs[0].job, len(reqs) - 1, err)
-        calls = {req.job: Made(error=err) for req in reqs}
+    calls = _call(backend, reqs)  # step 2
     made: list[tuple[JobID, ObjectRef | None]] = []
-    for done, req in enumerate(reqs, start=1):
+    for done, req in enumerate(reqs, start=1):  # step 3
         call = calls[req.job]
-        if call.error is None and call.ref is None:
-            # The call answered for the others but not this task: its outcome is not known.
-            call = Made(error=DispatchError(f"the array's reply names no element of {req.job}"))
         if _reply(backend, store, clock, actor, token, req, call):
             made.append((req.job, call.ref))
-        if progress is not None:
-            progress(done, len(reqs), "answering")
+        told(done, len(reqs), "answering")
     return GroupStart(asked=tuple(r.job for r in reqs), made=tuple(made))
+
+
+def _groups(backend: GroupStarter, store: Records, jobs: Sequence[JobID]) -> bool:
+    """Whether the backend makes the tasks of ``jobs`` one array (asked of the first)."""
+    if not jobs:
+        return False
+    try:
+        return backend.groups(store.read(jobs[0]).header.spec)
+    except DispatchError as err:
+        log.warning("group of %s: not started as one array: %s", jobs[0], err)
+        return False
+
+
+def _untold(done: int, of: int, stage: str) -> None:
+    """No one to tell of the progress."""
+
+
+def _call(backend: GroupStarter, reqs: list[StartRequest]) -> dict[JobID, Made]:
+    """Step 2: the one call, and what it did for each task: its element, or the error of the
+    call; a task the call's answer names no element of has an unknown outcome."""
+    try:
+        refs = backend.start_group(reqs)
+    except DispatchError as err:
+        log.warning("the array of %s and %d more tasks: %s", reqs[0].job, len(reqs) - 1, err)
+        return {req.job: Made(error=err) for req in reqs}
+    calls: dict[JobID, Made] = {}
+    for req in reqs:
+        ref = refs.get(req.job)
+        if ref is None:
+            # The call answered for the others but not this task: its outcome is not known.
+            unnamed = DispatchError(f"the array's reply names no element of {req.job}")
+            calls[req.job] = Made(error=unnamed)
+        else:
+            calls[req.job] = Made(ref=ref)
+    return calls
 
 
 def _number(

@@ -140,6 +140,11 @@ class Performer:
                 # writer died before syncing it could still be lost to a power cut after the
                 # call, leaving an effect no durable record names.
                 self.store.make_durable(self.job)
+        return self._effect(step, waits)
+
+    def _effect(self, step: st.Step, waits: bool) -> bool:
+        """The effect of ``step``, its entry in (or waiting, ``waits``); False when it changed
+        nothing."""
         match step:
             case st.Start(submission=n, attempt=a):
                 self._start(n, a)
