@@ -90,7 +90,9 @@ def test_a_submission_forks_four_slurm_commands_and_leaves_the_job_released(
         ], calls
         assert "--test-only" in calls[0].split() and "--hold" in calls[1].split()
         assert calls[3].split()[1] == "release"
-        assert f"--name=dj-{job}" in calls[2]
+        # The look selects the user's jobs (a job keeps its user's name; dispatch knows its
+        # own by their comments), never by a name.
+        assert f"--user={os.getuid()}" in calls[2].split() and "--name" not in calls[2], calls
         slurm_job = calls[3].split()[-1]
         shown = subprocess.run(
             ["squeue", "--noheader", "--format=%i %r", f"--jobs={slurm_job}"],
