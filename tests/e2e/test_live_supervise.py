@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from live_cluster import dispatch_jobs
 from live_world import TRANSPORT, LiveWorld, cluster_env, wait_for
 
 import dispatch
@@ -183,7 +184,8 @@ def test_a_supervisor_killed_mid_pass_and_restarted_runs_one_execution(
     assert len(st.submissions) == 1, "no second submission: the budget was not spent"
 
     def accounting() -> list[list[str]]:
-        out = world.sh("sacct", "-X", "-n", "-P", "--name", f"dj-{job}", "-o", "JobID,Start,State")
+        listing = dispatch_jobs(job, fields="JobID,Start,State", accounting=True)
+        out = world.sh("bash", "-o", "pipefail", "-c", listing)
         return [line.split("|") for line in out.splitlines() if line]
 
     # Accounting lags the controller: wait until it has every object in a final state.
