@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from live_cluster import REPO, wait_for
+from live_cluster import REPO, cancel_dispatch_jobs, dispatch_jobs, wait_for
 from live_user import User, kept_crontab, most_at_once
 
 from dispatch.batch.directives import OPTIONS
@@ -181,7 +181,7 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     done = typed(user, "Pipelines", '\necho "$prep $train" >&2')
     prep, train = done.stderr.split()[-2:]
     evaluate = re.search(r"dispatch job (\w+) ", done.stdout).group(1)  # type: ignore[union-attr]
-    assert user.sh(f"squeue -h --name=dj-{train},dj-{evaluate} -o %i") == ""
+    assert user.sh(dispatch_jobs(train, evaluate, states="")) == ""
     bad = user.sh("dispatch sbatch --parsable --job-name=bad-train --wrap='exit 3'").strip()
     orphan = user.sh(
         f"dispatch sbatch --parsable --dependency=afterok:{bad} --output=/dev/null "
@@ -206,8 +206,7 @@ def test_a_pipeline_runs_as_written_and_evaluate_runs_once_after_train_succeeds(
     finally:
         for other in preemptors:
             user.run(f"scancel {other}")
-        for job in (prep, train, evaluate, bad, orphan):
-            user.run(f"scancel --name=dj-{job}")
+        user.run(cancel_dispatch_jobs(prep, train, evaluate, bad, orphan))
     assert (folder / "pipeline.log").read_text().splitlines() == [
         "prepared",
         "train submission 1",
@@ -267,7 +266,7 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
     big = user.run("dispatch sbatch --plan --array=0-5000 sweep.sbatch")
     assert big.returncode == 2 and big.stderr.count("\n") == 1, big
     assert "the highest index, 5000, must be below the cluster's MaxArraySize" in big.stderr
-    names = ",".join([f"dj-{group}", *(f"dj-{group}_{i}" for i in range(16))])
+    jobs = [group, *(f"{group}_{i}" for i in range(16))]
     preemptors: list[str] = []
     try:
         with user.following(folder):
@@ -284,7 +283,7 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
     finally:
         for preemptor in preemptors:
             user.run(f"scancel {preemptor}")
-        user.run(f"scancel --name={names}")
+        user.run(cancel_dispatch_jobs(*jobs))
     assert whole["states"] == {"succeeded": 16}, whole
     log = (folder / "sweep.log").read_text().splitlines()
     expected = [f"task {i} submission 1" for i in range(16)]
@@ -294,21 +293,25 @@ def test_an_array_runs_as_written_and_preempted_tasks_recover_alone_under_the_th
         f"task {t} resumed from the checkpoint of task {t}" for t in (5, 9)
     ], resumed
     assert all(int(line.rpartition(" ")[2]) >= 1 for line in resumed), resumed
-    rows = user.ended_in_sacct(names, "JobID,JobName,State,Start", 18)
+    rows = user.ended_in_sacct(jobs, "JobID,Comment,JobName,State,Start", 18)
     assert len(rows) == 18, rows
-    # One array of 16 (the first submissions, named for the group), and the two one-index
-    # arrays the rule made (each named for its task), each element <array id>_<index>.
-    firsts = [r for r in rows if r[1] == f"dj-{group}"]
+    # Every run keeps the script's name; the comments say which dispatch job each is: one
+    # array of 16 (the first submissions, the group's), and the two one-index arrays the rule
+    # made (each its task's), each element <array id>_<index>.
+    assert {r[2] for r in rows} == {"sweep"}, rows
+    firsts = [r for r in rows if r[1].startswith(f"dispatch:{group}:")]
     assert len({r[0].partition("_")[0] for r in firsts}) == 1, firsts
     assert sorted(int(r[0].partition("_")[2]) for r in firsts) == list(range(16)), firsts
-    again = sorted((r[1], r[0].partition("_")[2]) for r in rows if r not in firsts)
-    assert again == [(f"dj-{group}_5", "5"), (f"dj-{group}_9", "9")], again
+    again = sorted(
+        (r[1].rpartition(":")[0], r[0].partition("_")[2]) for r in rows if r not in firsts
+    )
+    assert again == [(f"dispatch:{group}_5", "5"), (f"dispatch:{group}_9", "9")], again
     by_task: dict[str, list[str]] = {}
-    for job_id, _, state, _, _ in sorted(rows, key=lambda r: int(r[3])):
+    for job_id, _, _, state, _, _ in sorted(rows, key=lambda r: int(r[4])):
         by_task.setdefault(job_id.partition("_")[2], []).append(state.split()[0])
     assert by_task.pop("5") == by_task.pop("9") == ["PREEMPTED", "COMPLETED"]
     assert all(states == ["COMPLETED"] for states in by_task.values()), by_task
-    assert most_at_once([(int(r[3]), int(r[4])) for r in rows]) <= 4
+    assert most_at_once([(int(r[4]), int(r[5])) for r in rows]) <= 4
 
 
 @pytest.mark.live
@@ -349,7 +352,7 @@ def test_a_stage_after_a_whole_array_runs_as_written_and_as_slurm_reads_the_depe
         reason = user.sh(f"squeue -h -j {plain['afterok']} -o %r").strip()
     finally:
         user.run(f"scancel {array} {' '.join(plain.values())}")
-        user.run(f"scancel --name=dj-{failed_run},dj-{fits}")
+        user.run(cancel_dispatch_jobs(failed_run, fits))
     assert reason == "DependencyNeverSatisfied", reason
     assert (folder / "sweep.log").read_text().splitlines() == ["a point failed"]
     assert ran["state"] == "succeeded" and len(cast(list[object], ran["submissions"])) == 1
