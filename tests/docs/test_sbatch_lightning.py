@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from live_cluster import WAIT, wait_for
+from live_cluster import WAIT, cancel_dispatch_jobs, dispatch_jobs, wait_for
 from live_user import User
 from test_sbatch_doc import Command, page_section, page_steps, prints_match
 
@@ -87,16 +87,14 @@ def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Jobs]:
             submitted.append(said.group(1))
             yield Jobs(submitted[1], preempted_user, submitted[0], time_limited_user)
     finally:
-        for job in submitted:
-            subprocess.run(
-                ["scancel", f"--name=dj-{job}"], env=preempted_user.env, capture_output=True
-            )
+        if submitted:
+            preempted_user.run(cancel_dispatch_jobs(*submitted))
         subprocess.run(["scancel", "--name=preemptor"], env=preempted_user.env, capture_output=True)
 
 
 def _slurm_jobs(user: User, job: str) -> list[str]:
     """The Slurm jobs of ``job``, first submission first."""
-    return user.sh(f"sacct -X -n -P --name=dj-{job} -o JobID | sort -n | uniq").split()
+    return user.sh(f"{dispatch_jobs(job, accounting=True)} | sort -n | uniq").split()
 
 
 def _outputs(user: User) -> str:
@@ -137,7 +135,7 @@ def test_preempted_it_is_submitted_again_and_resumes_from_its_checkpoint(jobs: J
     user, job = jobs.preempted_user, jobs.preempted
     run = user.folder / "run"
     wait_for("a first checkpoint", lambda: sorted(run.glob("*.ckpt")), bool, patience=WAIT)
-    nodes = user.sh(f"squeue -h --name=dj-{job} -t RUNNING -o %N").strip()
+    nodes = user.sh(dispatch_jobs(job, fields="NodeList", states="RUNNING")).strip()
     node = user.sh(f"scontrol show hostnames {nodes} | head -n 1").strip()
     user.sh(
         f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
@@ -182,4 +180,4 @@ def test_at_the_time_limit_it_requeues_itself_resumes_and_stops_past_the_budget(
     assert first <= step < second, (resumed.group(1), step, first, second)
     assert f"training from step {step}\n" in out, out
     assert out.count(f"Requeued SLURM job: {slurm_job}") >= 1, out
-    assert user.sh(f"squeue -h --name=dj-{job}").strip() == ""
+    assert user.sh(dispatch_jobs(job, states="")).strip() == ""
