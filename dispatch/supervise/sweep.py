@@ -53,8 +53,7 @@ class Sweep:
         self.deadline = None if time_limit is None else self.report.started + time_limit
         self.residuals = residuals
         self.token = sup._token()
-        store = sup.store
-        self.sharded = store if isinstance(store, Sharded) else None
+        self.sharded = self.store if isinstance(self.store, Sharded) else None
         self.locked: list[JobID] = []
         self.claimed: list[int] = []
         self.seen: dict[JobID, Seen] = {}
@@ -104,8 +103,11 @@ class Sweep:
 
     def first_look(self) -> bool:
         """The jobs a look before any claim shows something of, claimed, noted, looked at
-        again and passed before any other job is read (``_first_pick``), then carried."""
-        first = self._first_pick()
+        again and passed before any other job is read (``claims.first_pick``), then carried."""
+        claims, sup = self.claims, self.sup
+        if claims is None:
+            return True
+        first = first_pick(claims, self.memos, sup.backend, self.deadline, sup.first_look)
         if not first:
             return True
         if not self._claim_rounds(first):
@@ -259,13 +261,6 @@ class Sweep:
             self.moved += went
         return True
 
-    def _first_pick(self) -> set[JobID]:
-        """The jobs ``claims.first_pick`` picks; none on a store that is not sharded."""
-        claims, sup = self.claims, self.sup
-        if claims is None:
-            return set()
-        return first_pick(claims, self.memos, sup.backend, self.deadline, sup.first_look)
-
     def _look_and_pass(
         self, views: dict[JobID, Seen], settled: dict[JobID, View] | None = None
     ) -> list[JobID] | None:
@@ -368,8 +363,9 @@ STEPS: tuple[SweepStep, ...] = (
     ),
     SweepStep(
         "first look",
-        "on a cold sharded store with a time limit, look at the scheduler once, then claim, "
-        "note, look at and pass first the jobs it shows something of, and carry those that moved",
+        "on a sharded store, with a time limit and a cold memo, look at the scheduler once; "
+        "claim, note, look at and pass first the jobs it shows something of, and carry those "
+        "that moved",
         Sweep.first_look,
     ),
     SweepStep(
