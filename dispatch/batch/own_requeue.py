@@ -4,14 +4,16 @@ before anything is submitted.
 Frameworks requeue their own job from a signal handler (PyTorch Lightning's auto-requeue,
 lingua's, submitit's): the script asks Slurm for a signal ahead of the time limit
 (``--signal``), and the program runs ``scontrol requeue $SLURM_JOB_ID`` when it comes, often
-relying on the cluster's ``JobRequeue=1`` rather than a ``--requeue`` line. A job submitted
-``--no-requeue`` has that requeue refused, and the program exits (often with 0): a run cut short
-would read as a success. So unless the user said ``--no-requeue`` themselves, such a job is
-submitted requeueable (``BatchScript.requeues_itself``): its own requeue is taken, and the
-supervisor judges it as the plan says (``dispatch.core.ending.own_requeue``): a rule on
-``requeued`` of action ``requeue`` lets it run again; any other rule on ``requeued`` acts on
-it; without one its next run is stopped and the job fails with cause ``requeued``, and a person
-is told. The plan's notes say which, before submission.
+relying on the cluster's ``JobRequeue=1`` rather than a ``--requeue`` line. Without a rule on
+``requeued`` dispatch submits the job ``--no-requeue``, so Slurm refuses that requeue, and the
+program then exits (often with 0). A signal alone does not say the program requeues (a script
+may save and exit on it, as dispatch's own templates do), so there the plan says what happens
+and how to let it requeue itself. A script that runs ``scontrol requeue`` itself says it
+does: unless the user said ``--no-requeue``, it is submitted requeueable
+(``BatchScript.requeues_itself``), so its requeue is taken, never refused in silence, and the
+supervisor judges it as the plan says (``dispatch.core.ending.own_requeue``): any rule on
+``requeued`` acts on it; without one its next run is stopped and the job fails with cause
+``requeued``, and a person is told.
 
 Pure: the script's text, its directives and the command line's options come in; whether the job
 requeues itself, and the notes for the user, go out.
@@ -81,10 +83,11 @@ def judged(said: Signs, rules: Sequence[Rule], shared: bool) -> tuple[bool, list
             f"{said.no_requeue}: rule {lets[0]} (requeued: requeue) lets the job requeue itself, "
             "which --no-requeue forbids Slurm to do; remove one of them"
         )
-    sign = said.signal or said.call
-    if lets or not sign:
+    if lets or not (said.signal or said.call):
         return False, []
-    head = f"{sign}: the job's program may requeue its own job (scontrol requeue)"
+    head = (
+        f"{said.call or said.signal}: the job's program may requeue its own job (scontrol requeue)"
+    )
     if said.no_requeue:
         return False, [
             f"{head}; with {said.no_requeue} Slurm refuses that requeue, as you asked, and the "
@@ -94,6 +97,12 @@ def judged(said: Signs, rules: Sequence[Rule], shared: bool) -> tuple[bool, list
         return False, [
             f"{head}; under a shared checkpoint every rule holds the job for a person, so it is "
             "submitted --no-requeue and Slurm refuses that requeue"
+        ]
+    if not said.call:
+        return False, [
+            f"{head} on this signal, as Lightning, lingua and submitit do; the job is submitted "
+            "--no-requeue, so Slurm refuses that requeue and the run ends when the program "
+            f"exits (an exit 0 reads as succeeded); {TO_LET_IT}"
         ]
     if own:
         then = f"rule {own[0]} ({rules[own[0]].action}) acts on it"

@@ -22,13 +22,24 @@ def build(text: str, *words: str) -> request.Request:
     return request.build(cmd, text, "job.sbatch", "/home/ada", {})
 
 
-def test_a_signal_without_a_rule_is_submitted_requeueable_and_the_plan_says_what_follows() -> None:
+def test_a_signal_without_a_rule_stays_no_requeue_and_the_plan_says_what_follows() -> None:
+    # A signal alone may be a save-and-exit (dispatch's own templates): Slurm is not asked to
+    # take a requeue nobody said the program makes, and the plan says how to let it.
     built = build(LINGUA)
+    assert not built.spec.requeueable and requeue_option(built.spec) == "--no-requeue"
+    (note,) = [n for n in built.notes if "requeue its own job" in n]
+    assert note.startswith("job.sbatch line 2: --signal")
+    assert "Slurm refuses that requeue" in note and "exit 0 reads as succeeded" in note
+    assert "--rule=requeued:requeue:N" in note
+
+
+def test_a_script_that_requeues_itself_is_submitted_requeueable_and_judged() -> None:
+    built = build(LINGUA + 'scontrol requeue "$SLURM_JOB_ID"\n')
     script = built.spec.script
     assert script is not None and script.requeues_itself and built.spec.requeueable
     assert requeue_option(built.spec) == "--requeue"
     (note,) = [n for n in built.notes if "requeue its own job" in n]
-    assert note.startswith("job.sbatch line 2: --signal")
+    assert note.startswith("job.sbatch line 5: scontrol requeue")
     assert "fails with cause requeued" in note and "--rule=requeued:requeue:N" in note
 
 
@@ -42,6 +53,7 @@ def test_another_rule_on_requeued_is_named_as_what_acts() -> None:
     text = LINGUA.replace(
         "#SBATCH --nodes", "#DISPATCH --rule=requeued:resubmit:2\n#SBATCH --nodes"
     )
+    text += "scontrol requeue $SLURM_JOB_ID\n"
     (note,) = [n for n in build(text).notes if "requeue its own job" in n]
     assert "rule 0 (resubmit) acts on it" in note
 
@@ -77,8 +89,7 @@ def test_no_requeue_is_kept_and_said(text: str, words: tuple[str, ...], where: s
 
 
 def test_under_a_shared_checkpoint_the_requeue_is_refused_and_said() -> None:
-    built = build(
-        LINGUA.replace("#SBATCH --nodes", "#DISPATCH --checkpoint=shared\n#SBATCH --nodes")
-    )
+    text = LINGUA.replace("#SBATCH --nodes", "#DISPATCH --checkpoint=shared\n#SBATCH --nodes")
+    built = build(text + "scontrol requeue $SLURM_JOB_ID\n")
     assert not built.spec.requeueable
     assert any("shared checkpoint" in n for n in built.notes)

@@ -1,8 +1,9 @@
-"""Live, side by side with plain sbatch: a framework that requeues its own job, in the shape of
+"""Live, side by side with plain sbatch: a job that requeues itself, in the shape of
 facebookresearch/lingua's launcher: ``--signal`` asked of Slurm, no ``--requeue`` line (the
-cluster's ``JobRequeue=1`` makes a job requeueable), and the program runs ``scontrol requeue
-$SLURM_JOB_ID`` in its handler, then exits 0. Here the first run calls it at once, as its
-handler would when the signal came.
+cluster's ``JobRequeue=1`` makes a job requeueable), and ``scontrol requeue $SLURM_JOB_ID`` run
+when the signal comes, then exit 0. Here the script runs it at once, as its handler would when
+the signal came (a call the script shows: one made by the program alone, dispatch cannot see,
+and the plan says what to add; ``tests/batch/test_own_requeue.py``).
 
 Under plain sbatch the requeue is taken and the second run trains to the end. Under dispatch
 with ``#DISPATCH --rule=requeued:requeue:N`` the same: the requeue is counted against the rule
@@ -88,7 +89,7 @@ def test_without_the_rule_the_plan_says_so_and_the_cut_short_run_is_never_a_succ
     (user.folder / "bare.sbatch").write_text(SCRIPT.format(rule=""))
     plan = user.run("dispatch sbatch --plan --partition=low bare.sbatch")
     assert plan.returncode == 0, plan.stderr
-    said = "bare.sbatch line 5: --signal=USR2@120: the job's program may requeue its own job"
+    said = "bare.sbatch line 12: scontrol requeue: the job's program may requeue its own job"
     assert said in plan.stderr and "fails with cause requeued" in plan.stderr, plan.stderr
     job = user.sh("dispatch sbatch --parsable --partition=low bare.sbatch").strip()
     settled = user.settled(job, patience=2 * WAIT)
