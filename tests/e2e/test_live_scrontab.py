@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from live_cluster import REPO, wait_for
+from live_cluster import REPO, dispatch_jobs, wait_for
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -166,7 +166,11 @@ def test_scrontab_sweeps_recover_a_preempted_job_and_settle_it(root: Path) -> No
     assert "/bin/dispatch sweep" in table, table
     first = wait_for(
         "submission 1 to run",
-        lambda: _in(root, f"squeue -h --name=dj-{job} -t RUNNING -o '%i %N'").split(),
+        lambda: (
+            _in(root, dispatch_jobs(job, fields="JobID,NodeList", states="RUNNING"))
+            .strip()
+            .split("|")
+        ),
         lambda row: len(row) == 2,
     )
     node = _in(root, f"scontrol show hostnames {first[1]} | head -n 1").strip()
@@ -177,8 +181,12 @@ def test_scrontab_sweeps_recover_a_preempted_job_and_settle_it(root: Path) -> No
     )
     wait_for(
         "a scrontab sweep to recover the job as submission 2",
-        lambda: _in(root, f"squeue -h --name=dj-{job} -t RUNNING -o '%i %k'").split(),
-        lambda row: len(row) == 2 and row[1] == "dispatch:2/1",
+        lambda: (
+            _in(root, dispatch_jobs(job, fields="JobID,Comment", states="RUNNING"))
+            .strip()
+            .split("|")
+        ),
+        lambda row: len(row) == 2 and row[1] == f"dispatch:{job}:2/1",
         patience=TICKS,
     )
     _in(root, "touch go-2")
