@@ -22,11 +22,11 @@ requeues itself, and the notes for the user, go out.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from dispatch.adapters.slurm import directives as sb
-from dispatch.adapters.slurm.sbatch_options import Given, read_option
+from dispatch.adapters.slurm.sbatch_options import Given
+from dispatch.batch.script_block import SbatchOption
 from dispatch.model.enums import Action, CauseKind
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import Rule
@@ -46,24 +46,13 @@ class Signs:
     no_requeue: str = ""
 
 
-def signs(text: str, name: str, given: Sequence[Given]) -> Signs:
-    """The signs in the script ``text`` (shown as ``name``) and the command line's options."""
+def signs(text: str, name: str, script: Iterable[SbatchOption], given: Sequence[Given]) -> Signs:
+    """The signs in the script ``text`` (shown as ``name``), its ``#SBATCH`` options
+    ``script`` and the command line's options ``given``."""
     found: dict[str, str] = {}
-    lines, _ = sb.block_lines(text)
-    for line in lines:
-        if not sb.is_directive(line.text):
-            continue
-        words = sb.words(line, name)
-        for i, word in enumerate(words):
-            if not word.startswith("-"):
-                continue
-            try:
-                read, _ = read_option(word, words[i + 1 : i + 2])
-            except InvalidError:
-                continue  # the directives' own reader says what is wrong with it
-            for g in read:
-                if g.name in ("signal", "no-requeue"):
-                    found.setdefault(g.name, f"{name} line {line.number}: {g.spelled}")
+    for o in script:
+        if o.given.name in ("signal", "no-requeue"):
+            found.setdefault(o.given.name, f"{o.at}: {o.given.spelled}")
     for g in given:
         if g.name in ("signal", "no-requeue"):
             found.setdefault(g.name, f"the command line: {g.spelled}")

@@ -8,7 +8,8 @@ The command line is ``[SBATCH OPTIONS] [DISPATCH OPTIONS] SCRIPT [ARGS...]``, in
 to the script, as sbatch reads it: the first word that is not an option is the script and
 everything after it is the script's. Precedence follows sbatch: a flag wins over the script's
 ``#DISPATCH`` line, as sbatch's command line wins over ``#SBATCH``; dispatch's own sbatch
-options (its gate, name, comment, ``--no-requeue``) win over the script's directives.
+options (its gate, name, comment, ``--no-requeue``) win over the script's directives. The
+script's directive block is read by ``script_block``, both kinds of line in one pass.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from dispatch.adapters.slurm import directives as sb
-from dispatch.adapters.slurm.sbatch_options import Given, read_option, refusal
-from dispatch.batch import export, own_requeue
-from dispatch.batch.directives import MAGIC, JobOptions, Reader, is_option, read_lines
-from dispatch.batch.directives import submit_keywords as keywords
+from dispatch.adapters.slurm import sbatch_lines
+from dispatch.adapters.slurm.sbatch_options import OVERRIDDEN, Given, read_option, refusal
+from dispatch.batch import export, own_requeue, script_block
+from dispatch.batch.dispatch_lines import Reader, is_option
+from dispatch.batch.dispatch_lines import submit_keywords as keywords
 from dispatch.model.enums import CheckpointMode, DependencyKind
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import (
@@ -32,6 +33,7 @@ from dispatch.model.values import (
     JobID,
     JobSpec,
     RecoveryPolicy,
+    Rule,
     SharedCheckpoint,
 )
 
@@ -52,20 +54,6 @@ ANSWERED = ("parsable", "job-name", "wrap", "version", *HELP)
 # The text sbatch itself gives a --wrap command (src/sbatch/sbatch.c), so a wrapped job reads
 # the same under dispatch.
 WRAP = "#!/bin/sh\n# This script was created by dispatch sbatch --wrap.\n\n{}\n"
-
-# sbatch options dispatch sets itself on every launch. In a script's directives they are
-# overridden, and the user told so; on the command line they are refused (sbatch_options).
-# What a script that chooses to truncate its output file is told.
-TRUNCATE_NOTE = (
-    "each run writes over the output file, so a run Slurm requeues loses the lines of the runs "
-    "before it (leave the line out and each run adds to the file)"
-)
-OVERRIDDEN = {
-    "hold": "the gate is dispatch's: the job starts once launched (hold it with dispatch hold JOB)",
-    "comment": "dispatch's comment (the submission and attempt numbers) replaces it",
-    "requeue": "dispatch's --no-requeue wins, so Slurm does not rerun the job by itself; to "
-    "recover from preemption add #DISPATCH --rule=preempted:resubmit:3",
-}
 
 
 @dataclass(frozen=True)
@@ -185,109 +173,6 @@ def split(words: Sequence[str]) -> CommandLine:
     )
 
 
-@dataclass
-class _Directives:
-    """What a script's directive block says: its #DISPATCH options and sbatch's name for it."""
-
-    options: JobOptions
-    job_name: str | None
-    requeue_line: int
-    notes: list[str]
-    export: str | None = None
-    dependency_line: int = 0
-    open_mode: bool = False
-    array: array.Array | None = None
-
-
-def _read_block(text: str, name: str) -> _Directives:
-    block, first_command = sb.block_lines(text)
-    dispatch_lines = []
-    job_name = None
-    export = None
-    requeue_line = 0
-    dependency_line = 0
-    open_mode = False
-    tasks = None
-    notes = []
-    for line in block:
-        if line.text.startswith(MAGIC):
-            dispatch_lines.append((line.number, line.text))
-            continue
-        if not sb.is_directive(line.text):
-            continue
-        words = sb.words(line, name)
-        where = f"{name} line {line.number}: {line.text.strip()}"
-        i = 0
-        while i < len(words):
-            word = words[i]
-            if not word.startswith("-") or len(word) < 2:
-                if word.lower() in ("hetjob", "packjob"):
-                    raise InvalidError(
-                        f"{where}: heterogeneous jobs are not supported under dispatch"
-                    )
-                raise InvalidError(
-                    f"{where}: {word!r} is not an sbatch option, so sbatch would refuse the script"
-                )
-            try:
-                given, used = read_option(word, words[i + 1 : i + 2])
-            except InvalidError as err:
-                raise InvalidError(f"{where}: {err.message}") from None
-            for g in given:
-                if g.name in OVERRIDDEN:
-                    if g.name == "requeue":
-                        requeue_line = line.number
-                    else:
-                        notes.append(
-                            f"{name} line {line.number}: {g.spelled}: {OVERRIDDEN[g.name]}"
-                        )
-                elif refusal(g):
-                    raise InvalidError(f"{where}: {refusal(g)}")
-                elif g.name == "job-name":
-                    job_name = g.value
-                elif g.name == "export":
-                    export = g.value
-                elif g.name == "open-mode":
-                    open_mode = True
-                    if (g.value or "").strip().lower() == "truncate":
-                        notes.append(f"{name} line {line.number}: {g.spelled}: {TRUNCATE_NOTE}")
-                elif g.name == "dependency":
-                    dependency_line = line.number
-                    notes += _script_dependency(g.value or "", where)
-                elif g.name == "array":
-                    from dispatch.batch import array
-
-                    tasks = array.read(g.value or "", f"{name} line {line.number}")
-            i += used
-    if first_command:
-        for number, line_text in enumerate(
-            text.split("\n")[first_command:], start=first_command + 1
-        ):
-            if line_text.startswith(MAGIC):
-                raise InvalidError(
-                    f"{name} line {number}: {MAGIC} after the first command (line "
-                    f"{first_command}) is not read; move it above line {first_command}, with "
-                    "the #SBATCH lines"
-                )
-    options = read_lines(dispatch_lines, name)
-    return _Directives(
-        options, job_name, requeue_line, notes, export, dependency_line, open_mode, tasks
-    )
-
-
-def _script_dependency(value: str, where: str) -> list[str]:
-    """The notes for a script's ``--dependency``, which may name Slurm job ids only: the
-    script goes to sbatch as written, and sbatch reads every word there as a Slurm id."""
-    from dispatch.batch import dependency
-
-    said = dependency.read(value, where)
-    if said.on_jobs:
-        raise InvalidError(
-            f"{where}: name dispatch jobs in --dependency on dispatch sbatch's command line; "
-            "in the script sbatch reads every word as a Slurm job id"
-        )
-    return said.notes()
-
-
 def build(
     cmd: CommandLine,
     text: str,
@@ -299,27 +184,62 @@ def build(
     """The request for ``text``, read from ``path`` (relative to ``folder``), or from stdin or
     ``--wrap`` when ``path`` is None; ``ledger`` names the dispatch jobs a ``--dependency``
     names."""
-    if path is None:
-        # sbatch's own names for a script without a file: "wrap", and "sbatch" for stdin.
-        shown = "wrap" if cmd.wrap is not None else "stdin"
-        default_name = "wrap" if cmd.wrap is not None else "sbatch"
-        kept = shown
-    else:
-        shown = posixpath.basename(path) or path
-        default_name = shown
-        kept = posixpath.normpath(posixpath.join(folder, path))
-    sb.check_script(text, shown)
-    found = _read_block(text, shown)
+    shown, default_name, kept = _names(cmd, path, folder)
+    sbatch_lines.check_script(text, shown)
+    found = script_block.read(text, shown)
     options = (
         Reader("the command line").take(cmd.job).over(found.options) if cmd.job else found.options
     )
     rules = options.rules or ()
-    notes = list(found.notes)
     shared = options.checkpoint is CheckpointMode.SHARED
-    requeues_itself, said = own_requeue.judged(
-        own_requeue.signs(text, shown, cmd.sbatch), rules, shared
+    requeues_itself, said = _own_requeue(cmd, text, shown, found, rules, shared)
+    deps, after_notes = _dependencies(cmd, found, shown)
+    notes = [*found.notes, *said, *after_notes]
+    script = _script(cmd, text, kept, folder, environment, found, requeues_itself)
+    extensions: list[Extension] = [script]
+    if shared:
+        extensions.append(SharedCheckpoint())
+    spec = JobSpec(
+        name=options.name or cmd.job_name or found.job_name or default_name,
+        command=(script.path, *cmd.args),
+        recovery=RecoveryPolicy(rules=rules),
+        extensions=tuple(extensions),
+        after=_after(deps, ledger) if deps is not None else (),
     )
-    notes += said
+    tasks = _tasks(cmd, found)
+    submit = keywords(options, len(rules))
+    if tasks is not None and submit.get("idempotency_key"):
+        raise InvalidError(
+            "--key names one job, and --array makes one per index: leave --key out of an array"
+        )
+    return Request(spec=spec, submit=submit, notes=tuple(notes), array=tasks)
+
+
+def _names(cmd: CommandLine, path: str | None, folder: str) -> tuple[str, str, str]:
+    """How the script is shown to the user, the job's name when nothing names it, and the
+    script's path as kept."""
+    if path is not None:
+        shown = posixpath.basename(path) or path
+        return shown, shown, posixpath.normpath(posixpath.join(folder, path))
+    # sbatch's own names for a script without a file: "wrap", and "sbatch" for stdin.
+    if cmd.wrap is not None:
+        return "wrap", "wrap", "wrap"
+    return "stdin", "sbatch", "stdin"
+
+
+def _own_requeue(
+    cmd: CommandLine,
+    text: str,
+    shown: str,
+    found: script_block.Block,
+    rules: Sequence[Rule],
+    shared: bool,
+) -> tuple[bool, list[str]]:
+    """Whether the job is submitted requeueable for its own requeue, and what the user is
+    told; a script's ``--requeue`` line beside rules is refused (recovery is dispatch's)."""
+    requeues_itself, said = own_requeue.judged(
+        own_requeue.signs(text, shown, found.sbatch, cmd.sbatch), rules, shared
+    )
     if found.requeue_line and not requeues_itself:
         if rules:
             raise InvalidError(
@@ -327,20 +247,39 @@ def build(
                 "here (the script has rules), so Slurm must not rerun the job by itself; remove "
                 "the line"
             )
-        notes.append(f"{shown} line {found.requeue_line}: --requeue: {OVERRIDDEN['requeue']}")
-    name = options.name or cmd.job_name or found.job_name or default_name
+        said.append(f"{shown} line {found.requeue_line}: --requeue: {OVERRIDDEN['requeue']}")
+    return requeues_itself, said
+
+
+def _dependencies(
+    cmd: CommandLine, found: script_block.Block, shown: str
+) -> tuple[dependency.Dependencies | None, list[str]]:
+    """The command line's ``--dependency`` and its notes; beside a script's line, refused."""
     deps = cmd.dependencies
-    if deps is not None:
-        if found.dependency_line:
-            raise InvalidError(
-                f"{shown} line {found.dependency_line}: #SBATCH --dependency, and --dependency "
-                "on the command line: sbatch would take the command line's alone; remove the line"
-            )
-        notes += deps.notes()
+    if deps is None:
+        return None, []
+    if found.dependency_line:
+        raise InvalidError(
+            f"{shown} line {found.dependency_line}: #SBATCH --dependency, and --dependency "
+            "on the command line: sbatch would take the command line's alone; remove the line"
+        )
+    return deps, deps.notes()
+
+
+def _script(
+    cmd: CommandLine,
+    text: str,
+    kept: str,
+    folder: str,
+    environment: Mapping[str, str],
+    found: script_block.Block,
+    requeues_itself: bool,
+) -> BatchScript:
+    """The script as every launch runs it: its text, words, options, folder, environment."""
     sbatch, given_values = export.without_values(cmd.sbatch)
     cmd = replace(cmd, sbatch=sbatch)
     exported = export.chosen(cmd.sbatch, found.export, environment)
-    script = BatchScript(
+    return BatchScript(
         path=kept,
         text=text,
         args=cmd.args,
@@ -350,32 +289,22 @@ def build(
         job_name=cmd.job_name or found.job_name or "",
         requeues_itself=requeues_itself,
     )
-    extensions: list[Extension] = [script]
-    if options.checkpoint is CheckpointMode.SHARED:
-        extensions.append(SharedCheckpoint())
-    spec = JobSpec(
-        name=name,
-        command=(script.path, *cmd.args),
-        recovery=RecoveryPolicy(rules=rules),
-        extensions=tuple(extensions),
-        after=_after(deps, ledger) if deps is not None else (),
-    )
+
+
+def _tasks(cmd: CommandLine, found: script_block.Block) -> array.Array | None:
+    """The array the job is, if any: as sbatch reads it, the command line's last ``--array``
+    wins over the script's line."""
     given = [g.value or "" for g in cmd.sbatch if g.name == "array"]
-    # As sbatch reads it: the command line's last --array wins over the script's line.
-    tasks = found.array
-    if given:
-        from dispatch.batch import array
+    if not given:
+        return found.array
+    from dispatch.batch import array
 
-        tasks = array.read(given[-1])
-    submit = keywords(options, len(rules))
-    if tasks is not None and submit.get("idempotency_key"):
-        raise InvalidError(
-            "--key names one job, and --array makes one per index: leave --key out of an array"
-        )
-    return Request(spec=spec, submit=submit, notes=tuple(notes), array=tasks)
+    return array.read(given[-1])
 
 
-def _appended(cmd: CommandLine, found: _Directives, environment: Mapping[str, str]) -> list[str]:
+def _appended(
+    cmd: CommandLine, found: script_block.Block, environment: Mapping[str, str]
+) -> list[str]:
     """``--open-mode=append`` unless the command line, a directive or ``SBATCH_OPEN_MODE``
     chooses: each run of a job Slurm requeues then adds to its output file, never writes over
     the runs before it (sbatch's default, truncate, would)."""

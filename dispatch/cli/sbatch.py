@@ -22,7 +22,7 @@ from typing import Any
 import click
 
 from dispatch.batch import request
-from dispatch.batch.directives import OPTIONS
+from dispatch.batch.dispatch_lines import OPTIONS
 from dispatch.cli.render import clean, queue_of
 from dispatch.cli.session import Session, echo_json, fail, me, refusals
 from dispatch.cluster import Config, compose

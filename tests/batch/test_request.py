@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.batch.request import APPEND, TRUNCATE_NOTE, build, split
+from dispatch.batch.request import APPEND, build, split
+from dispatch.batch.script_block import TRUNCATE_NOTE
 from dispatch.model.enums import CheckpointMode
 from dispatch.model.errors import InvalidError
 

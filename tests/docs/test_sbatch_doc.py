@@ -16,7 +16,7 @@ import pytest
 from live_cluster import REPO, cancel_dispatch_jobs, dispatch_jobs, wait_for
 from live_user import User, kept_crontab, most_at_once
 
-from dispatch.batch.directives import OPTIONS
+from dispatch.batch.dispatch_lines import OPTIONS
 
 DOC = REPO / "docs" / "sbatch.md"
 THREE_STEPS = "Move a script under dispatch"

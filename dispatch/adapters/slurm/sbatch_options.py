@@ -10,7 +10,8 @@ command line; what an option means stays sbatch's business, so everything not re
 passed to sbatch as written. An option the table does not know (a site plugin's, such as
 pyxis's ``--container-image``) is passed through too: written ``--opt=VALUE`` it is one word.
 
-``REFUSED`` says, for each option that cannot work under dispatch, why and what to do instead.
+``REFUSED`` says, for each option that cannot work under dispatch, why and what to do instead;
+``OVERRIDDEN``, for each option dispatch sets itself, what a script's line for it is told.
 """
 
 from __future__ import annotations
@@ -176,6 +177,16 @@ REFUSED: dict[str, str] = {
     "comment": "dispatch keeps the submission and attempt numbers in the comment; give the "
     "job a name with --job-name or #DISPATCH --name instead",
     "autocomplete": "ask sbatch itself for completions",
+}
+
+
+# sbatch options dispatch sets itself on every launch. In a script's #SBATCH lines they are
+# overridden, and the user told so; on the command line they are refused (``REFUSED``).
+OVERRIDDEN: dict[str, str] = {
+    "hold": "the gate is dispatch's: the job starts once launched (hold it with dispatch hold JOB)",
+    "comment": "dispatch's comment (the submission and attempt numbers) replaces it",
+    "requeue": "dispatch's --no-requeue wins, so Slurm does not rerun the job by itself; to "
+    "recover from preemption add #DISPATCH --rule=preempted:resubmit:3",
 }
 
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
-from dispatch.adapters.slurm.directives import directive_block
 from dispatch.adapters.slurm.render import requeue_option, slurm_name
 from dispatch.adapters.slurm.row import comment_text
+from dispatch.adapters.slurm.sbatch_lines import directive_block
 from dispatch.model.objects import EPOCH_BASE, StartRequest
 from dispatch.model.values import BatchScript
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from dispatch.batch.directives import (
+from dispatch.batch.dispatch_lines import (
     OPTIONS,
     JobOptions,
     Reader,

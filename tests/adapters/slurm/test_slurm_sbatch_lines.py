@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispatch.adapters.slurm.directives import (
+from dispatch.adapters.slurm.sbatch_lines import (
     Line,
     block_lines,
     check_script,

@@ -1,4 +1,5 @@
-"""Reading a batch script the way sbatch reads it: its checks, its directive block, its words.
+"""``#SBATCH`` lines: a batch script read the way sbatch reads it, its checks, its directive
+block, a directive's words.
 
 Pure, text in and values out, following sbatch's own rules (src/sbatch/opt.c and sbatch.c):
 
@@ -9,6 +10,9 @@ Pure, text in and values out, following sbatch's own rules (src/sbatch/opt.c and
 * a directive is a line starting, at its very first column, with ``#SBATCH`` (or the legacy
   ``#SLURM``); the rest is split into words like a shell would (quotes, backslash escapes),
   and an unquoted ``#`` starts a comment.
+
+What the words mean is ``sbatch_options``'s; ``dispatch.batch.script_block`` reads a script's
+block once, its ``#SBATCH`` and ``#DISPATCH`` lines in order.
 """
 
 from __future__ import annotations
