@@ -42,40 +42,47 @@ def read(value: str, where: str = "") -> Array:
     empty)."""
     at = f"{where}: --array={value}" if where else f"--array={value}"
     spec, pct, limit = value.partition("%")
-    throttle = 0
-    if pct:
-        if not limit.isdigit():
-            raise InvalidError(f"{at}: %{limit} is not a number of tasks; write e.g. %4")
-        throttle = int(limit)
-        if throttle == 0:
-            raise InvalidError(f"{at}: %0 would let no task run; write %1 or more, or leave it out")
+    throttle = _throttle(limit, at) if pct else 0
     if not spec:
         raise InvalidError(f"{at}: give the indices, e.g. --array=0-15 or --array=1,3,5")
     indices: list[int] = []
     for item in spec.split(","):
-        m = _ITEM.fullmatch(item)
-        if m is None:
-            raise InvalidError(
-                f"{at}: {item!r} is not an index, a range A-B or a stepped range A-B:S"
-            )
-        first = int(m.group(1))
-        last = int(m.group(2)) if m.group(2) is not None else first
-        step = int(m.group(3)) if m.group(3) is not None else 1
-        if last < first:
-            raise InvalidError(f"{at}: {item} ends before it starts; write {last}-{first}")
-        if step == 0:
-            raise InvalidError(f"{at}: {item} has a step of 0; write :1 or more")
-        if last > MAX_INDEX:
-            raise InvalidError(f"{at}: index {last} is above Slurm's largest ({MAX_INDEX})")
-        if (last - first) // step + 1 + len(indices) > MAX_TASKS:
-            raise InvalidError(f"{at}: more than {MAX_TASKS} tasks in one array; split it")
-        indices.extend(range(first, last + 1, step))
+        indices.extend(_indices(item, at, len(indices)))
     seen: set[int] = set()
     for i in indices:
         if i in seen:
             raise InvalidError(f"{at}: index {i} is given twice; name each index once")
         seen.add(i)
     return Array(tuple(sorted(indices)), throttle, value)
+
+
+def _throttle(limit: str, at: str) -> int:
+    """The throttle ``%limit`` says."""
+    if not limit.isdigit():
+        raise InvalidError(f"{at}: %{limit} is not a number of tasks; write e.g. %4")
+    if int(limit) == 0:
+        raise InvalidError(f"{at}: %0 would let no task run; write %1 or more, or leave it out")
+    return int(limit)
+
+
+def _indices(item: str, at: str, before: int) -> range:
+    """The indices one item of the list says (an index, ``A-B`` or ``A-B:S``), after
+    ``before`` others."""
+    m = _ITEM.fullmatch(item)
+    if m is None:
+        raise InvalidError(f"{at}: {item!r} is not an index, a range A-B or a stepped range A-B:S")
+    first = int(m.group(1))
+    last = int(m.group(2)) if m.group(2) is not None else first
+    step = int(m.group(3)) if m.group(3) is not None else 1
+    if last < first:
+        raise InvalidError(f"{at}: {item} ends before it starts; write {last}-{first}")
+    if step == 0:
+        raise InvalidError(f"{at}: {item} has a step of 0; write :1 or more")
+    if last > MAX_INDEX:
+        raise InvalidError(f"{at}: index {last} is above Slurm's largest ({MAX_INDEX})")
+    if (last - first) // step + 1 + before > MAX_TASKS:
+        raise InvalidError(f"{at}: more than {MAX_TASKS} tasks in one array; split it")
+    return range(first, last + 1, step)
 
 
 def tasks(spec: JobSpec, array: Array, group: str) -> list[JobSpec]:

@@ -60,6 +60,7 @@ def read(value: str, where: str = "") -> Dependencies:
     at = f"{where}: " if where else ""
     if not value.strip():
         raise InvalidError(f"{at}--dependency needs a value, e.g. afterok:JOB")
+    fault = f"{at}--dependency={value}"
     any_of = "?" in value
     terms = value.split("?" if any_of else ",")
     on_jobs: list[tuple[DependencyKind, str]] = []
@@ -75,36 +76,18 @@ def read(value: str, where: str = "") -> Dependencies:
         kind, _, ids = term.partition(":")
         if kind not in SLURM_KINDS or not ids:
             raise InvalidError(
-                f"{at}--dependency={value}: {term!r} is not a dependency sbatch knows; write "
+                f"{fault}: {term!r} is not a dependency sbatch knows; write "
                 "TYPE:JOB[:JOB...] with TYPE one of afterok, afterany, afternotok "
                 "(or singleton)"
             )
-        kept: list[str] = []
-        before = ""
-        for word in ids.split(":"):
-            if _SLURM_ID.fullmatch(word):
-                kept.append(word)
-                slurm_ids.append(word)
-                if before:
-                    following.append((word, before))
-                before = ""
-                continue
-            before = word
-            if kind not in {k.value for k in DependencyKind}:
-                raise InvalidError(
-                    f"{at}--dependency={value}: {kind}:{word}: dispatch follows afterok, "
-                    f"afterany and afternotok on its jobs, not {kind}"
-                )
-            if any_of:
-                raise InvalidError(
-                    f"{at}--dependency={value}: '?' (any one of) cannot name dispatch jobs; "
-                    "dispatch waits for all of them: separate them with ','"
-                )
-            on_jobs.append((DependencyKind(kind), word))
+        kept, jobs, after = _words(kind, ids, any_of, fault)
+        slurm_ids += kept
+        on_jobs += jobs
+        following += after
         if kept:
             slurm_terms.append(f"{kind}:{':'.join(kept)}")
     if singleton and any_of:
-        raise InvalidError(f"{at}--dependency={value}: singleton cannot be one of several ('?')")
+        raise InvalidError(f"{fault}: singleton cannot be one of several ('?')")
     return Dependencies(
         on_jobs=tuple(on_jobs),
         singleton=singleton,
@@ -112,3 +95,34 @@ def read(value: str, where: str = "") -> Dependencies:
         slurm_ids=tuple(slurm_ids),
         following=tuple(following),
     )
+
+
+def _words(
+    kind: str, ids: str, any_of: bool, fault: str
+) -> tuple[list[str], list[tuple[DependencyKind, str]], list[tuple[str, str]]]:
+    """One term's words (``ids`` of ``TYPE:ID[:ID...]``): its Slurm ids, the dispatch jobs it
+    names, and each Slurm id written right after a dispatch job's word, with that word."""
+    kept: list[str] = []
+    on_jobs: list[tuple[DependencyKind, str]] = []
+    following: list[tuple[str, str]] = []
+    before = ""
+    for word in ids.split(":"):
+        if _SLURM_ID.fullmatch(word):
+            kept.append(word)
+            if before:
+                following.append((word, before))
+            before = ""
+            continue
+        before = word
+        if kind not in {k.value for k in DependencyKind}:
+            raise InvalidError(
+                f"{fault}: {kind}:{word}: dispatch follows afterok, afterany and afternotok on "
+                f"its jobs, not {kind}"
+            )
+        if any_of:
+            raise InvalidError(
+                f"{fault}: '?' (any one of) cannot name dispatch jobs; dispatch waits for all "
+                "of them: separate them with ','"
+            )
+        on_jobs.append((DependencyKind(kind), word))
+    return kept, on_jobs, following

@@ -60,11 +60,9 @@ def kept_environment(environment: Mapping[str, str], export: str | None) -> dict
     never dispatch's own variables or those Slurm sets per job; under ``NONE`` or a list of
     names without ``ALL``, only the names listed and the variables sbatch itself reads
     (``SBATCH_*``, Slurm's input ``SLURM_*``), since the job gets nothing else."""
-    env = {k: v for k, v in inheritable(environment).items() if k not in RESERVED_ENV}
-    words = [w.strip() for w in (export or "ALL").split(",")]
-    if "ALL" not in (w.upper() for w in words):
-        listed = {w for w in words if w and "=" not in w}
-        env = {k: v for k, v in env.items() if k in listed or k.startswith(("SBATCH_", "SLURM_"))}
+    env = _exported(
+        {k: v for k, v in inheritable(environment).items() if k not in RESERVED_ENV}, export
+    )
     for name, value in env.items():
         if not _text(name) or not _text(value):
             raise InvalidError(
@@ -73,6 +71,16 @@ def kept_environment(environment: Mapping[str, str], export: str | None) -> dict
                 "out with --export=NONE,VAR,..."
             )
     return env
+
+
+def _exported(env: dict[str, str], export: str | None) -> dict[str, str]:
+    """The variables of ``env`` that ``--export`` gives the job: all of them under ``ALL``;
+    else those it names and those sbatch itself reads."""
+    words = [w.strip() for w in (export or "ALL").split(",")]
+    if "ALL" in (w.upper() for w in words):
+        return env
+    listed = {w for w in words if w and "=" not in w}
+    return {k: v for k, v in env.items() if k in listed or k.startswith(("SBATCH_", "SLURM_"))}
 
 
 def _text(word: str) -> bool:

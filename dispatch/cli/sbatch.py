@@ -308,13 +308,8 @@ def _submitted(st: Status) -> dict[str, Any]:
 def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
     with refusals():
         cmd = request.split(words)
-        if cmd.help:
-            click.echo(ctx.get_help())
-            return
-        if cmd.version:
-            from importlib.metadata import version
-
-            click.echo(f"dispatch {version('dispatch')}")
+        if cmd.help or cmd.version:
+            _answer(ctx, cmd)
             return
         text, path = _read(cmd)
         session = Session(cmd.config)
@@ -323,45 +318,10 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
             click.echo(f"note: {clean(note)}", err=True)
         backend = session.backend
         plan = _plan(backend, req.spec, req.submit)
-        checking = _Checking(backend, _checked(req))
-        if not cmd.plan and req.array is None:
-            # While Slurm checks: the schemas of the record the submit writes next.
-            View.model_rebuild()
-        try:
-            said = checking.said()
-        except InvalidError as err:
-            if req.array is None or "array" not in err.message.lower():
-                raise
-            # Slurm bounds every index by its MaxArraySize; the check asked about the highest.
-            raise InvalidError(
-                f"{err.message} (the highest index, {req.array.indices[-1]}, must be below the "
-                "cluster's MaxArraySize: scontrol show config | grep MaxArraySize)"
-            ) from None
+        said = _slurm_check(backend, req, cmd.plan)
         cessation = backend.capabilities(req.spec).get(Capability.CESSATION_SIGNAL)
         if cmd.plan:
-            # The slurm adapter says which transport it goes through, and why.
-            via = str(getattr(backend, "transport", ""))
-            if cmd.json:
-                signal = cessation.model_dump(mode="json") if cessation else None
-                echo_json(
-                    {
-                        "plan": plan.model_dump(mode="json"),
-                        "slurm": said,
-                        "cessation": signal,
-                        "transport": via,
-                    }
-                )
-            else:
-                for line in _lines(req, plan, cessation, session.store):
-                    click.echo(clean(line))
-                script = req.spec.script
-                if script is not None and request.APPEND in script.options:
-                    click.echo(OUTPUT_LINE)
-                if via:
-                    click.echo(f"Slurm transport: {via}")
-                if said:
-                    click.echo(f"Slurm would take it: {said}")
-                click.echo("nothing was created (--plan)")
+            _print_plan(cmd, req, plan, said, cessation, session)
             return
         if req.array is not None:
             from dispatch.cli.sbatch_array import submit_group  # only a job array needs it
@@ -373,8 +333,83 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         plan = cluster.operator.submit(req.spec, me(), **req.submit)
         launched = session.supervisor().launch(plan.job)
         st = _launched(session, plan.job, launched)
-    # A job that failed at its launch says that alone, once: no id on stdout to build on,
-    # no line saying it waits for a sweep.
+    _print_submitted(cmd, req, plan, cessation, session, st)
+
+
+def _answer(ctx: click.Context, cmd: request.CommandLine) -> None:
+    """What ``--help`` or ``--version`` asks, answered by dispatch sbatch itself."""
+    if cmd.help:
+        click.echo(ctx.get_help())
+        return
+    from importlib.metadata import version
+
+    click.echo(f"dispatch {version('dispatch')}")
+
+
+def _slurm_check(backend: Backend, req: request.Request, plan_only: bool) -> str:
+    """What Slurm says of the request, checked without creating anything; its refusal raised
+    as bad input, an array's saying which bound its highest index must keep."""
+    checking = _Checking(backend, _checked(req))
+    if not plan_only and req.array is None:
+        # While Slurm checks: the schemas of the record the submit writes next.
+        View.model_rebuild()
+    try:
+        return checking.said()
+    except InvalidError as err:
+        if req.array is None or "array" not in err.message.lower():
+            raise
+        # Slurm bounds every index by its MaxArraySize; the check asked about the highest.
+        raise InvalidError(
+            f"{err.message} (the highest index, {req.array.indices[-1]}, must be below the "
+            "cluster's MaxArraySize: scontrol show config | grep MaxArraySize)"
+        ) from None
+
+
+def _print_plan(
+    cmd: request.CommandLine,
+    req: request.Request,
+    plan: Plan,
+    said: str,
+    cessation: Support | None,
+    session: Session,
+) -> None:
+    """What ``--plan`` prints: the plan, what Slurm said, and that nothing was created."""
+    # The slurm adapter says which transport it goes through, and why.
+    via = str(getattr(session.backend, "transport", ""))
+    if cmd.json:
+        signal = cessation.model_dump(mode="json") if cessation else None
+        echo_json(
+            {
+                "plan": plan.model_dump(mode="json"),
+                "slurm": said,
+                "cessation": signal,
+                "transport": via,
+            }
+        )
+        return
+    for line in _lines(req, plan, cessation, session.store):
+        click.echo(clean(line))
+    script = req.spec.script
+    if script is not None and request.APPEND in script.options:
+        click.echo(OUTPUT_LINE)
+    if via:
+        click.echo(f"Slurm transport: {via}")
+    if said:
+        click.echo(f"Slurm would take it: {said}")
+    click.echo("nothing was created (--plan)")
+
+
+def _print_submitted(
+    cmd: request.CommandLine,
+    req: request.Request,
+    plan: Plan,
+    cessation: Support | None,
+    session: Session,
+    st: Status,
+) -> None:
+    """What a submitted job prints: its id, its plan and where it is; a job that failed at its
+    launch says that alone, once (no id on stdout to build on, no line saying it waits for a
+    sweep)."""
     failed = st.state is State.FAILED
     if cmd.parsable:
         if not failed:
@@ -387,7 +422,7 @@ def sbatch(ctx: click.Context, words: tuple[str, ...]) -> None:
         for line in plan_lines(plan, cessation) + after_lines(req.spec, session.store):
             click.echo(clean(line))
         if not failed:
-            click.echo(clean(_summary(st, backend.declarations().name)))
+            click.echo(clean(_summary(st, session.backend.declarations().name)))
     if failed:
         fail(f"dispatch job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
 

@@ -48,22 +48,7 @@ def submit_group(
         plan = cluster.operator.submit(spec, me(), **req.submit)
         progress(done, len(specs), "recording")
     assert plan is not None
-    now_n = min(req.array.throttle or LAUNCH_NOW, LAUNCH_NOW, len(specs))
-    supervisor = session.supervisor()
-    jobs = [task_id(group, i) for i in req.array.indices]
-    # Where the cluster can, every task's first execution is an element of one held array,
-    # made by one call; the launches below then open the first ones (group_start.py).
-    supervisor.start_group(jobs, progress)
-    launched: list[Status] = []
-    # The first elements are released together, by one call, once each is recorded opened.
-    with supervisor.opening_together():
-        for job, result in supervisor.launch_many(jobs[:now_n]).items():
-            if result is None or result.found is None:
-                launched.append(session.observer.get(job))
-                continue
-            view = session.store.read(job)
-            at = result.found.at or view.header.created_at
-            launched.append(project(fold(view, at), result.found, at))
+    launched = _launch_first(session, req.array, group, len(specs))
     failed = [st for st in launched if st.state is State.FAILED]
     if parsable:
         click.echo(group)
@@ -88,6 +73,28 @@ def submit_group(
         fail(f"task {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
 
 
+def _launch_first(session: Session, tasks: array.Array, group: str, n: int) -> list[Status]:
+    """Make the group's first executions, launch the first of its ``n`` tasks that the
+    throttle lets start now, and their status."""
+    now_n = min(tasks.throttle or LAUNCH_NOW, LAUNCH_NOW, n)
+    supervisor = session.supervisor()
+    jobs = [task_id(group, i) for i in tasks.indices]
+    # Where the cluster can, every task's first execution is an element of one held array,
+    # made by one call; the launches below then open the first ones (group_start.py).
+    supervisor.start_group(jobs, progress)
+    launched: list[Status] = []
+    # The first elements are released together, by one call, once each is recorded opened.
+    with supervisor.opening_together():
+        for job, result in supervisor.launch_many(jobs[:now_n]).items():
+            if result is None or result.found is None:
+                launched.append(session.observer.get(job))
+                continue
+            view = session.store.read(job)
+            at = result.found.at or view.header.created_at
+            launched.append(project(fold(view, at), result.found, at))
+    return launched
+
+
 def _launched(st: Status) -> dict[str, Any]:
     last = st.submissions[-1] if st.submissions else None
     return {
@@ -105,7 +112,6 @@ def _summary(group: str, req: Request, launched: list[Status], adapter: str) -> 
     queued = [d["slurm_job"] for d in map(_launched, launched) if d["slurm_job"]]
     queue = queue_of(adapter)
     where = f"{what} {', '.join(queued)}" if queued else f"nothing in {queue} yet"
-    rest = n - len(queued)
     if req.spec.after and not queued:
         where = f"every task waits for the jobs it depends on: nothing is in {queue}"
         return f"Submitted dispatch array {group} ({req.spec.name}): {n} tasks; {where}"
@@ -116,14 +122,17 @@ def _summary(group: str, req: Request, launched: list[Status], adapter: str) -> 
         verb = "releases"
         kind = "Slurm array" if what.startswith("Slurm") else "scheduler array"
         where = f"{kind} {arrays.pop()} ({n} tasks, held); released {', '.join(queued)}"
-    later = (
-        f"; the sweep {verb} the other {rest} as tasks ahead of them settle"
-        if rest and req.array.throttle
-        else f"; the sweep {verb} the other {rest}"
-        if rest
-        else ""
-    )
+    later = _later(verb, n - len(queued), req.array.throttle)
     return (
         f"Submitted dispatch array {group} ({req.spec.name}): {n} task"
         f"{'s' if n != 1 else ''} {group}:{first}..{group}:{last}; {where}{later}"
     )
+
+
+def _later(verb: str, rest: int, throttle: int) -> str:
+    """What the sweep does with the ``rest`` of the tasks, not launched now."""
+    if not rest:
+        return ""
+    if throttle:
+        return f"; the sweep {verb} the other {rest} as tasks ahead of them settle"
+    return f"; the sweep {verb} the other {rest}"

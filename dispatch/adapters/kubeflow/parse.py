@@ -114,14 +114,7 @@ def conditions(obj: JSON) -> dict[str, Condition]:
 def pod_facts(pod: JSON) -> PodFacts:
     """What one pod shows."""
     status = pod.get("status") or {}
-    codes, reasons = [], []
-    for cs in status.get("containerStatuses") or []:
-        term = ((cs or {}).get("state") or {}).get("terminated") or {}
-        last = ((cs or {}).get("lastState") or {}).get("terminated") or {}
-        for t in (term, last):
-            if isinstance(t.get("exitCode"), int):
-                codes.append(t["exitCode"])
-                reasons.append(str(t.get("reason") or ""))
+    codes, reasons = _exits(status)
     disruption = conditions(pod).get("DisruptionTarget")
     meta = pod.get("metadata") or {}
     return PodFacts(
@@ -133,6 +126,19 @@ def pod_facts(pod: JSON) -> PodFacts:
         disruption=disruption.reason if disruption and disruption.status else "",
         deleting=bool(meta.get("deletionTimestamp")),
     )
+
+
+def _exits(status: JSON) -> tuple[list[int], list[str]]:
+    """The exit codes of a pod's containers, this run's and the last, and their reasons."""
+    codes, reasons = [], []
+    for cs in status.get("containerStatuses") or []:
+        term = ((cs or {}).get("state") or {}).get("terminated") or {}
+        last = ((cs or {}).get("lastState") or {}).get("terminated") or {}
+        for t in (term, last):
+            if isinstance(t.get("exitCode"), int):
+                codes.append(t["exitCode"])
+                reasons.append(str(t.get("reason") or ""))
+    return codes, reasons
 
 
 def workload_facts(workload: JSON) -> WorkloadFacts:

@@ -36,24 +36,7 @@ def _translate(err: Exception, what: str, effect: bool) -> DispatchError:
     from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 
     if isinstance(err, ApiException):
-        status = int(err.status or 0)
-        text = _message(err)
-        if status == 404:
-            return NotFoundError(f"{what}: {text}")
-        if status == 403 and "admission webhook" in text and "denied" in text:
-            # A webhook's refusal of the object (Kueue's, Trainer's) comes as 403 too.
-            return InvalidError(f"{what}: {text}")
-        if status in (401, 403):
-            return UnauthorizedError(f"{what}: {text}")
-        if status == 409:
-            return Changed(f"{what}: {text}")
-        if status in (400, 422):
-            return InvalidError(f"{what}: {text}")
-        if status >= 500 and effect:
-            return OutcomeUnknownError(
-                f"{what}: HTTP {status}: {text}; it may or may not have acted"
-            )
-        return UnreachableError(f"{what}: HTTP {status}: {text}")
+        return _from_reply(int(err.status or 0), _message(err), what, effect)
     if isinstance(err, ReadTimeoutError) and effect:
         return OutcomeUnknownError(f"{what}: no reply in time; it may or may not have acted")
     if isinstance(err, NewConnectionError | OSError | ReadTimeoutError):
@@ -64,6 +47,24 @@ def _translate(err: Exception, what: str, effect: bool) -> DispatchError:
     if effect:
         return OutcomeUnknownError(f"{what}: {err}; it may or may not have acted")
     return UnreachableError(f"{what}: {err}")
+
+
+def _from_reply(status: int, text: str, what: str, effect: bool) -> DispatchError:
+    """The dispatch error for the API server's error reply of HTTP ``status``."""
+    if status == 404:
+        return NotFoundError(f"{what}: {text}")
+    if status == 403 and "admission webhook" in text and "denied" in text:
+        # A webhook's refusal of the object (Kueue's, Trainer's) comes as 403 too.
+        return InvalidError(f"{what}: {text}")
+    if status in (401, 403):
+        return UnauthorizedError(f"{what}: {text}")
+    if status == 409:
+        return Changed(f"{what}: {text}")
+    if status in (400, 422):
+        return InvalidError(f"{what}: {text}")
+    if status >= 500 and effect:
+        return OutcomeUnknownError(f"{what}: HTTP {status}: {text}; it may or may not have acted")
+    return UnreachableError(f"{what}: HTTP {status}: {text}")
 
 
 def _message(err: Any) -> str:

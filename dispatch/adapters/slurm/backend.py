@@ -470,19 +470,7 @@ class SlurmBackend:
         if not jobs:
             return {}
         names = sorted({object_name(j) for j in jobs})
-        rows = self._live_rows()
-        complete = True
-        if history_adds_nothing(rows, names):
-            # Accounting could add only objects that left the queue: their absence from this
-            # reply proves nothing (docs/slurm-mapping.md, "When accounting is asked"). Known
-            # without probing the config, which would cost the controller two RPCs a process.
-            complete = False
-        elif self._has_history:
-            try:
-                # A history row without the comment takes the name its live row's gives.
-                rows = keyed(rows + self._history_rows(names=names))
-            except (UnreachableError, RejectedError):
-                complete = False
+        rows, complete = self._rows_named(names)
         wanted = set(names)
         rows += unsplit_ends(rows, wanted)
         by_name: dict[str, list[ObjectObs]] = {}
@@ -501,6 +489,23 @@ class SlurmBackend:
                 objects = [o for o in objects if o.state in states]
             found[job] = Discovery(objects=tuple(objects), complete=complete and not states)
         return found
+
+    def _rows_named(self, names: Sequence[str]) -> tuple[list[Row], bool]:
+        """The rows of the objects named ``names``: the queue's, and accounting's unless it
+        could add nothing; and whether they show every such object (accounting answered)."""
+        rows = self._live_rows()
+        if history_adds_nothing(rows, names):
+            # Accounting could add only objects that left the queue: their absence from this
+            # reply proves nothing (docs/slurm-mapping.md, "When accounting is asked"). Known
+            # without probing the config, which would cost the controller two RPCs a process.
+            return rows, False
+        if not self._has_history:
+            return rows, True
+        try:
+            # A history row without the comment takes the name its live row's gives.
+            return keyed(rows + self._history_rows(names=names)), True
+        except (UnreachableError, RejectedError):
+            return rows, False
 
     def _output_paths_of(self, slurm_job: str) -> str | None:
         reply = output.ask(self, slurm_job)

@@ -86,12 +86,7 @@ def observe_one(rows: list[Row]) -> ObjectObs:
     restarts = max([r.restarts for r in rows] + [len(history) - 1])
     found = meaning(_with_comment(current, comment))
     between = between_runs(current, restarts, history)
-    if between:
-        found = Meaning(ObjectState.PENDING, Cause(kind=CauseKind.REQUEUED, provenance=_S))
-    cause = found.cause
-    requeued = found.state in (ObjectState.PENDING, ObjectState.HELD) and restarts > 0
-    if requeued and cause.kind in (CauseKind.NONE, CauseKind.REQUEUED):
-        cause = _earlier_run_cause(history)
+    found, cause = _requeued(found, between, restarts, history)
     return ObjectObs(
         ref=ObjectRef(id=current.job_id, name=current.name),
         submission=numbers[0] if numbers else None,
@@ -104,6 +99,20 @@ def observe_one(rows: list[Row]) -> ObjectObs:
         nodes=() if between else expand_hostlist(current.nodes),
         runs=runs_of(live, history, restarts, between),
     )
+
+
+def _requeued(
+    found: Meaning, between: bool, restarts: int, history: list[Row]
+) -> tuple[Meaning, Cause]:
+    """What the job's rows mean once its requeues are read, and its cause: a job between two
+    runs is pending, requeued; a requeued job waiting to run again keeps its last run's cause."""
+    if between:
+        found = Meaning(ObjectState.PENDING, Cause(kind=CauseKind.REQUEUED, provenance=_S))
+    cause = found.cause
+    requeued = found.state in (ObjectState.PENDING, ObjectState.HELD) and restarts > 0
+    if requeued and cause.kind in (CauseKind.NONE, CauseKind.REQUEUED):
+        cause = _earlier_run_cause(history)
+    return found, cause
 
 
 def _without_the_arrays_record(history: Iterable[Row]) -> list[Row]:

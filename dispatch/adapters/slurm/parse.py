@@ -192,38 +192,43 @@ def parse_sacct_json(text: str | Mapping[str, Any]) -> list[Row]:
     doc = _load(text)
     rows = []
     for job in doc.get("jobs") or []:
-        st = job.get("state") or {}
-        state, by = split_state(_state_word(st.get("current")))
-        comment = job.get("comment")
-        if isinstance(comment, Mapping):
-            comment = comment.get("job")
-        times = job.get("time") or {}
-        code, sig = _exit_json(job.get("exit_code"))
-        killer = job.get("kill_request_user")
         array = job.get("array") or {}
-        row = Row(
-            job_id=str(job["job_id"]),
-            name=str(job.get("name") or ""),
-            state=state,
-            reason=str(st.get("reason") or ""),
-            comment=str(comment or ""),
-            exit_code=code,
-            signal=sig,
-            restarts=_number(job.get("restart_cnt")) or 0,
-            nodes=str(job.get("nodes") or ""),
-            priority=_number(job.get("priority")),
-            submit_time=_number(times.get("submission")),
-            eligible_time=_number(times.get("eligible")),
-            start_time=_number(times.get("start")) or None,
-            end_time=_number(times.get("end")) or None,
-            cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
-            origin=Origin.HISTORY,
-            # Accounting names the owner, never its uid (22.05 leaves even the name null).
-            user=str(job.get("user") or ""),
-            array_job=_array_of(_number(array.get("job_id"))),
-        )
+        row = _sacct_json_row(job, array)
         rows.extend(_json_elements(row, array.get("task"), array.get("task_id")))
     return rows
+
+
+def _sacct_json_row(job: Mapping[str, Any], array: Mapping[str, Any]) -> Row:
+    """The row of one job record of ``sacct --json`` (``array``: its array part)."""
+    st = job.get("state") or {}
+    state, by = split_state(_state_word(st.get("current")))
+    comment = job.get("comment")
+    if isinstance(comment, Mapping):
+        comment = comment.get("job")
+    times = job.get("time") or {}
+    code, sig = _exit_json(job.get("exit_code"))
+    killer = job.get("kill_request_user")
+    return Row(
+        job_id=str(job["job_id"]),
+        name=str(job.get("name") or ""),
+        state=state,
+        reason=str(st.get("reason") or ""),
+        comment=str(comment or ""),
+        exit_code=code,
+        signal=sig,
+        restarts=_number(job.get("restart_cnt")) or 0,
+        nodes=str(job.get("nodes") or ""),
+        priority=_number(job.get("priority")),
+        submit_time=_number(times.get("submission")),
+        eligible_time=_number(times.get("eligible")),
+        start_time=_number(times.get("start")) or None,
+        end_time=_number(times.get("end")) or None,
+        cancelled_by=by or (str(killer) if state == "CANCELLED" and killer else ""),
+        origin=Origin.HISTORY,
+        # Accounting names the owner, never its uid (22.05 leaves even the name null).
+        user=str(job.get("user") or ""),
+        array_job=_array_of(_number(array.get("job_id"))),
+    )
 
 
 def is_dispatchs(comment: object, name: object) -> bool:

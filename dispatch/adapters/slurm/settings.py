@@ -63,37 +63,19 @@ def load_settings(raw: Mapping[str, Any]) -> SlurmSettings:
             raise InvalidError(
                 f"slurm setting {key!r} is not known; known settings: {', '.join(sorted(known))}"
             )
-    timeout = raw.get("timeout", SlurmSettings.timeout)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
-        raise InvalidError(f"slurm setting 'timeout' = {timeout!r}: expected positive seconds")
-    ssh_host = raw.get("ssh_host", "")
-    # A leading "-" would be read by ssh as an option (say -oProxyCommand=...), not a host.
-    if (
-        not isinstance(ssh_host, str)
-        or ssh_host.startswith("-")
-        or any(c.isspace() for c in ssh_host)
-    ):
-        raise InvalidError(f"slurm setting 'ssh_host' = {ssh_host!r}: expected a host name")
+    timeout = _timeout(raw.get("timeout", SlurmSettings.timeout))
+    ssh_host = _ssh_host(raw.get("ssh_host", ""))
     since = raw.get("history_since", SlurmSettings.history_since)
     if not isinstance(since, str) or not since:
         raise InvalidError(f"slurm setting 'history_since' = {since!r}: expected a sacct time")
-    paths = {}
-    for key in ("slurm_conf", "commands", "spank_spool"):
-        value = raw.get(key, "")
-        if not isinstance(value, str) or (value and not value.startswith("/")):
-            raise InvalidError(f"slurm setting {key!r} = {value!r}: expected an absolute path")
-        # Behind a prefix the commands run as `env NAME=VALUE ... PROGRAM`: env would take a
-        # program path holding "=" for one more variable.
-        if key == "commands" and "=" in value:
-            raise InvalidError(f"slurm setting 'commands' = {value!r}: a path without '='")
-        paths[key] = value
+    paths = {key: _path(key, raw.get(key, "")) for key in ("slurm_conf", "commands", "spank_spool")}
     s = SlurmSettings(
         **paths,
         transport=_choice("transport", raw.get("transport", "auto"), TRANSPORTS),
         prefix=_words("prefix", raw.get("prefix", ())),
         ssh_host=ssh_host,
         ssh_options=_words("ssh_options", raw.get("ssh_options", ())),
-        timeout=float(timeout),
+        timeout=timeout,
         history_since=since,
         json=_choice("json", raw.get("json", "auto"), ("auto", "yes", "no")),
         container_images=_choice(
@@ -103,3 +85,26 @@ def load_settings(raw: Mapping[str, Any]) -> SlurmSettings:
     if s.transport == "ssh" and not s.ssh_host:
         raise InvalidError("slurm setting 'transport' = 'ssh' needs 'ssh_host'")
     return s
+
+
+def _timeout(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidError(f"slurm setting 'timeout' = {value!r}: expected positive seconds")
+    return float(value)
+
+
+def _ssh_host(value: Any) -> str:
+    # A leading "-" would be read by ssh as an option (say -oProxyCommand=...), not a host.
+    if not isinstance(value, str) or value.startswith("-") or any(c.isspace() for c in value):
+        raise InvalidError(f"slurm setting 'ssh_host' = {value!r}: expected a host name")
+    return value
+
+
+def _path(key: str, value: Any) -> str:
+    if not isinstance(value, str) or (value and not value.startswith("/")):
+        raise InvalidError(f"slurm setting {key!r} = {value!r}: expected an absolute path")
+    # Behind a prefix the commands run as `env NAME=VALUE ... PROGRAM`: env would take a
+    # program path holding "=" for one more variable.
+    if key == "commands" and "=" in value:
+        raise InvalidError(f"slurm setting 'commands' = {value!r}: a path without '='")
+    return value

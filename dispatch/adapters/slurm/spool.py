@@ -247,20 +247,8 @@ class Spool:
             raise UnavailableError(f"the SPANK spool: {err}") from None
         try:
             names = sorted(os.listdir(fd))
-            over = {
-                n.removeprefix("current.")
-                for n in names
-                if n.startswith("current.")
-                and n.removeprefix("current.") not in keep
-                and self._ours(fd, n, before)
-                and _fields(_read_small(fd, n, (self.uid,)) or "").get("current") == ENDED
-            }
-            ids = {
-                n.removeprefix("fence."): job
-                for n in names
-                if n.startswith("fence.")
-                and (job := _fields(_read_small(fd, n, (self.uid,)) or "").get("job")) in over
-            }
+            over = self._over(fd, names, keep, before)
+            ids = self._fenced(fd, names, over)
             gone = [n for n in names if _slurm_job(n) in ids and self._ours(fd, n, None)]
             gone += [f"current.{job}" for job in sorted(over)]
             for name in gone:
@@ -269,6 +257,27 @@ class Spool:
             return gone
         finally:
             os.close(fd)
+
+    def _over(self, fd: int, names: list[str], keep: Collection[str], before: float) -> set[str]:
+        """The dispatch jobs among ``names`` that are over: their ``current.<job>`` says
+        ``ended`` and was written before ``before``, and they are not in ``keep``."""
+        return {
+            n.removeprefix("current.")
+            for n in names
+            if n.startswith("current.")
+            and n.removeprefix("current.") not in keep
+            and self._ours(fd, n, before)
+            and _fields(_read_small(fd, n, (self.uid,)) or "").get("current") == ENDED
+        }
+
+    def _fenced(self, fd: int, names: list[str], over: set[str]) -> dict[str, str]:
+        """The Slurm jobs the fences among ``names`` name, each with its job of ``over``."""
+        return {
+            n.removeprefix("fence."): job
+            for n in names
+            if n.startswith("fence.")
+            and (job := _fields(_read_small(fd, n, (self.uid,)) or "").get("job")) in over
+        }
 
     def _ours(self, fd: int, name: str, before: float | None) -> bool:
         """Whether ``name`` is a regular file (never a link) of this user or root, last
