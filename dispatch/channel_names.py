@@ -9,11 +9,8 @@ configured channel without loading one, to check the outbox was built for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from dispatch.config import Settings
 
 # The name of "no channel": escalations are written to the supervisor's log only. The same
 # text as ``dispatch.model.record.LOGGED_ONLY`` (the model imports nothing of dispatch).
@@ -43,7 +40,21 @@ def webhook_name(url: str) -> str:
     return f"webhook {parts.scheme}://{parts.netloc.rpartition('@')[2]}"
 
 
-def configured(s: Settings) -> str:
+class _Channels(Protocol):
+    """The settings that configure a channel (``dispatch.config.Settings``, which imports
+    this module to check a webhook's address)."""
+
+    @property
+    def deliver_command(self) -> tuple[str, ...]: ...
+
+    @property
+    def deliver_mail_to(self) -> tuple[str, ...]: ...
+
+    @property
+    def deliver_webhook(self) -> str: ...
+
+
+def configured(s: _Channels) -> str:
     """The name of the channel ``s`` configures (``log`` for none)."""
     if s.deliver_command:
         return command_name(s.deliver_command)

@@ -13,16 +13,24 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import IO, TYPE_CHECKING
+from typing import IO, Protocol
 
 from dispatch.adapters.slurm.output_paths import paths_from_scontrol, recorded
-from dispatch.adapters.slurm.run import Reply
+from dispatch.adapters.slurm.run import CommandRunner, Reply
 from dispatch.model.errors import InvalidError, NotFoundError, UnreachableError
-from dispatch.model.objects import ObjectObs, object_name
+from dispatch.model.objects import Discovery, ObjectObs, object_name
 from dispatch.model.values import JobID
 
-if TYPE_CHECKING:
-    from dispatch.adapters.slurm.backend import SlurmBackend
+
+class _Backend(Protocol):
+    """What reading a job's output asks of the slurm backend (``backend.SlurmBackend``): its
+    commands' runner, and its find."""
+
+    runner: CommandRunner
+
+    def find(self, job: JobID) -> Discovery:
+        """Every object named for the job."""
+        ...
 
 
 def _execution(objects: tuple[ObjectObs, ...], submission: int) -> ObjectObs | None:
@@ -31,12 +39,12 @@ def _execution(objects: tuple[ObjectObs, ...], submission: int) -> ObjectObs | N
     return (ran or mine)[-1] if mine else None
 
 
-def ask(backend: SlurmBackend, slurm_job: str) -> Reply:
+def ask(backend: _Backend, slurm_job: str) -> Reply:
     """``scontrol show job -o`` for one Slurm job."""
     return backend.runner.run(["scontrol", "show", "job", "-o", slurm_job])
 
 
-def _path(backend: SlurmBackend, job: JobID, submission: int, stream: str) -> tuple[str, str]:
+def _path(backend: _Backend, job: JobID, submission: int, stream: str) -> tuple[str, str]:
     """(Slurm job, path of ``stream``) of the submission's latest run: from the controller
     while it remembers the job, else from what was kept when the run was first seen."""
     name = object_name(job)
@@ -63,7 +71,7 @@ def _path(backend: SlurmBackend, job: JobID, submission: int, stream: str) -> tu
     )
 
 
-def open_output(backend: SlurmBackend, job: JobID, submission: int, stream: str) -> IO[bytes]:
+def open_output(backend: _Backend, job: JobID, submission: int, stream: str) -> IO[bytes]:
     """The output file of submission ``submission``'s Slurm job, open for reading."""
     if stream not in ("stdout", "stderr"):
         raise InvalidError(f"stream {stream!r} is neither stdout nor stderr")
