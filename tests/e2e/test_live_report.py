@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from live_cluster import REPO, WAIT, wait_for
+from live_cluster import REPO, WAIT, cancel_dispatch_jobs, wait_for
 from live_user import Cron, User, installed_line, kept_crontab, s3_bucket, s3_client, s3_env
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -150,7 +150,7 @@ def test_report_accounts_for_every_second_of_a_job_preempted_then_node_lost(
                 user.run(f"scontrol update nodename={downed} state=resume")
             for other in others:
                 user.run(f"scancel {other}")
-            user.run(f"scancel --name=dj-{job}")
+            user.run(cancel_dispatch_jobs(job))
 
     assert settled["state"] == "succeeded", settled
     causes = [

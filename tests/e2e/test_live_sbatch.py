@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from live_cluster import REPO, WAIT, wait_for
+from live_cluster import REPO, WAIT, cancel_dispatch_jobs, dispatch_jobs, wait_for
 from live_user import User, kept_crontab, s3_bucket, s3_env
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
@@ -135,7 +135,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
                 lambda: user.published(1_999_999),
                 lambda p: p is not None,
             )
-            nodes = user.sh(f"squeue -h --name=dj-{job} -t RUNNING -o %N").strip()
+            nodes = user.sh(dispatch_jobs(job, fields="NodeList", states="RUNNING")).strip()
             node = user.sh(f"scontrol show hostnames {nodes} | head -n 1").strip()
             preemptor = user.sh(
                 f"sbatch --parsable --partition=high --nodelist={node} --exclusive "
@@ -146,22 +146,25 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     finally:
         for other in jobs_of_the_test:
             subprocess.run(["scancel", other], env=user.env, capture_output=True)
-        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        user.run(cancel_dispatch_jobs(job))
 
     log = (own_home / ".dispatch" / "dispatch-sweep.log").read_text()
     assert (settled["state"], _cause(settled)) == ("succeeded", "none"), (settled, log)
     assert first is not None and first["epoch"] == 1_000_000
 
-    # Exactly one execution per submission in Slurm's accounting, each named by its numbers.
-    # (Two, unless another preemption on the shared cluster added one: the rule allows three.)
-    rows = user.sh(f"sacct -X -n -P -D --name=dj-{job} -o JobID,Comment").split()
-    slurm_jobs = {comment: slurm_job for slurm_job, comment in (r.split("|") for r in rows)}
+    # Exactly one execution per submission in Slurm's accounting, each named by its numbers,
+    # each keeping the script's name. (Two, unless another preemption on the shared cluster
+    # added one: the rule allows three.)
+    rows = user.sh(dispatch_jobs(job, fields="JobID,Comment,JobName", accounting=True)).split()
+    slurm_jobs = {c: slurm_job for slurm_job, c, _ in (r.split("|") for r in rows)}
     last = len(rows)
-    assert last >= 2 and sorted(slurm_jobs) == [f"dispatch:{n}/1" for n in range(1, last + 1)]
+    numbered = [f"dispatch:{job}:{n}/1" for n in range(1, last + 1)]
+    assert last >= 2 and sorted(slurm_jobs) == numbered, rows
+    assert {r.split("|")[2] for r in rows} == {"train.sbatch"}, rows
 
     # The last submission resumed from the newest checkpoint published before it, at its own
     # epoch, and trained to the end.
-    out = (folder / f"slurm-{slurm_jobs[f'dispatch:{last}/1']}.out").read_text()
+    out = (folder / f"slurm-{slurm_jobs[f'dispatch:{job}:{last}/1']}.out").read_text()
     before = user.published(last * 1_000_000 - 1)
     assert before is not None and cast(int, before["epoch"]) < last * 1_000_000
     assert f"{case.resumed}{before['step']}" in out, out
@@ -169,7 +172,7 @@ def test_a_template_submitted_from_the_shell_is_preempted_resumed_and_succeeds(
     steps = int(re.search(r"--steps (\d+)", case.args).group(1))  # type: ignore[union-attr]
     assert final is not None and (final["epoch"], final["step"]) == (last * 1_000_000, steps), out
     # Every save of the last execution is in the store, so its scratch folders are gone.
-    run = f"{slurm_jobs[f'dispatch:{last}/1']}-{last * 1_000_000}"
+    run = f"{slurm_jobs[f'dispatch:{job}:{last}/1']}-{last * 1_000_000}"
     scratch = [*tmp_path.glob(f"dispatch-{run}.*"), *folder.glob(f"dispatch-work-{run}.*")]
     scratch += tmp_path.glob(f"dispatch-resume-{run}.*")
     assert not scratch, out
@@ -217,7 +220,7 @@ def test_the_warning_before_the_time_limit_reaches_training_in_the_container(
     try:
         slurm_job = _signal_after_the_first_publication(user, job, "--signal=USR1 --batch", "")
     finally:
-        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        user.run(cancel_dispatch_jobs(job))
     out = (folder / f"slurm-{slurm_job}.out").read_text()
     stopped = re.search(r"stopped by signal 10 at step (\d+)", out)
     assert stopped is not None, out
@@ -236,7 +239,7 @@ def test_a_container_left_by_its_killed_runtime_is_stopped_before_the_job_ends(
         _signal_after_the_first_publication(user, job, "--signal=KILL", ".0")
         left = user.sh(f"podman ps --all --quiet --filter label=dispatch.job={job}")
     finally:
-        subprocess.run(["scancel", f"--name=dj-{job}"], env=user.env, capture_output=True)
+        user.run(cancel_dispatch_jobs(job))
         subprocess.run(
             f"podman rm --force --time 0 $(podman ps -aq --filter label=dispatch.job={job})",
             shell=True,
@@ -282,7 +285,7 @@ def _signal_after_the_first_publication(user: User, job: str, how: str, step: st
     """Once the job has published, ``scancel HOW`` its Slurm job (or its STEP, as ``.0``); wait
     until Slurm no longer shows it running, and return the Slurm job's id."""
     wait_for("the first publication", lambda: user.published(1_999_999), bool)
-    slurm_job: str = user.sh(f"squeue -h --name=dj-{job} -o %i").strip()
+    slurm_job: str = user.sh(dispatch_jobs(job, states="")).strip()
     user.sh(f"scancel {how} {slurm_job}{step}")
     wait_for(
         "the job to end",

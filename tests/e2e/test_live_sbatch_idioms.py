@@ -55,43 +55,41 @@ sleep 20
 """
 
 
+def _idioms(user: User, submit: str, named: str) -> tuple[bool, str, list[str]]:
+    """The script named ``named`` submitted with ``submit``: whether ``scontrol show job
+    $(squeue --name=... -h -o %i)`` shows it, the first line of its ``%x`` output file, and
+    the ids ``sacct --name`` lists once ``scancel --name`` cancelled it."""
+    (user.folder / f"{named}.sbatch").write_text(NAMED.format(name=named))
+    user.sh(f"{submit} {named}.sbatch")
+    slurm_job = wait_for(
+        f"{named} to run",
+        lambda: user.sh(f"squeue -h --name={named} -t RUNNING -o %i").strip(),
+        bool,
+    )
+    shown = user.sh(f"scontrol show job $(squeue --name={named} -h -o %i)")
+    out = user.folder / "logs" / f"{named}_{slurm_job}.out"
+    wait_for(f"{named}'s output", lambda: out.exists() and out.read_text(), bool)
+    user.sh(f"scancel --name={named}")
+    accounted = wait_for(
+        f"sacct to show {named}",
+        lambda: user.sh(f"sacct -X -n -P --name={named} -o JobID,State").splitlines(),
+        lambda rows: any("|CANCELLED" in r for r in rows),
+        patience=60,
+    )
+    found = shown.count(f"JobId={slurm_job} ") == 1 and f"JobName={named}" in shown
+    return found, out.read_text().splitlines()[0], [r.split("|")[0] for r in accounted]
+
+
 def test_the_name_idioms_see_the_same_under_sbatch_and_dispatch(user: User, name: str) -> None:
     (user.folder / "logs").mkdir()
-    seen = {}
     for who, submit in (
         ("sbatch", "sbatch --parsable"),
         ("dispatch", "dispatch sbatch --parsable"),
     ):
-        (user.folder / f"{who}.sbatch").write_text(NAMED.format(name=f"{name}-{who}"))
-        user.sh(f"{submit} {who}.sbatch")
-        named = f"{name}-{who}"
-        slurm_job = wait_for(
-            f"{who}'s job to run",
-            lambda named=named: user.sh(f"squeue -h --name={named} -t RUNNING -o %i").strip(),
-            bool,
-        )
-        shown = user.sh(f"scontrol show job $(squeue --name={named} -h -o %i)")
-        out = user.folder / "logs" / f"{named}_{slurm_job}.out"
-        wait_for(f"{who}'s output", lambda out=out: out.exists() and out.read_text(), bool)
-        user.sh(f"scancel --name={named}")
-        accounted = wait_for(
-            f"sacct to show {who}'s job",
-            lambda named=named: user.sh(
-                f"sacct -X -n -P --name={named} -o JobID,State"
-            ).splitlines(),
-            lambda rows: any("|CANCELLED" in r for r in rows),
-            patience=60,
-        )
-        seen[who] = (
-            shown.count(f"JobId={slurm_job} ") == 1 and f"JobName={named}" in shown,
-            out.read_text().splitlines()[0],
-            [r.split("|")[0] for r in accounted],
-        )
-    for who in ("sbatch", "dispatch"):
-        found, first_line, ids = seen[who]
-        assert found and first_line == f"name {name}-{who}" and len(ids) == 1, (who, seen)
-    job = user.sh("dispatch list --json --all").strip()
-    assert '"cancelled"' in job, job
+        found, first_line, ids = _idioms(user, submit, f"{name}-{who}")
+        assert found and first_line == f"name {name}-{who}" and len(ids) == 1, (who, ids)
+    listed = user.sh("dispatch list --json --all").strip()
+    assert '"cancelled"' in listed, listed
 
 
 CHAIN = """#!/bin/bash
@@ -182,28 +180,28 @@ echo "$SLURM_ARRAY_JOB_ID ${{DISPATCH_JOB%_*}}" >> {log}
 """
 
 
+def _waiting_array(user: User, who: str, submit: str) -> tuple[str, list[list[str]]]:
+    """An array of three submitted with ``submit`` after a short job; its id as printed, and
+    each task's ``$SLURM_ARRAY_JOB_ID`` and ``${DISPATCH_JOB%_*}``."""
+    (user.folder / f"{who}.sbatch").write_text(ARRAY.format(log=f"{who}-array.log"))
+    up = user.sh(f"{submit} --output=/dev/null --wrap='sleep 3'").strip()
+    group = user.sh(f"{submit} --dependency=afterok:{up} {who}.sbatch").strip()
+    log = user.folder / f"{who}-array.log"
+    lines = wait_for(
+        f"{who}'s three tasks",
+        lambda: log.read_text().splitlines() if log.exists() else [],
+        lambda got: len(got) == 3,
+        patience=2 * WAIT,
+    )
+    return group, [line.split() for line in lines]
+
+
 def test_an_array_that_waits_keeps_its_array_id_under_sbatch_and_its_group_under_dispatch(
     user: User,
 ) -> None:
-    seen: dict[str, tuple[str, list[list[str]]]] = {}
-    for who, submit in (
-        ("sbatch", "sbatch --parsable"),
-        ("dispatch", "dispatch sbatch --parsable"),
-    ):
-        (user.folder / f"{who}.sbatch").write_text(ARRAY.format(log=f"{who}-array.log"))
-        up = user.sh(f"{submit} --output=/dev/null --wrap='sleep 3'").strip()
-        group = user.sh(f"{submit} --dependency=afterok:{up} {who}.sbatch").strip()
-        log = user.folder / f"{who}-array.log"
-        lines = wait_for(
-            f"{who}'s three tasks",
-            lambda log=log: log.read_text().splitlines() if log.exists() else [],
-            lambda got: len(got) == 3,
-            patience=2 * WAIT,
-        )
-        seen[who] = (group, [line.split() for line in lines])
-    plain = seen["sbatch"][1]
-    assert len({words[0] for words in plain}) == 1, seen
-    group, tasks = seen["dispatch"]
+    _, plain = _waiting_array(user, "sbatch", "sbatch --parsable")
+    assert len({words[0] for words in plain}) == 1, plain
+    group, tasks = _waiting_array(user, "dispatch", "dispatch sbatch --parsable")
     # The documented difference: each task its own one-index array, one group id for all.
-    assert len({words[0] for words in tasks}) == 3, seen
-    assert {words[1] for words in tasks} == {group}, seen
+    assert len({words[0] for words in tasks}) == 3, tasks
+    assert {words[1] for words in tasks} == {group}, tasks

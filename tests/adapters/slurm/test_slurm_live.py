@@ -128,14 +128,13 @@ def capture(backend: SlurmBackend, scenario: str, job: str) -> None:
     """Keep the adapter's own squeue and sacct output for this moment (SLURM_CAPTURE=1)."""
     if os.environ.get("SLURM_CAPTURE") != "1":
         return
-    name = f"dj-{job}"
     commands = []
     uid = backend.identity[0]
-    argvs = [render.squeue_argv([name], uid=uid, json=backend.squeue_json)]
+    argvs = [render.squeue_argv(uid=uid, json=backend.squeue_json)]
     if has_history(backend):
         argvs.append(
             render.sacct_argv(
-                [name], uid=uid, since=backend.settings.history_since, json=backend.sacct_json
+                uid=uid, since=backend.settings.history_since, json=backend.sacct_json
             )
         )
     for argv in argvs:
