@@ -159,3 +159,109 @@ def public_classes() -> dict[str, list[str]]:
 def test_no_two_public_classes_of_dispatch_share_a_name() -> None:
     doubled = {name: where for name, where in public_classes().items() if len(where) > 1}
     assert doubled == {}
+
+
+# No module of dispatch/ imports, at run time, one that imports it back (at the top or inside a
+# function): each module can be read after the ones it imports. Imports under
+# ``if TYPE_CHECKING:`` are for annotations only and are left out.
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Every module of ``root``/dispatch by its dotted name (a package by its own)."""
+    found = {}
+    for path in sorted((root / "dispatch").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = node.test if isinstance(node, ast.If) else None
+    return isinstance(test, ast.Name | ast.Attribute) and ast.unparse(test).endswith(
+        "TYPE_CHECKING"
+    )
+
+
+def imported(module: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of dispatch/ that ``module`` imports at run time."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    todo: list[ast.AST] = [ast.parse(path.read_text())]
+    while todo:
+        node = todo.pop()
+        if _type_checking(node):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                head = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*head, *([node.module] if node.module else [])])
+            names = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            ]
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                found.add(name)
+    return found
+
+
+def import_cycles(root: Path = REPO) -> list[list[str]]:
+    """The groups of modules of ``root``/dispatch that import each other, round and round."""
+    known = module_names(root)
+    graph = {m: imported(m, p, known) for m, p in known.items()}
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        order[v] = low[v] = len(order)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in order:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], order[w])
+        if low[v] == order[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                cycles.append(sorted([v, *group]))
+
+    for v in graph:
+        if v not in order:
+            visit(v)
+    return cycles
+
+
+def test_the_import_cycle_finder_finds_a_cycle_through_a_function_and_not_a_type(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "dispatch"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from dispatch import b\n")
+    (package / "b.py").write_text("def f():\n    from dispatch.a import g\n")
+    (package / "c.py").write_text("from dispatch.a import x\n")
+    (package / "d.py").write_text("if TYPE_CHECKING:\n    from dispatch.c import y\n")
+    (package / "e.py").write_text("from . import d\n")
+    assert import_cycles(tmp_path) == [["dispatch.a", "dispatch.b"]]
+    (package / "c.py").write_text("from dispatch.e import z\n")
+    assert import_cycles(tmp_path) == [["dispatch.a", "dispatch.b"]]
+    (package / "d.py").write_text("from dispatch.c import y\n")
+    assert sorted(import_cycles(tmp_path)) == [
+        ["dispatch.a", "dispatch.b"],
+        ["dispatch.c", "dispatch.d", "dispatch.e"],
+    ]
+
+
+def test_no_module_of_dispatch_imports_one_that_imports_it_back() -> None:
+    assert import_cycles() == []

@@ -73,8 +73,8 @@ def _supervisor(w: World, p: Proc) -> Supervisor:
 
 def _sweeps(w: World, p: Proc, sup: Supervisor) -> Moves:
     """Sweeps, one a move, until the process crashes."""
-    # A sweep's first look (``Supervisor._first_look``) and its rounds of claims between
-    # looks (``_peek_until``), which the simulator's sweeps, having no time limit, would
+    # A sweep's first look (``Sweep.first_look``) and its rounds of claims between
+    # looks (``claims.peek_until``), which the simulator's sweeps, having no time limit, would
     # never take by themselves: a third of them take the first look, a third claim one to
     # three shards a look, drawn from a generator of their own so that a seed's other draws
     # stay as they were.

@@ -12,6 +12,11 @@ from __future__ import annotations
 from dispatch.core import steps as st
 from dispatch.model.record import AttemptEntry, View
 
+# Passes ``launch`` gives a new job, and rounds a sweep gives a job that moves: authorize and
+# start share one, canonical and open another (after an ending, observe joins the first), and
+# a start whose outcome was unknown, or a pass lost to a racing actor, may need more.
+LAUNCH_PASSES = 8
+
 
 def attempted(view: View) -> bool:
     """Whether the record holds an attempt: before one, no object can bear its numbers."""

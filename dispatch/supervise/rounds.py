@@ -23,8 +23,8 @@ from dispatch.model.values import JobID
 from dispatch.records.contract import Sharded
 from dispatch.spi import find_all
 from dispatch.supervise import memo
+from dispatch.supervise.follows import LAUNCH_PASSES
 from dispatch.supervise.report import LockHeld, PassResult, Seen, SweepReport, describe
-from dispatch.supervise.supervisor import LAUNCH_PASSES
 from dispatch.supervise.upstream import Known
 from dispatch.supervise.wakes import Wakes, place
 

@@ -34,7 +34,7 @@ from dispatch.records.contract import Folded, Outbox, Records, owner_token
 from dispatch.spi import Backend, ManyOpener, find_all
 from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
-from dispatch.supervise.follows import attempted, follows, launching
+from dispatch.supervise.follows import LAUNCH_PASSES, attempted, follows, launching
 from dispatch.supervise.group_start import GroupStart
 from dispatch.supervise.owner_first import OwnerFirst
 from dispatch.supervise.perform import Opening, Performer
@@ -46,11 +46,6 @@ from dispatch.supervise.throttle import Slots, waits_for_slot
 from dispatch.supervise.upstream import Known, upstream_of, waits_on_upstream
 
 log = logging.getLogger("dispatch.supervise")
-
-# Passes ``launch`` gives a new job, and rounds a sweep gives a job that moves: authorize and
-# start share one, canonical and open another (after an ending, observe joins the first), and
-# a start whose outcome was unknown, or a pass lost to a racing actor, may need more.
-LAUNCH_PASSES = 8
 
 
 class Supervisor:

@@ -7,7 +7,7 @@ could do now: each stage of a pipeline would cost up to a tick more. The sweep n
 job whose pass waited on others, which jobs it waited on and when, and of each job whose pass
 committed an outcome or settled it (all a dependency waits for: ``core/upstream.py``), when; a
 waiting job one of whose upstream jobs ended so after its pass is carried into the sweep's next
-round (``Supervisor._carry``), which reads its record and asks the scheduler again.
+round (``Rounds.carry``), which reads its record and asks the scheduler again.
 
 An array task waiting for its place waits on its group: it is noted under ``place(group)``, and
 a member of the group that settles frees a place (``supervise/throttle.py``).
