@@ -125,6 +125,24 @@ class User:
 
 
 @contextmanager
+def sweeping_user(home: Path, tmp_path: Path, cancel_name: str = "") -> Iterator[User]:
+    """A user in a fresh project folder under ``tmp_path``, with ``dispatch supervise --follow
+    --every 1s`` sweeping while the block runs; after it, their Slurm jobs named
+    ``cancel_name`` (if given) are cancelled."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    person = User(home, folder)
+    try:
+        with person.following(folder):
+            yield person
+    finally:
+        if cancel_name:
+            subprocess.run(
+                ["scancel", f"--name={cancel_name}"], env=person.env, capture_output=True
+            )
+
+
+@contextmanager
 def kept_crontab() -> Iterator[None]:
     """Root's crontab, put back exactly as it was afterwards."""
     before = subprocess.run(["crontab", "-l"], capture_output=True, text=True)

@@ -14,13 +14,12 @@ for a run the requeue cut short."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from live_cluster import WAIT, dispatch_jobs, wait_for
-from live_user import User
+from live_user import User, sweeping_user
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -46,14 +45,8 @@ RULE = "#DISPATCH --rule=requeued:requeue:3"
 
 @pytest.fixture
 def user(own_home: Path, tmp_path: Path) -> Iterator[User]:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    person = User(own_home, folder)
-    try:
-        with person.following(folder):
-            yield person
-    finally:
-        subprocess.run(["scancel", "--name=lingua-like"], env=person.env, capture_output=True)
+    with sweeping_user(own_home, tmp_path, "lingua-like") as person:
+        yield person
 
 
 def runs(user: User, slurm_job: str) -> list[str]:

@@ -12,14 +12,13 @@ run as users run it without cron (``dispatch supervise --follow --every 1s``).
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import live_cluster
 import pytest
 from live_cluster import WAIT, dispatch_jobs
-from live_user import User
+from live_user import User, sweeping_user
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
@@ -41,14 +40,8 @@ echo trained
 
 @pytest.fixture
 def user(own_home: Path, tmp_path: Path) -> Iterator[User]:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    person = User(own_home, folder)
-    try:
-        with person.following(folder):
-            yield person
-    finally:
-        subprocess.run(["scancel", "--name=self-requeue"], env=person.env, capture_output=True)
+    with sweeping_user(own_home, tmp_path, "self-requeue") as person:
+        yield person
 
 
 def submit(user: User, rule: str, before: str = "") -> str:

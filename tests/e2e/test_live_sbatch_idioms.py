@@ -24,17 +24,14 @@ from pathlib import Path
 
 import pytest
 from live_cluster import WAIT, wait_for
-from live_user import User
+from live_user import User, sweeping_user
 
 pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
 @pytest.fixture
 def user(own_home: Path, tmp_path: Path) -> Iterator[User]:
-    folder = tmp_path / "project"
-    folder.mkdir()
-    person = User(own_home, folder)
-    with person.following(folder):
+    with sweeping_user(own_home, tmp_path) as person:
         yield person
 
 
