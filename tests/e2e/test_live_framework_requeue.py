@@ -3,7 +3,7 @@ facebookresearch/lingua's launcher: ``--signal`` asked of Slurm, no ``--requeue`
 cluster's ``JobRequeue=1`` makes a job requeueable), and ``scontrol requeue $SLURM_JOB_ID`` run
 when the signal comes, then exit 0. Here the script runs it at once, as its handler would when
 the signal came (a call the script shows: one made by the program alone, dispatch cannot see,
-and the plan says what to add; ``tests/batch/test_own_requeue.py``).
+and the plan says what to add; ``tests/batch/test_batch_own_requeue.py``).
 
 Under plain sbatch the requeue is taken and the second run trains to the end. Under dispatch
 with ``#DISPATCH --rule=requeued:requeue:N`` the same: the requeue is counted against the rule
