@@ -265,3 +265,12 @@ def test_the_import_cycle_finder_finds_a_cycle_through_a_function_and_not_a_type
 
 def test_no_module_of_dispatch_imports_one_that_imports_it_back() -> None:
     assert import_cycles() == []
+
+
+def test_no_two_test_modules_share_a_name() -> None:
+    # pytest imports each test module by its base name (the folder is put on sys.path), so a
+    # second test_x.py in another folder stops the whole run at collection.
+    seen: dict[str, list[str]] = {}
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
+        seen.setdefault(path.name, []).append(str(path.relative_to(REPO)))
+    assert {name: where for name, where in seen.items() if len(where) > 1} == {}
