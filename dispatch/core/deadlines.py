@@ -41,8 +41,9 @@ def _unaccounted_launches(job: Job, cur: Current, now: datetime) -> list[Escalat
         if _all_unknown(job, sub):
             detail = (
                 f"no launch attempt of submission {sub.n} can be accounted for after "
-                f"{len(sub.attempts)} tries; look for an object named "
-                f"dj-{job.header.job} and abandon the submission if there is none"
+                f"{len(sub.attempts)} tries; look in the scheduler for an object of job "
+                f"{job.header.job} (docs/howto-escalations.md, all-unknown, says how) and "
+                "abandon the submission if there is none"
             )
             out.append(Escalate(id=f"all-unknown:{sub.n}", detail=detail))
         elif sub.canonical is not None:

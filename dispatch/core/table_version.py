@@ -21,7 +21,7 @@ against the decisions recorded under each kept version. Set it to ``VERSION`` wh
 makes a pass act, or wake sooner, where it waited.
 """
 
-VERSION = 4
+VERSION = 5
 WAITS_KEPT_SINCE = 1
 
 
