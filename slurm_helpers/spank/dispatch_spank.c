@@ -844,12 +844,11 @@ static unsigned long ds_step_restart(spank_t sp, int dir, uid_t uid, uint32_t jo
  * The dispatch name of the task's job (dj-<job>), which only ever narrows a fence to the Slurm
  * job it was written for. A job dispatch made before it kept the user's name is named so in
  * SLURM_JOB_NAME; one that keeps the user's name says its job in DISPATCH_JOB (set by sbatch's
- * export, and by dispatch's wrapper for every step the script starts). A task with a name of
- * another kind and no DISPATCH_JOB is another job's (DS_OTHER_NAME: no fence applies to it), so
- * a fence an earlier job left under a reused id never stops it. "" when the task shows neither
- * name nor DISPATCH_JOB (its job is judged by the fence as it stands). A value too long for buf
- * is longer than any dispatch job a fence can name (a job is under 64 characters): it is given
- * as DS_OTHER_NAME too, whatever its length.
+ * export, and by dispatch's wrapper for every step the script starts). "" when the task shows
+ * neither (a step started with srun --export=NONE): its job is judged by the fence as it
+ * stands, so that step is fenced and gets DISPATCH_EPOCH too. A name or a DISPATCH_JOB too long
+ * for buf is longer than any dispatch job a fence can name (a job is under 64 characters): it
+ * is given as DS_OTHER_NAME, which names no dispatch job, so no fence applies to it.
  */
 static void ds_job_name(spank_t sp, char *buf, size_t len)
 {
@@ -865,7 +864,7 @@ static void ds_job_name(spank_t sp, char *buf, size_t len)
 	rc = spank_getenv(sp, "DISPATCH_JOB", job, (int)sizeof(job));
 	if (rc == ESPANK_SUCCESS && job[0] != '\0')
 		snprintf(buf, len, "dj-%s", job);
-	else if (rc == ESPANK_NOSPACE || named == ESPANK_SUCCESS)
+	else if (rc == ESPANK_NOSPACE)
 		snprintf(buf, len, "%s", DS_OTHER_NAME);
 	else
 		buf[0] = '\0';
