@@ -144,6 +144,26 @@ def _no_locks(path: Path, why: str) -> str:
     )
 
 
+# An open with O_CREAT and without O_EXCL cannot find the file there, yet GlusterFS answers it
+# EEXIST while another client creates the same name at that moment: the file is there, and a
+# second open finds it.
+_CREATE_RACES = 3
+
+
+def _open_lock(key: str, path: str | Path) -> int:
+    """A descriptor of the lock file ``key``, created if missing (``O_NOFOLLOW``: a link there
+    is refused)."""
+    for tries in range(1, _CREATE_RACES + 1):
+        try:
+            return os.open(key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise RejectedError(symlink_refused(path)) from None
+            if err.errno != errno.EEXIST or tries == _CREATE_RACES:
+                raise UnavailableError(f"cannot take the owner lock {path}: {err}") from None
+    raise AssertionError("unreachable")
+
+
 class OwnerLocks:
     """The owner locks this process holds: one per lock file, with the token it was taken for.
 
@@ -161,12 +181,7 @@ class OwnerLocks:
         with cls._mu:
             if key in cls._held:
                 return False
-            try:
-                fd = os.open(key, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-            except OSError as err:
-                if err.errno == errno.ELOOP:
-                    raise RejectedError(symlink_refused(path)) from None
-                raise UnavailableError(f"cannot take the owner lock {path}: {err}") from None
+            fd = _open_lock(key, path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as err:
