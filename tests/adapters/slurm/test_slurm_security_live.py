@@ -64,7 +64,9 @@ def slurm(env: dict[str, str]) -> Iterator[list[str]]:
         subprocess.run(["scancel", job_id], env=env, capture_output=True, check=False)
 
 
-def as_other_user(env: dict[str, str], made: list[str], name: str, *, held: bool) -> str:
+def as_other_user(
+    env: dict[str, str], made: list[str], name: str, *, held: bool, comment: str = "dispatch:1/1"
+) -> str:
     """sbatch a job as the other user, named ``name``, with a dispatch comment of ours."""
     argv = [
         "sbatch",
@@ -72,7 +74,7 @@ def as_other_user(env: dict[str, str], made: list[str], name: str, *, held: bool
         f"--uid={OTHER.pw_uid}",
         f"--gid={OTHER.pw_gid}",
         f"--job-name={name}",
-        "--comment=dispatch:1/1",
+        f"--comment={comment}",
         "--partition=low",
         "--output=/dev/null",
         "--chdir=/tmp",
@@ -102,9 +104,11 @@ def test_another_users_job_named_like_ours_leaves_our_job_unaffected_live(
     env: dict[str, str], backend: SlurmBackend, slurm: list[str], tmp_path: Path
 ) -> None:
     """Issue 12, finding 1: another user's jobs named ``dj-<job>`` with a ``dispatch:1/1``
-    comment, one that already exited 0 and one held, are invisible to our find; our job runs
-    its own execution, succeeds because it ran, and the other user's held job is never
-    stopped (not even by the emergency stop, which root's ``scancel --name`` would do)."""
+    comment (as dispatch named its objects before they kept their users' names), one that
+    already exited 0 and one held, and another user's job under our job's own name with the
+    comment that names our job (``dispatch:<job>:1/1``), are invisible to our find; our job
+    runs its own execution, succeeds because it ran, and the other user's held jobs are never
+    stopped (not even by the emergency stop)."""
     store = MemoryRecords()
     cluster = dispatch.compose(backend, dispatch.Config(store=store))
     marker = tmp_path / "ran"
@@ -119,6 +123,7 @@ def test_another_users_job_named_like_ours_leaves_our_job_unaffected_live(
     name = f"dj-{job}"
     done = as_other_user(env, slurm, name, held=False)
     held = as_other_user(env, slurm, name, held=True)
+    forged = as_other_user(env, slurm, "ours", held=True, comment=f"dispatch:{job}:1/1")
     live_cluster.wait_for(
         f"the other user's {done} to exit 0",
         lambda: state_of(env, done),
@@ -138,11 +143,12 @@ def test_another_users_job_named_like_ours_leaves_our_job_unaffected_live(
     assert status.state is dispatch.State.SUCCEEDED
     assert marker.read_text() == "ran\n", "our job was recorded succeeded without running"
     (sub,) = status.submissions
-    assert sub.canonical is not None and sub.canonical.id not in (done, held)
+    assert sub.canonical is not None and sub.canonical.id not in (done, held, forged)
     assert {o.ref.id for o in backend.find(job).objects} == {sub.canonical.id}
     backend.stop_job(job, "emergency stop in a live test")
     time.sleep(1)
-    assert state_of(env, held).startswith("PENDING"), "another user's job was stopped"
+    for theirs in (held, forged):
+        assert state_of(env, theirs).startswith("PENDING"), "another user's job was stopped"
 
 
 def test_hostile_env_name_is_refused_and_hostile_value_arrives_verbatim_live(
