@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from dispatch.adapters.slurm.sbatch_options import Given
 from dispatch.batch.script_block import SbatchOption
-from dispatch.model.enums import Action, CauseKind
+from dispatch.model.enums import CauseKind
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import Rule
 
@@ -66,7 +66,7 @@ def judged(said: Signs, rules: Sequence[Rule], shared: bool) -> tuple[bool, list
     it requeue itself), and what the user is told; ``InvalidError`` for a ``--no-requeue``
     beside a rule that lets the job requeue itself."""
     own = [i for i, r in enumerate(rules) if CauseKind.REQUEUED in r.on]
-    lets = [i for i in own if rules[i].action is Action.REQUEUE]
+    lets = [i for i in own if rules[i].lets_own_requeue]
     if lets and said.no_requeue:
         raise InvalidError(
             f"{said.no_requeue}: rule {lets[0]} (requeued: requeue) lets the job requeue itself, "

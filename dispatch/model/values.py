@@ -128,6 +128,12 @@ class Rule(Value):
     budget: int = Field(ge=0)
     hold_for: timedelta | None = None
 
+    @property
+    def lets_own_requeue(self) -> bool:
+        """Whether the rule lets the job's own requeue run it again (on ``requeued``, action
+        ``requeue``)."""
+        return CauseKind.REQUEUED in self.on and self.action is Action.REQUEUE
+
     @field_validator("on")
     @classmethod
     def _coverable(cls, on: tuple[CauseKind, ...]) -> tuple[CauseKind, ...]:
@@ -412,7 +418,7 @@ class JobSpec(Value):
         ``requeue``), so the scheduler must let the job requeue itself; never under a shared
         checkpoint, where every rule holds the job for a person."""
         return self.checkpoint is CheckpointMode.ISOLATED and any(
-            CauseKind.REQUEUED in r.on and r.action is Action.REQUEUE for r in self.recovery.rules
+            r.lets_own_requeue for r in self.recovery.rules
         )
 
     @property

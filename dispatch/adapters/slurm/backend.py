@@ -24,7 +24,7 @@ from dispatch.adapters.slurm.meaning import refusal_cause
 from dispatch.adapters.slurm.observe import history_adds_nothing, observe, unsplit_ends
 from dispatch.adapters.slurm.pyslurm_rows import row_from_db_job, row_from_job
 from dispatch.adapters.slurm.pyslurm_run import PyslurmTransport
-from dispatch.adapters.slurm.row import Row, keyed, note_raw_ids
+from dispatch.adapters.slurm.row import Row, keyed, note_raw_ids, one_name_a_job
 from dispatch.adapters.slurm.run import FOLDER_GONE, CommandRunner, Reply
 from dispatch.adapters.slurm.settings import SlurmSettings
 from dispatch.adapters.slurm.spool import Spool, probe_spank
@@ -503,7 +503,7 @@ class SlurmBackend:
             return rows, True
         try:
             # A history row without the comment takes the name its live row's gives.
-            return keyed(rows + self._history_rows(names=names)), True
+            return one_name_a_job(rows + self._history_rows(names=names)), True
         except (UnreachableError, RejectedError):
             return rows, False
 

@@ -43,17 +43,20 @@ def unsplit_ends(rows: Sequence[Row], wanted: Iterable[str]) -> list[Row]:
     tasks read as ended with it (cancelled, by whom the record says), not as gone without an
     end state."""
     shown = {r.name for r in rows}
+    # The tasks asked for that show no row of their own, by the name of their group's array:
+    # each record is then one lookup, whatever the number of jobs asked for.
+    unshown: dict[str, list[int]] = {}
+    for name in wanted:
+        head, sep, index = name.rpartition("_")
+        if sep and index.isdigit() and name not in shown:
+            unshown.setdefault(head, []).append(int(index))
     out: list[Row] = []
     for row in rows:
-        if row.array_task is not None or not is_group_record(row):
+        if row.array_task is not None or row.name not in unshown or not is_group_record(row):
             continue
         pattern = pattern_for(row)
-        if pattern is None or pattern.state is not ObjectState.ENDED:
-            continue
-        for name in wanted:
-            head, sep, index = name.rpartition("_")
-            if sep and head == row.name and index.isdigit() and name not in shown:
-                out.append(element(row, int(index)))
+        if pattern is not None and pattern.state is ObjectState.ENDED:
+            out.extend(element(row, index) for index in unshown[row.name])
     return out
 
 

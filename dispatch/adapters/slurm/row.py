@@ -84,11 +84,23 @@ class Row:
 _GROUP_NAME = re.compile(r"^dj-[a-z2-7]{16}$")
 
 
+def _read(comment: str) -> tuple[str | None, int, int] | None:
+    """The job (None in a comment written before the comment named it), submission and
+    attempt a dispatch comment carries; None when the comment is not one."""
+    m = _COMMENT.match(comment.strip())
+    if m is None:
+        return None
+    submission, attempt = int(m.group(2)), int(m.group(3))
+    if submission < 1 or attempt < 1:
+        return None
+    return m.group("job"), submission, attempt
+
+
 def comment_job(comment: str) -> str | None:
     """The dispatch job a dispatch comment names; None for a comment that names none (another
     program's, or one written before the comment named the job)."""
-    m = _COMMENT.match(comment.strip())
-    return m.group("job") if m is not None and read_comment(comment) is not None else None
+    read = _read(comment)
+    return read[0] if read is not None else None
 
 
 def _group_of(row: Row) -> str | None:
@@ -110,25 +122,45 @@ def dispatch_name(row: Row) -> str:
     """The name dispatch knows ``row``'s object by (``dj-<job>``, an element of a group's
     array ``dj-<group>_<index>``), read from the comment; a row whose comment names no job
     keeps its Slurm name (an object created before the comment named the job is named so)."""
-    job = comment_job(row.comment)
+    return _named(row, comment_job(row.comment)) or row.name
+
+
+def _named(row: Row, job: str | None) -> str | None:
+    """``row``'s name for dispatch when its comment names ``job``; None when it names none."""
     if job is None:
-        return row.name
+        return None
     if row.array_task is not None and _GROUP_ID.match(job):
         return f"dj-{job}_{row.array_task}"
     return f"dj-{job}"
 
 
 def keyed(rows: Iterable[Row]) -> list[Row]:
-    """``rows`` each named as dispatch knows its object (``dispatch_name``). A row without the
-    comment (accounting on 22.05 stores it only once the job ran) takes the name another row
-    of the same job id was given by its comment."""
+    """``rows`` each named as dispatch knows its object (``dispatch_name``), each comment read
+    once. A row without the comment (accounting on 22.05 stores it only once the job ran)
+    takes the name another row of the same job id was given by its comment."""
     rows = list(rows)
-    by_id = {r.job_id: dispatch_name(r) for r in rows if comment_job(r.comment) is not None}
+    by_id = {}
+    for r in rows:
+        name = _named(r, comment_job(r.comment))
+        if name is not None:
+            by_id[r.job_id] = name
     out = []
     for r in rows:
-        name = by_id.get(r.job_id) or dispatch_name(r)
+        name = by_id.get(r.job_id) or r.name
         out.append(r if name == r.name else replace(r, name=name))
     return out
+
+
+def one_name_a_job(rows: Iterable[Row]) -> list[Row]:
+    """``rows``, read by ``keyed`` one reply at a time, with a row that no comment named (one
+    accounting kept before the job ran) taking the name dispatch gave another row of its job
+    id, from the other reply; no comment is read again."""
+    rows = list(rows)
+    by_id = {r.job_id: r.name for r in rows if r.name.startswith("dj-")}
+    return [
+        r if r.name.startswith("dj-") or r.job_id not in by_id else replace(r, name=by_id[r.job_id])
+        for r in rows
+    ]
 
 
 def as_elements(row: Row, indices: str, array_job: str = "") -> list[Row]:
@@ -210,13 +242,8 @@ def comment_text(job: str, submission: int, attempt: int) -> str:
 
 def read_comment(comment: str) -> tuple[int, int] | None:
     """Submission and attempt from a dispatch comment; None when the comment is not one."""
-    m = _COMMENT.match(comment.strip())
-    if m is None:
-        return None
-    submission, attempt = int(m.group(2)), int(m.group(3))
-    if submission < 1 or attempt < 1:
-        return None
-    return submission, attempt
+    read = _read(comment)
+    return read[1:] if read is not None else None
 
 
 def split_state(text: str) -> tuple[str, str]:

@@ -107,3 +107,20 @@ def test_a_group_array_cancelled_before_it_split_ends_each_task_that_shows_no_ro
     ]
     pending = squeue.replace("CANCELLED", "PENDING").replace("|N/A|dispatch", "|0-1|dispatch")
     assert unsplit_ends(keyed(parse_squeue_text(pending)), wanted) == []
+
+
+def test_a_history_row_without_the_comment_takes_the_name_its_live_row_was_given() -> None:
+    """22.05 keeps a job's comment in accounting only once it ran: its history row, read in a
+    reply of its own, is named by the live row of the same job id."""
+    from dispatch.adapters.slurm.parse import parse_sacct_text, parse_squeue_text
+    from dispatch.adapters.slurm.row import keyed, one_name_a_job
+
+    live = "41|train|PENDING|JobHeldUser|0:0|0|0|0|1|10|0|0||N/A|N/A|dispatch:ab12:1/1\n"
+    history = "41|train|PENDING|None|0:0|None assigned|0|10|10|Unknown|Unknown|41|\n"
+    other = "42|train|COMPLETED|None|0:0|n1|0|10|10|11|12|42|\n"
+    rows = one_name_a_job(keyed(parse_squeue_text(live)) + keyed(parse_sacct_text(history + other)))
+    assert [(r.job_id, r.name) for r in rows] == [
+        ("41", "dj-ab12"),
+        ("41", "dj-ab12"),
+        ("42", "train"),
+    ]
