@@ -49,6 +49,8 @@ CRON_PATH = ("/usr/bin", "/bin")
 # next tick, and a delivery command cannot hold a sweep for long.
 DEFAULT_TIME_LIMIT = timedelta(seconds=45)
 DEFAULT_POLL = timedelta(seconds=30)
+# A settled record's folder is packed once it has not changed for this long (docs/ledger.md).
+DEFAULT_PACK_AFTER = timedelta(days=1)
 DEFAULT_DELIVER_TIMEOUT = timedelta(seconds=20)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
@@ -71,7 +73,12 @@ _KEYS: dict[str, dict[str, str]] = {
         "webhook": "an http:// or https:// address",
         "timeout": "a duration",
     },
-    "sweep": {"time_limit": "a duration", "metrics": "the file sweeps write metrics to (a path)"},
+    "sweep": {
+        "time_limit": "a duration",
+        "metrics": "the file sweeps write metrics to (a path)",
+        "pack_after": "a duration, or never",
+        "forget_after": "a duration, or never",
+    },
     "supervise": {"poll": "a duration"},
 }
 
@@ -96,6 +103,10 @@ class Settings:
     sweep_time_limit: timedelta = DEFAULT_TIME_LIMIT
     # Where ``dispatch sweep`` writes its Prometheus metrics after each sweep, if anywhere.
     sweep_metrics: Path | None = None
+    # How long a settled record keeps its folder before sweeps pack it (None: never), and
+    # how long a packed record is kept at all (None: for ever).
+    pack_after: timedelta | None = DEFAULT_PACK_AFTER
+    forget_after: timedelta | None = None
     poll: timedelta = DEFAULT_POLL
     # True for the embedded default: ``path`` is where a config file would be, and none is.
     embedded: bool = False
@@ -257,8 +268,23 @@ def parse(raw: Mapping[str, Any], path: Path) -> Settings:
         deliver_timeout=check.duration(deliver, "timeout", "deliver.", DEFAULT_DELIVER_TIMEOUT),
         sweep_time_limit=check.duration(sweep, "time_limit", "sweep.", DEFAULT_TIME_LIMIT),
         sweep_metrics=metrics_path,
+        pack_after=check.duration_or_never(sweep, "pack_after", "sweep.", DEFAULT_PACK_AFTER),
+        forget_after=_forget_after(check, sweep),
         poll=check.duration(supervise, "poll", "supervise.", DEFAULT_POLL),
     )
+
+
+def _forget_after(check: _Checker, sweep: Mapping[str, Any]) -> timedelta | None:
+    """``sweep.forget_after``: never sooner than records are packed."""
+    forget = check.duration_or_never(sweep, "forget_after", "sweep.", None)
+    pack = check.duration_or_never(sweep, "pack_after", "sweep.", DEFAULT_PACK_AFTER)
+    if forget is not None and (pack is None or forget < pack):
+        raise check.error(
+            "sweep.forget_after",
+            sweep["forget_after"],
+            "a duration no shorter than sweep.pack_after (records are forgotten from packs)",
+        )
+    return forget
 
 
 def _channel(
@@ -396,6 +422,20 @@ class _Checker:
         if d <= timedelta(0):
             raise self.error(prefix + key, value, "a duration above zero")
         return d
+
+    def duration_or_never(
+        self, raw: Mapping[str, Any], key: str, prefix: str, default: timedelta | None
+    ) -> timedelta | None:
+        """A duration, or None for the word ``never``."""
+        if raw.get(key) == "never":
+            return None
+        if key not in raw:
+            return default
+        try:
+            return self.duration(raw, key, prefix, timedelta(0))
+        except InvalidError:
+            allowed = "a duration such as 12h or 7d, or never"
+            raise self.error(prefix + key, raw[key], allowed) from None
 
 
 def backend_of(settings: Settings) -> Backend:

@@ -37,6 +37,9 @@ RESIDUAL = "residual"
 OUTBOX = "outbox"
 BUILT = ".built"
 SWEEP = "sweep"
+# dispatch/records/packing.py's mark of the last packing, and how often sweeps pack.
+PACKED = "packed"
+PACK_EVERY = 600.0
 
 
 def answer(args: Sequence[str]) -> bool:
@@ -53,11 +56,13 @@ def answer(args: Sequence[str]) -> bool:
             return False
         if not nothing_to_deliver(settings.ledger, channel_names.configured(settings)):
             return False
+        if settings.pack_after is not None and packing_due(settings.ledger, started):
+            return False
     except (DispatchError, OSError, ValueError):
         return False
     finished = datetime.now(UTC)
     if as_json:
-        report = {
+        report: dict[str, object] = {
             "started": started.isoformat(),
             "finished": finished.isoformat(),
             "passed": [],
@@ -66,6 +71,7 @@ def answer(args: Sequence[str]) -> bool:
             "skipped": [],
             "failed": {},
             "not_reached": [],
+            "packing": None,
         }
         click.echo(json.dumps(report, indent=2, sort_keys=True))
     else:
@@ -109,6 +115,18 @@ def nothing_to_deliver(root: Path, channel: str) -> bool:
     if _visible(names) or BUILT not in names:
         return False
     return fmt.read_bytes(folder / BUILT) == fmt.channel_digest(channel).encode()
+
+
+def packing_due(root: Path, now: datetime) -> bool:
+    """Whether a sweep would pack this tick: none did for ``PACK_EVERY`` (``sweep/packed``,
+    ``dispatch/records/packing.py``) and ``jobs/`` holds a folder (every job here settled)."""
+    try:
+        noted = os.lstat(root / SWEEP / PACKED).st_mtime
+    except FileNotFoundError:
+        noted = None
+    if noted is not None and now.timestamp() - noted < PACK_EVERY:
+        return False
+    return _visible(os.listdir(root / fmt.JOBS))
 
 
 def _visible(names: list[str]) -> bool:

@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hold": ("dispatch.cli.act", "hold"),
     "list": ("dispatch.cli.jobs", "list_jobs"),
     "logs": ("dispatch.cli.logs", "logs"),
+    "pack": ("dispatch.cli.pack", "pack"),
     "release": ("dispatch.cli.act", "release"),
     "report": ("dispatch.cli.report", "report"),
     "requeue": ("dispatch.cli.act", "requeue"),

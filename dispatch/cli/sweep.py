@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import resource
 import sys
+import time
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dispatch.cli.ledger_watch import LedgerWatch
 from dispatch.cli.render import clean
 from dispatch.cli.session import DURATION, EXIT_FAILED, Session, config_option, echo_json, refusals
-from dispatch.model.errors import UnavailableError
+from dispatch.model.errors import DispatchError, UnavailableError
 from dispatch.records import sweep_exit
 from dispatch.supervise import SweepReport
+
+if TYPE_CHECKING:
+    from dispatch.records.packing import PackReport
+
+log = logging.getLogger("dispatch.sweep")
 
 
 def raise_open_file_limit() -> None:
@@ -57,12 +64,20 @@ def as_json(report: SweepReport) -> dict[str, Any]:
     }
 
 
-def show(report: SweepReport, json_out: bool) -> None:
-    """Print the report: one line (failures one per line on stderr), or JSON."""
+def show(report: SweepReport, json_out: bool, packed: PackReport | None = None) -> None:
+    """Print the report: one line (failures one per line on stderr), or JSON; with what the
+    sweep packed, when it packed (``docs/ledger.md``, "Packs")."""
     if json_out:
-        echo_json(as_json(report))
+        out = as_json(report)
+        out["packing"] = None if packed is None else packed.as_dict()
+        echo_json(out)
         return
-    click.echo(summary(report))
+    line = summary(report)
+    if packed is not None and (packed.packed or packed.forgotten):
+        from dispatch.cli.pack import packed_line
+
+        line += "; " + packed_line(packed)
+    click.echo(line)
     for job, why in sorted(report.failed.items()):
         click.echo(f"failed: job {job}: {clean(why)}", err=True)
 
@@ -79,6 +94,34 @@ def _sweep(session: Session, ledger: Path, time_limit: timedelta | None) -> Swee
             f"{os.strerror(err.errno or errno.EIO)}{where}; the sweep stopped, and the next "
             "one takes up what it left (each commit landed whole or not at all)"
         ) from None
+
+
+def _pack(session: Session, ledger: Path, deadline: float) -> PackReport | None:
+    """Pack the settled records old enough, within what the time limit leaves, when no sweep
+    did in the last ``packing.PACK_EVERY``; None when it was not this tick's turn."""
+    pack_after = session.settings.pack_after
+    if pack_after is None:
+        return None
+    from dispatch.records import packing
+
+    store, now = session.store, time.time()
+    if not packing.due(store, now):
+        return None
+    forget = session.settings.forget_after
+    try:
+        report = packing.pack(
+            store,
+            now=now,
+            pack_after=pack_after.total_seconds(),
+            forget_after=None if forget is None else forget.total_seconds(),
+            deadline=deadline,
+        )
+    except (OSError, DispatchError) as err:
+        log.warning("the ledger at %s was not packed: %s", ledger, err)
+        return None
+    if not report.left:
+        packing.noted(store)
+    return report
 
 
 @click.command()
@@ -113,6 +156,7 @@ def sweep(
       $ dispatch sweep --json --metrics /var/lib/node_exporter/dispatch.prom
     """
     started = datetime.now(UTC)
+    until = time.monotonic()
     ledger: Path | None = None
     code = EXIT_FAILED  # an exception that escapes ends the process with 1
     watch = ExitStack()  # a ledger that stops answering is said on stderr (ledger_watch)
@@ -128,12 +172,14 @@ def sweep(
 
                 queries = QueryCounter()
                 queries.attach(session.backend)
-            report = _sweep(session, ledger, time_limit or session.settings.sweep_time_limit)
+            limit = time_limit or session.settings.sweep_time_limit
+            report = _sweep(session, ledger, limit)
+            packed = _pack(session, ledger, until + limit.total_seconds())
             if metrics is not None:
                 from dispatch.cli.sweep_metrics import write_metrics
 
                 write_metrics(metrics, session.store, report, queries)
-        show(report, json_out)
+        show(report, json_out, packed)
         code = EXIT_FAILED if report.failed else 0
     except SystemExit as stop:
         code = stop.code if isinstance(stop.code, int) else EXIT_FAILED

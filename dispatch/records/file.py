@@ -32,7 +32,7 @@ from dispatch.model.record import Commit, Entry, Header, OwnerEntry, View
 from dispatch.model.values import Actor, JobID
 from dispatch.records import file_index as index
 from dispatch.records import ledger_format as fmt
-from dispatch.records import shard_stamps, snapshot
+from dispatch.records import packs, shard_stamps, snapshot
 from dispatch.records.contract import (
     FoldCheck,
     check_commit,
@@ -127,6 +127,9 @@ class FileRecords:
         self._jobs_s = os.fspath(self._jobs)  # plain strings on the sweep's paths: no Path cost
         self.shards = index.SWEEP_SHARDS
         self._sweep_folder = False  # sweep/ made and checked by this store
+        # The packs of settled records (``packs.py``) and the jobs this store read from one.
+        self.packs = packs.PackReader(self.root)
+        self._from_pack: dict[JobID, int] = {}
 
     # --- the Records contract -------------------------------------------------------------
 
@@ -143,6 +146,8 @@ class FileRecords:
             data = header.model_dump_json().encode()
         except ValueError as err:
             raise InvalidError(f"job {job}: the record cannot be written as JSON: {err}") from None
+        if self._packed(job) is not None:
+            raise ConflictError(f"job {job} already has a record (packed: docs/ledger.md)")
         folder = self._jobs / job
         fmt.ensure_folder(folder)
         self._trusted.add(job)
@@ -184,8 +189,13 @@ class FileRecords:
         folder = os.path.join(self._jobs_s, job)
         if cached is None:
             if not self._check_folder(job):
-                raise self._no_record(job)
-            view, settled = self._read_cold(job, folder)
+                return self._read_packed(job)
+            try:
+                view, settled = self._read_cold(job, folder)
+            except (NotFoundError, InvalidError):
+                if os.path.lexists(folder):
+                    raise
+                return self._read_packed(job)  # packed while it was read
         else:
             view, settled = self._read_after(job, folder, cached)
             if view is cached:
@@ -203,7 +213,13 @@ class FileRecords:
     def make_durable(self, job: JobID) -> None:
         """Sync the job's folder: a revision whose writer died before syncing it becomes
         durable, so no power cut takes away what a caller is about to act on."""
-        fmt.fsync_dir(self._locate(job))
+        try:
+            folder = self._locate(job)
+        except NotFoundError:
+            if self._packed(job) is not None:
+                return  # a pack is flushed before it is renamed in place
+            raise
+        fmt.fsync_dir(folder)
 
     def _settle_durable(self, folder: str) -> None:
         """Make the settle a reader saw durable before its marker goes: dropping the marker of a
@@ -218,7 +234,10 @@ class FileRecords:
 
     def jobs(self, include_settled: bool = False) -> list[JobID]:
         """Unsettled job ids (and settled ones when asked), sorted; foreign names are skipped."""
-        return self._listed(include_settled, headers=True)
+        found = self._listed(include_settled, headers=True)
+        if not include_settled:
+            return found
+        return sorted({*found, *self.packs.jobs(self.shards)})
 
     def unsettled(self) -> list[JobID]:
         """``jobs()`` without the ``lstat`` of each header: a job whose record is being created
@@ -292,6 +311,8 @@ class FileRecords:
         """Take the job's owner lock without waiting and commit ``token`` as owner."""
         view = self.read(job)
         lock = self._jobs / job / fmt.OWNER_LOCK
+        if job in self._from_pack:
+            self._unpack(job)
         if not OwnerLocks.take(lock, token):
             raise ConflictError(f"job {job} is owned by another supervisor (lock {lock} is held)")
         try:
@@ -366,8 +387,10 @@ class FileRecords:
     def revision(self, job: JobID) -> int:
         """The record's last revision, from one listing of its folder (names checked), without
         reading a file: what a sweep learns before it asks the scheduler."""
-        folder = self._locate(job)
-        found = self._last_revision(job, folder)
+        try:
+            found = self._last_revision(job, self._locate(job))
+        except NotFoundError:
+            return self._read_packed(job).revision
         with self._mu:
             self._peeked[job] = found
         return found[0]
@@ -379,7 +402,13 @@ class FileRecords:
         with self._mu:
             cached = self._cache.get(job)
         if cached is None:
-            folder = self._locate(job)
+            try:
+                folder = self._locate(job)
+            except NotFoundError:
+                folder = ""
+            if not folder or not os.path.lexists(folder):
+                view = self._read_packed(job)
+                return view if view.revision <= revision else self._trimmed(view, revision)
             view, settled = self._read_cold(job, folder, upto=revision)
             view = self._seen(job, folder, view, settled)
             with self._mu:
@@ -390,6 +419,10 @@ class FileRecords:
             view = cached if cached.revision >= revision else self.read(job)
         if view.revision <= revision:
             return view
+        return self._trimmed(view, revision)
+
+    @staticmethod
+    def _trimmed(view: View, revision: int) -> View:
         return View(header=view.header, commits=view.commits[: revision - 1])
 
     def stamp_at(self, job: JobID, revision: int) -> str | None:
@@ -420,9 +453,20 @@ class FileRecords:
             return fmt.stamp(read[1])
         try:  # a plain string, no Path: a list stamps ten thousand of these
             st = os.lstat(f"{self._jobs_s}/{job}/{fmt.revision_name(revision)}")
+        except FileNotFoundError:
+            return self._packed_stamp(job, revision)
         except OSError:
             return None
         return fmt.stamp(st) if stat.S_ISREG(st.st_mode) else None
+
+    def _packed_stamp(self, job: JobID, revision: int) -> str | None:
+        """A packed record's stamp: a pack holds a record exactly as its files were, so its
+        revision names it (a folder put back has its files' stamps again)."""
+        try:
+            packed = self._packed(job)
+        except (OSError, DispatchError):
+            return None
+        return f"packed-{revision}" if packed is not None and packed == revision else None
 
     def recall(self, shard: int) -> bytes | None:
         """What the last sweep of ``shard`` remembered, or None (also when it cannot be read:
@@ -687,7 +731,10 @@ class FileRecords:
             cached = self._cache.get(job)
         if cached is not None:
             return cached.header
-        return self._load_header(job, self._jobs / job / fmt.revision_name(1))[0]
+        try:
+            return self._load_header(job, self._jobs / job / fmt.revision_name(1))[0]
+        except NotFoundError:
+            return self._read_packed(job).header
 
     def _load_header(self, job: JobID, path: str | Path) -> tuple[Header, bytes]:
         """The header and the bytes of its file."""
@@ -819,7 +866,7 @@ class FileRecords:
             index.OUTBOX.mark(self.root, job)
         # The shard's stamp changes once the revision is in (``shard_stamps``).
         with shard_stamps.writing(self.root, index.shard_of(job), job):
-            if not fmt.create_exclusive(folder / fmt.revision_name(revision), data):
+            if not self._link_revision(job, folder / fmt.revision_name(revision), data):
                 raise ConflictError(
                     f"job {job}: another writer committed revision {revision}; "
                     f"the commit was decided at {expected}"
@@ -833,6 +880,19 @@ class FileRecords:
         if snapshot_due(revision, self._snapshot_every):
             self._write_snapshot(job, folder, new)
         return revision
+
+    def _link_revision(self, job: JobID, path: Path, data: bytes) -> bool:
+        """``create_exclusive`` of a revision; a job whose folder is not there (packed) has it
+        put back from its pack first. A revision that landed as its folder was packed (the
+        flush of the folder then fails) is found in the folder put back, as its own bytes."""
+        try:
+            return fmt.create_exclusive(path, data)
+        except FileNotFoundError:
+            if not self._unpack(job):
+                raise
+        if fmt.create_exclusive(path, data):
+            return True
+        return fmt.read_bytes(path) == data
 
     def _owner_of(self, job: JobID, view: View) -> str:
         """``owner_token(view)``, looking only at the commits after the revision it was last
@@ -883,6 +943,79 @@ class FileRecords:
             f"it (a create crashed or is running): create job {holder!r} again to finish it, "
             f"or remove {path} if no create is running"
         )
+
+    # --- packs (``packs.py``) -------------------------------------------------------------------
+
+    def _packed(self, job: JobID) -> int | None:
+        """The revision at which ``job``'s shard's pack holds it, or None."""
+        table = self.packs.table(index.shard_of(job))
+        packed = None if table is None else table.jobs.get(job)
+        return None if packed is None else packed.revision
+
+    def _read_packed(self, job: JobID) -> View:
+        """The record as its shard's pack holds it; ``NotFoundError`` when none does."""
+        where = packs.pack_path(self.root, index.shard_of(job))
+        try:
+            got = self.packs.record(job, index.shard_of(job))
+        except InvalidError as err:
+            raise self._problem(where, err.message) from None
+        if got is None:
+            raise self._no_record(job)
+        packed, raws = got
+        try:
+            view: View = View.load(snapshot.join(raws[0], raws[1:]))
+        except InvalidError as err:
+            raise self._problem(where, f"the record of job {job}: {err.message}") from None
+        if view.header.job != job or view.revision != packed.revision:
+            raise self._problem(where, f"the record of job {job} is of another job or revision")
+        with self._mu:
+            self._from_pack[job] = packed.revision
+        self._remember(job, view, settled=True)
+        return view
+
+    def _unpack(self, job: JobID) -> bool:
+        """Put ``job``'s folder back from its pack, for a write; False when no pack holds it.
+        Waits for a packing of its shard to end (``packs.UNPACK_WAIT``)."""
+        shard = index.shard_of(job)
+        with packs.shard_locked(self.root, shard, wait=packs.UNPACK_WAIT) as held:
+            if not held:
+                raise UnavailableError(
+                    f"job {job}: its shard's pack stayed locked for {packs.UNPACK_WAIT:.0f} s "
+                    f"({packs.lock_path(self.root, shard)}): is a sweep packing it stuck? "
+                    "Try again"
+                )
+            table = self.packs.table(shard)
+            packs.recover(self.root, shard, table.jobs if table else {}, index.shard_of)
+            if os.path.lexists(os.path.join(self._jobs_s, job, fmt.revision_name(1))):
+                return True
+            got = self.packs.record(job, shard)
+            if got is None:
+                return False
+            packs.unpack(self.root, job, got[1])
+        with self._mu:
+            self._from_pack.pop(job, None)
+        self._trusted.discard(job)
+        return True
+
+    def settled_files(self, job: JobID) -> tuple[list[bytes], int, float] | None:
+        """What a pack keeps of ``job``: its revision files' bytes, its revision and when it
+        settled (seconds); None when it has not settled or its folder is not as the ledger
+        writes it (a problem is reported, and the job stays a folder)."""
+        folder = os.path.join(self._jobs_s, job)
+        try:
+            last, _ = self._last_revision(job, folder)
+            paths = [f"{folder}/{fmt.revision_name(r)}" for r in range(1, last + 1)]
+            reads = fmt.read_each(paths)
+            if any(r is None for r in reads):
+                return None
+            raws = [r[0] for r in reads if r is not None]
+            view: View = View.load(snapshot.join(raws[0], raws[1:]))
+        except (DispatchError, OSError):
+            return None
+        if view.header.job != job or view.revision != last or not settled_by(view.commits):
+            return None
+        at = max(e.at for e in view.commits[-1].entries)
+        return raws, last, at.timestamp()
 
     def _is_job_id(self, job: JobID) -> bool:
         """``fmt.is_job_id``, without matching the pattern again for a folder checked."""

@@ -179,3 +179,9 @@ def test_the_index_names_are_the_file_ledgers() -> None:
         empty_sweep.BUILT,
         empty_sweep.SWEEP,
     )
+
+
+def test_the_packing_names_are_the_packers() -> None:
+    from dispatch.records import packing
+
+    assert (packing.PACKED, packing.PACK_EVERY) == (empty_sweep.PACKED, empty_sweep.PACK_EVERY)
