@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import click
 
-from dispatch.cli.session import DURATION, Session, config_option, echo_json, refusals
+from dispatch.cli.session import AGE, Session, config_option, echo_json, refusals
 from dispatch.records import packing
 
 
@@ -36,7 +36,7 @@ def packed_line(report: packing.PackReport) -> str:
 @click.option(
     "--older-than",
     "older_than",
-    type=DURATION,
+    type=AGE,
     default=None,
     help="Pack settled records unchanged for this long (default: sweep.pack_after).",
 )

@@ -64,6 +64,9 @@ class Duration(click.ParamType[timedelta, Any]):
 
     name = "duration"
 
+    def __init__(self, zero: bool = False) -> None:
+        self.zero = zero  # whether 0s is a duration here
+
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
     ) -> timedelta:
@@ -73,12 +76,14 @@ class Duration(click.ParamType[timedelta, Any]):
             d = parse_duration(str(value))
         except InvalidError as err:
             self.fail(err.message, param, ctx)
-        if d <= timedelta(0):
+        if d < timedelta(0) or (d == timedelta(0) and not self.zero):
             self.fail(f"{value!r} is not above zero", param, ctx)
         return d
 
 
 DURATION = Duration()
+# A duration that may be zero (``dispatch pack --older-than 0s``: whatever settled).
+AGE = Duration(zero=True)
 
 
 class ActorParam(click.ParamType[Actor, Any]):

@@ -199,8 +199,18 @@ class FileRecords:
         else:
             view, settled = self._read_after(job, folder, cached)
             if view is cached:
+                if job in self._from_pack or not os.path.lexists(folder):
+                    return self._packed_since(job, cached)
                 return view
         return self._seen(job, folder, view, settled)
+
+    def _packed_since(self, job: JobID, cached: View) -> View:
+        """A record read before, whose folder is not there: packed since (perhaps after more
+        revisions), or read from a pack that was written again since."""
+        packed = self._packed(job)
+        if packed is None:
+            raise self._no_record(job)  # forgotten, or the ledger went
+        return cached if packed <= cached.revision else self._read_packed(job)
 
     def _seen(self, job: JobID, folder: str, view: View, settled: bool) -> View:
         self._remember(job, view, settled)

@@ -290,3 +290,20 @@ def test_commits_racing_packings_in_other_processes_all_land_once(tmp_path: Path
         assert view.revision == last[job] + 1 == int(landed[job])
         assert view.commits[-1].entries[0] == later(job)
     assert os.listdir(root / "packs" / "trash") == []
+
+
+def test_a_store_that_read_a_record_sees_the_revisions_it_was_packed_with(tmp_path: Path) -> None:
+    root = tmp_path / "ledger"
+    store = FileRecords(root)
+    store.create(header("j1"))
+    early = store.read("j1")  # cached at revision 1, unsettled
+    last = settled(FileRecords(root), "j2")
+    writer = FileRecords(root)
+    revision = writer.acquire("j1", "t1", SUPERVISOR, AT)
+    cause = Cause(kind=CauseKind.CANCELLED, provenance=Provenance.ACTOR)
+    outcome = OutcomeEntry(at=AT, by=SUPERVISOR, token="t1", state=State.CANCELLED, cause=cause)
+    writer.commit("j1", [outcome, SettleEntry(at=AT, by=SUPERVISOR, token="t1")], revision)
+    pack_all(writer)
+    assert early.revision == 1
+    assert store.read("j1").revision == revision + 1
+    assert store.read("j2").revision == last
