@@ -94,7 +94,9 @@ def test_pack_says_what_it_did_in_one_line(tmp_path: Path) -> None:
         f"{len(os.listdir(site.ledger / 'packs')) // 2} packs; 0 job folders left in the ledger\n"
     )
     again = site.run(["pack", "--older-than", "0s", "--config", str(site.config)])
-    assert again.stdout == "packed 0 settled records into 0 packs; 0 job folders left in the ledger\n"
+    assert (
+        again.stdout == "packed 0 settled records into 0 packs; 0 job folders left in the ledger\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -119,8 +121,7 @@ def test_bad_packing_settings_are_refused_naming_the_key(
 def test_packing_settings_read_as_written(tmp_path: Path) -> None:
     config = tmp_path / "dispatch.toml"
     config.write_text(
-        f'ledger = "{tmp_path / "l"}"\n[backend]\nname = "slurm"\n'
-        '[sweep]\npack_after = "never"\n'
+        f'ledger = "{tmp_path / "l"}"\n[backend]\nname = "slurm"\n[sweep]\npack_after = "never"\n'
     )
     assert load(config).pack_after is None
     config.write_text(
