@@ -129,6 +129,7 @@ def test_packing_settings_read_as_written(tmp_path: Path) -> None:
         '[sweep]\npack_after = "2h"\nforget_after = "90d"\n'
     )
     settings = load(config)
+    assert settings.pack_after is not None and settings.forget_after is not None
     assert (settings.pack_after.total_seconds(), settings.forget_after.total_seconds()) == (
         7200,
         90 * 86400,
