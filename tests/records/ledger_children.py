@@ -88,3 +88,31 @@ def create_keyed(root: Path, job: str, key: str, start: Barrier, results: Any) -
         results.put((job, "lost"))
     else:
         results.put((job, "won"))
+
+
+def pack_rounds(root: Path, rounds: int) -> None:
+    """Pack every settled record of the ledger ``rounds`` times over."""
+    from dispatch.records import packing
+
+    for _ in range(rounds):
+        packing.pack(FileRecords(root), now=time.time(), pack_after=0.0, everything=True)
+
+
+def supersede_each(root: Path, jobs: list[str], out: Path) -> None:
+    """Commit one supersede entry to each of ``jobs`` (a commit a settled record takes),
+    re-reading after every lost race; write ``job revision`` of each that landed to ``out``."""
+    from dispatch.model.record import SupersededEntry
+
+    store = FileRecords(root)
+    landed = []
+    for job in jobs:
+        for _ in range(50):
+            view = store.read(job)
+            entry = SupersededEntry(at=AT, by=ADA, job=f"next-{job}", reason=job)
+            try:
+                store.commit(job, [entry], view.revision)
+            except ConflictError:
+                continue
+            landed.append(f"{job} {view.revision + 1}")
+            break
+    out.write_text("\n".join(landed))

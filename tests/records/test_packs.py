@@ -7,6 +7,7 @@ import os
 import time
 from pathlib import Path
 
+import ledger_children as children
 import pytest
 from record_samples import ADA, AT, SUPERVISOR, header
 
@@ -238,27 +239,6 @@ def test_a_header_is_read_from_the_pack_for_a_key(tmp_path: Path) -> None:
     assert h.options.idempotency_key == "k"
 
 
-def _packer(root: str, rounds: int) -> None:
-    for _ in range(rounds):
-        packing.pack(FileRecords(root), now=time.time(), pack_after=0.0, everything=True)
-
-
-def _committer(root: str, jobs: list[str], out: str) -> None:
-    """Supersede each job once (a commit a settled record takes), noting each that landed."""
-    store = FileRecords(root)
-    landed = []
-    for job in jobs:
-        for _ in range(50):
-            try:
-                view = store.read(job)
-                store.commit(job, [later(job)], view.revision)
-            except ConflictError:
-                continue
-            landed.append(f"{job} {view.revision + 1}")
-            break
-    Path(out).write_text("\n".join(landed))
-
-
 def test_commits_racing_packings_in_other_processes_all_land_once(tmp_path: Path) -> None:
     import multiprocessing
 
@@ -268,11 +248,11 @@ def test_commits_racing_packings_in_other_processes_all_land_once(tmp_path: Path
     last = {job: settled(store, job) for job in jobs}
     pack_all(store)  # every commit below puts a folder back, racing the packers
     ctx = multiprocessing.get_context("fork")
-    procs = [ctx.Process(target=_packer, args=(str(root), 6)) for _ in range(2)]
+    procs = [ctx.Process(target=children.pack_rounds, args=(root, 6)) for _ in range(2)]
     halves = [jobs[0::2], jobs[1::2]]
     outs = [tmp_path / f"landed-{n}" for n in range(2)]
     procs += [
-        ctx.Process(target=_committer, args=(str(root), half, str(out)))
+        ctx.Process(target=children.supersede_each, args=(root, half, out))
         for half, out in zip(halves, outs, strict=True)
     ]
     for proc in procs:
@@ -288,7 +268,8 @@ def test_commits_racing_packings_in_other_processes_all_land_once(tmp_path: Path
     for job in jobs:
         view = reader.read(job)
         assert view.revision == last[job] + 1 == int(landed[job])
-        assert view.commits[-1].entries[0] == later(job)
+        entry = view.commits[-1].entries[0]
+        assert isinstance(entry, SupersededEntry) and entry.job == f"next-{job}"
     assert os.listdir(root / "packs" / "trash") == []
 
 
