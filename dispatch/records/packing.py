@@ -22,7 +22,7 @@ from dispatch.model.record import Header
 from dispatch.model.values import JobID
 from dispatch.records import file_index as index
 from dispatch.records import ledger_format as fmt
-from dispatch.records import packs
+from dispatch.records import packs, shard_stamps
 from dispatch.records.file import FileRecords
 
 PACK_MIN = 16
@@ -184,6 +184,10 @@ def _pack_shard(
                 report.put_back += 1
         for job, header in gone:
             _free_key(store, job, header)
+        if gone:
+            # Records went: what is kept per shard (the list's rows, the metrics' totals) and
+            # vouched for by the shard's stamp no longer holds. Packing alone changes no record.
+            shard_stamps.bump(root, shard)
         report.forgotten += len(gone)
 
 

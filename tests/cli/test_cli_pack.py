@@ -134,3 +134,17 @@ def test_packing_settings_read_as_written(tmp_path: Path) -> None:
         7200,
         90 * 86400,
     )
+
+
+def test_forgotten_records_leave_every_read_verb(tmp_path: Path) -> None:
+    site, jobs = settled_site(tmp_path, 4, '[sweep]\npack_after = "1ms"\nforget_after = "1ms"\n')
+    config = ["--config", str(site.config)]
+    listed = site.run(["list", "--all", "--json", *config])  # rows kept, vouched by stamps
+    assert len(json.loads(listed.stdout)) == 4
+    first = json.loads(site.run(["pack", "--older-than", "0s", "--json", *config]).stdout)
+    assert (first["packed"], first["forgotten"]) == (4, 0)  # a record is forgotten from a pack
+    result = site.run(["pack", "--older-than", "0s", "--json", *config])
+    assert json.loads(result.stdout)["forgotten"] == 4
+    assert json.loads(site.run(["list", "--all", "--json", *config]).stdout) == []
+    gone = site.run(["status", jobs[0], *config])
+    assert gone.exit_code != 0 and jobs[0] in gone.output

@@ -208,8 +208,14 @@ def test_records_older_than_the_ledger_keeps_are_forgotten_with_their_keys(tmp_p
     settled(store, "j1", key="k1")
     pack_all(store)
     assert (root / "keys" / key_name("k1")).exists()
+    stamps = FileRecords(root).shard_stamps()
+    assert stamps is not None
+    before = stamps.stamps.get(index.shard_of("j1"))
     report = packing.pack(FileRecords(root), now=time.time(), pack_after=0.0, forget_after=60.0)
     assert report.forgotten == 1  # settled at AT, in March 2026
+    # What is kept per shard and vouched for by its stamp (list rows, metrics) is made again.
+    after = FileRecords(root).shard_stamps()
+    assert after is not None and after.stamps.get(index.shard_of("j1")) != before
     reader = FileRecords(root)
     with pytest.raises(NotFoundError):
         reader.read("j1")
