@@ -894,15 +894,20 @@ class FileRecords:
     def _link_revision(self, job: JobID, path: Path, data: bytes) -> bool:
         """``create_exclusive`` of a revision; a job whose folder is not there (packed) has it
         put back from its pack first. A revision that landed as its folder was packed (the
-        flush of the folder then fails) is found in the folder put back, as its own bytes."""
-        try:
-            return fmt.create_exclusive(path, data)
-        except FileNotFoundError:
-            if not self._unpack(job):
-                raise
-        if fmt.create_exclusive(path, data):
-            return True
-        return fmt.read_bytes(path) == data
+        flush of the folder then fails) is found in the folder put back, as its own bytes. A
+        folder packed again before the link (packing whatever settled, ``pack_after`` 0) is
+        put back again, a few times."""
+        for _ in range(packs.UNPACK_TRIES):
+            try:
+                return fmt.create_exclusive(path, data) or fmt.read_bytes(path) == data
+            except FileNotFoundError:
+                # Packed again between the folder put back and the link: put it back again.
+                if not self._unpack(job):
+                    raise
+        raise UnavailableError(
+            f"job {job}: its folder kept being packed away ({packs.UNPACK_TRIES} tries); "
+            "is sweep.pack_after set to almost nothing? Try again"
+        )
 
     def _owner_of(self, job: JobID, view: View) -> str:
         """``owner_token(view)``, looking only at the commits after the revision it was last

@@ -177,11 +177,15 @@ def _pack_shard(
             return
         packs.write(root, shard, packs.encode(records))
         report.packs += 1
+        out = []
         for job in moved:
-            if packs.move_out(root, job, records[job][1]):
-                report.packed += 1
-            else:
+            path = packs.move_out(root, job, records[job][1])
+            if path is None:
                 report.put_back += 1
+            else:
+                out.append(path)
+        packs.clear(root, out)
+        report.packed += len(out)
         for job, header in gone:
             _free_key(store, job, header)
         if gone:

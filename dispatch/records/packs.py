@@ -43,6 +43,8 @@ ShardOf = Callable[[JobID], int]
 
 # How long a commit to a packed job waits for the shard's packing to end before it gives up.
 UNPACK_WAIT = 120.0
+# How many times a commit puts back a folder that keeps being packed before its link lands.
+UNPACK_TRIES = 16
 
 
 @dataclass(frozen=True)
@@ -293,10 +295,11 @@ def recover(root: Path, shard: int, packed: Mapping[JobID, Packed], shard_of: Sh
         fmt.fsync_dir(jobs)
 
 
-def move_out(root: Path, job: JobID, revision: int) -> bool:
-    """Take ``job``'s folder out of ``jobs/`` once its pack, holding revisions 1..``revision``,
-    is durable (the shard's pack lock held); False when a commit landed meanwhile and the
-    folder was put back (the pack's copy is then a stale one the folder overrides)."""
+def move_out(root: Path, job: JobID, revision: int) -> Path | None:
+    """Take ``job``'s folder out of ``jobs/`` into the trash once its pack, holding revisions
+    1..``revision``, is durable (the shard's pack lock held); None when a commit landed
+    meanwhile and the folder was put back (the pack's copy is then a stale one the folder
+    overrides) or the folder is gone. ``clear`` flushes and removes what was taken out."""
     jobs = root / "jobs"
     where = trash(root)
     fmt.ensure_folder(where)
@@ -304,15 +307,22 @@ def move_out(root: Path, job: JobID, revision: int) -> bool:
     try:
         os.rename(jobs / job, moved)
     except FileNotFoundError:
-        return False
+        return None
     if folder_revisions(moved) > revision:
         os.rename(moved, jobs / job)  # nothing can have made jobs/<job> since: the lock is held
-        fmt.fsync_dir(jobs)
-        return False
-    fmt.fsync_dir(jobs)
-    fmt.fsync_dir(where)
-    remove_folder(moved)
-    return True
+        return None
+    return moved
+
+
+def clear(root: Path, moved: list[Path]) -> None:
+    """Make the moves of ``move_out`` durable, then remove the folders moved (one flush of
+    each folder for all of them: a packing moves hundreds)."""
+    fmt.fsync_dir(root / "jobs")
+    if not moved:
+        return
+    fmt.fsync_dir(trash(root))
+    for path in moved:
+        remove_folder(path)
 
 
 def unpack(root: Path, job: JobID, raws: list[bytes]) -> None:

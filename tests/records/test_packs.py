@@ -134,7 +134,7 @@ def test_a_folder_a_commit_reached_while_it_was_packed_is_put_back(tmp_path: Pat
     # The pack is written at ``last``; a commit lands before the folder is moved out.
     packs.write(root, index.shard_of("j1"), packs.encode(records))  # type: ignore[arg-type]
     store.commit("j1", [later("late")], last)
-    assert packs.move_out(root, "j1", last) is False
+    assert packs.move_out(root, "j1", last) is None
     assert FileRecords(root).read("j1").revision == last + 1
 
 
