@@ -29,14 +29,24 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 
 
-def on_disk(ledger: Path) -> tuple[int, int, int]:
-    """Inodes under the ledger (folders and files), entries of jobs/, bytes allocated."""
+def on_disk(ledger: Path, unsettled: set[str]) -> tuple[int, int, int, int]:
+    """Inodes under the ledger (folders and files), those of the unsettled jobs (their folders,
+    files and markers), entries of jobs/, bytes allocated."""
     inodes = blocks = 0
     for folder, dirs, files in os.walk(ledger):
         inodes += len(dirs) + len(files)
         for name in files:
             blocks += os.lstat(os.path.join(folder, name)).st_blocks
-    return inodes, len(os.listdir(ledger / "jobs")), blocks * 512
+    live = sum(2 + len(os.listdir(ledger / "jobs" / job)) for job in unsettled)
+    return inodes, live, len(os.listdir(ledger / "jobs")), blocks * 512
+
+
+def list_all(config: Path, ledger: Path) -> tuple[float, float]:
+    """``dispatch list --all --json``: with no kept rows (the first list), then again."""
+    for path in (ledger / "sweep").glob("list-*"):
+        path.unlink()
+    first = timed_cli(config, "list", "--all", "--json")
+    return first, timed_cli(config, "list", "--all", "--json")
 
 
 def timed_cli(config: Path, *args: str) -> float:
@@ -67,61 +77,35 @@ def size_rows(n: int, work: Path, settled: float) -> None:
     print(f"{n:,} jobs, {done:,} settled: written in {time.perf_counter() - t0:.0f}s", flush=True)
     config = work / f"dispatch-{n}.toml"
     config.write_text(f'ledger = "{ledger}"\n[backend]\nname = "memory"\n')
-    settled_jobs = set(os.listdir(ledger / "jobs")) - set(os.listdir(ledger / "unsettled"))
-    one = sorted(settled_jobs)[0]
+    live = set(os.listdir(ledger / "unsettled"))
+    one = sorted(set(os.listdir(ledger / "jobs")) - live)[0]
     rows = []
-    before = on_disk(ledger)
+    before = on_disk(ledger, live)
     rows.append(
-        (
-            "folders",
-            before,
-            None,
-            timed_cli(config, "status", one),
-            timed_cli(config, "list", "--all", "--json"),
-        )
+        ("folders", before, None, timed_cli(config, "status", one), list_all(config, ledger))
     )
+    pack = [sys.executable, "-m", "dispatch.cli", "pack", "--older-than", "0s"]
     t0, c0 = time.perf_counter(), os.times()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "dispatch.cli",
-            "pack",
-            "--older-than",
-            "0s",
-            "--config",
-            str(config),
-        ],
-        check=True,
-        capture_output=True,
-        env=env,
-    )
+    subprocess.run([*pack, "--config", str(config)], check=True, capture_output=True, env=env)
     c1 = os.times()
     took = (
         time.perf_counter() - t0,
         c1.children_user + c1.children_system - c0.children_user - c0.children_system,
     )
-    after = on_disk(ledger)
-    rows.append(
-        (
-            "packed",
-            after,
-            took,
-            timed_cli(config, "status", one),
-            timed_cli(config, "list", "--all", "--json"),
-        )
-    )
+    after = on_disk(ledger, live)
+    rows.append(("packed", after, took, timed_cli(config, "status", one), list_all(config, ledger)))
     print(
         f"{'ledger':<8} {'inodes':>9} {'a settled job':>14} {'jobs/':>7} {'MiB':>8} "
-        f"{'pack wall, CPU s':>17} {'status s':>9} {'list --all s':>13} {'load':>5}"
+        f"{'pack wall, CPU s':>17} {'status s':>9} {'list --all s, again':>20} {'load':>5}"
     )
-    unsettled = n - done
-    for name, (inodes, entries, size), packed, status, listed in rows:
-        per = (inodes - unsettled * (before[0] / n)) / done if name == "packed" else inodes / n
+    for name, (inodes, live_inodes, entries, size), packed, status, listed in rows:
+        # Everything but the unsettled jobs' own inodes, the ledger's fixed files included.
+        per = (inodes - live_inodes) / done
         cost = "" if packed is None else f"{packed[0]:.1f}, {packed[1]:.1f}"
+        lists = f"{listed[0]:.2f}, {listed[1]:.2f}"
         print(
             f"{name:<8} {inodes:>9,} {per:>14.2f} {entries:>7,} {size / 2**20:>8.1f} "
-            f"{cost:>17} {status:>9.2f} {listed:>13.2f} {os.getloadavg()[0]:>5.1f}",
+            f"{cost:>17} {status:>9.2f} {lists:>20} {os.getloadavg()[0]:>5.1f}",
             flush=True,
         )
 
