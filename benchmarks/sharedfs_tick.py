@@ -23,7 +23,11 @@ children over each tree, so that the two sets of figures come from one run. Run 
 the repository root:
 
     .venv/bin/python benchmarks/sharedfs_tick.py [--sizes 1000,10000] [--rtt-ms 1]
-        [--baseline REF] [--fs local,juicefs]
+        [--baseline REF] [--fs local,juicefs] [--list]
+
+With ``--list``, after the ticks: ``dispatch list`` over the same ledger, first with no
+rows kept (the list's rows removed), then again (the rows the first kept), each a fresh
+process timed as ``benchmarks/listing.py`` times it, with its Redis commands on JuiceFS.
 
 The figures measured are in docs/ledger.md ("Shared filesystems tried").
 """
@@ -150,6 +154,25 @@ def measured(
     return row
 
 
+def listed(tree: Path, ledger: Path, objects: Path, n: int, port: int | None, rate: float) -> None:
+    """``dispatch list`` with no kept rows, then again: wall, CPU, Redis commands."""
+    sys.path.insert(0, str(SWEEP.parent))
+    import listing  # the timed list is listing.py's
+
+    for path in (ledger / "sweep").glob("list-*"):
+        path.unlink()
+    for kind in ("first", "again"):
+        before = redis_calls(port) if port else 0
+        got = listing.run(tree, ledger, objects, "list")
+        ops = redis_calls(port) - before - round(rate * got["wall_s"]) if port else None
+        shown = "-" if ops is None else f"{ops:,}"
+        print(
+            f"        list of {n:,} jobs, {kind}: {got['wall_s']:.2f} s wall, "
+            f"{got['cpu_s']:.2f} s CPU, {shown} Redis commands",
+            flush=True,
+        )
+
+
 def copy_ledger(source: Path, into: Path) -> None:
     """Copy a ledger folder, the job folders by ``COPIERS`` processes at once (modes kept,
     owners and times not: what a ledger needs)."""
@@ -200,6 +223,7 @@ def main() -> None:
     parser.add_argument("--rtt-ms", type=float, default=1.0)
     parser.add_argument("--baseline", default="", help="git ref of a tree to compare with")
     parser.add_argument("--fs", default="local,juicefs")
+    parser.add_argument("--list", action="store_true", help="time dispatch list too")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -253,6 +277,8 @@ def main() -> None:
                 for name, tree in trees.items():
                     row = measured(tree, ledger, objects, n, port, rate, work)
                     print_row(n, fs, name, row)
+                    if args.list:
+                        listed(tree, ledger, objects, n, port, rate)
                 if shared is not None:
                     print(f"        (JuiceFS idle: {rate:.1f} Redis commands a second)")
                     bed(0)  # nor is the removal
