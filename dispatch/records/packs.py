@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import JobID
@@ -68,7 +69,31 @@ class PackTable:
 
     key: tuple[int, int, int]
     start: int  # where the records begin
-    jobs: dict[JobID, Packed]
+    jobs: Rows
+
+
+class Rows(Mapping[JobID, Packed]):
+    """A pack's table by job, each row made a ``Packed`` only when asked for: a listing of
+    every packed job needs the names alone."""
+
+    def __init__(self, path: Path, raw: dict[JobID, list[Any]]) -> None:
+        self._path, self._raw = path, raw
+
+    def __getitem__(self, job: JobID) -> Packed:
+        row = self._raw[job]
+        try:
+            o, sizes, r, at, d = row
+            return Packed(job, int(o), tuple(int(s) for s in sizes), int(r), float(at), str(d))
+        except (ValueError, TypeError) as err:
+            raise InvalidError(
+                f"{self._path}: the row of job {job} does not parse: {err}"
+            ) from None
+
+    def __iter__(self) -> Iterator[JobID]:
+        return iter(self._raw)
+
+    def __len__(self) -> int:
+        return len(self._raw)
 
 
 def folder(root: Path) -> Path:
@@ -109,18 +134,16 @@ def encode(records: Mapping[JobID, tuple[list[bytes], int, float]]) -> bytes:
     return HEAD + str(len(text)).encode() + b"\n" + text + b"".join(body)
 
 
-def _parse_table(path: Path, head: bytes, text: bytes) -> dict[JobID, Packed]:
+def _parse_table(path: Path, text: bytes) -> Rows:
     try:
         raw = json.loads(text)
-        jobs = {
-            job: Packed(job, int(o), tuple(int(s) for s in sizes), int(r), float(at), str(d))
-            for job, (o, sizes, r, at, d) in raw.items()
-        }
-    except (ValueError, TypeError) as err:
+    except ValueError as err:
         raise InvalidError(f"{path}: its table does not parse: {err}") from None
-    if not all(fmt.is_job_id(job) for job in jobs):
-        raise InvalidError(f"{path}: its table names something that is not a job id")
-    return jobs
+    if not isinstance(raw, dict) or not all(
+        fmt.is_job_id(job) and isinstance(row, list) for job, row in raw.items()
+    ):
+        raise InvalidError(f"{path}: its table is not one row per job id")
+    return Rows(path, raw)
 
 
 def _split(path: Path, job: JobID, packed: Packed, data: bytes) -> list[bytes]:
@@ -134,12 +157,17 @@ def _split(path: Path, job: JobID, packed: Packed, data: bytes) -> list[bytes]:
     return raws
 
 
+# The tables read, per ledger and shard, shared by every reader of a process (a command may
+# open a ledger twice); each is used only while its file's inode, time and size are the same.
+_TABLES: dict[str, dict[int, PackTable]] = {}
+
+
 class PackReader:
     """Reads the packs of one ledger, keeping each pack's table while its file is the same."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._tables: dict[int, PackTable] = {}
+        self._tables = _TABLES.setdefault(os.fspath(root), {})
 
     def table(self, shard: int) -> PackTable | None:
         """The table of ``shard``'s pack, None when the shard has none."""
@@ -215,7 +243,7 @@ class PackReader:
         text = os.pread(fd, length, start)
         if len(text) != length:
             raise InvalidError(f"{path}: its table is cut short")
-        return PackTable(key, start + length, _parse_table(path, head, text))
+        return PackTable(key, start + length, _parse_table(path, text))
 
 
 @contextlib.contextmanager
