@@ -71,6 +71,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +211,7 @@ def child_changed_first(ledger: Path, objects_path: Path, n: int, limit: float) 
         if obj.job in hit:
             backend.env().preempt(obj.ref)
     load = os.getloadavg()[0]
+    started = datetime.now(UTC)
     t0, cpu0 = time.perf_counter(), time.process_time()
     report = Supervisor(backend, FileRecords(ledger)).sweep(time_limit=timedelta(seconds=limit))
     out = {
@@ -219,8 +221,18 @@ def child_changed_first(ledger: Path, objects_path: Path, n: int, limit: float) 
         "recovered": len(hit & set(report.progressed)),
         "passed": len(report.passed),
         "not_reached": len(report.not_reached),
+        "first_commit_s": _first_commit(FileRecords(ledger), report.progressed, started),
     }
     print(json.dumps(out))
+
+
+def _first_commit(store: Any, jobs: list[str], started: datetime) -> float | None:
+    """Seconds from the sweep's start to its first commit (what came before it is the part
+    of the tick that grows with the ledger before any pass acts)."""
+    times = [
+        e.at for job in jobs for c in store.read(job).commits for e in c.entries if e.at >= started
+    ]
+    return None if not times else (min(times) - started).total_seconds()
 
 
 def child_changed(ledger: Path, objects_path: Path, n: int, pct: float) -> None:
@@ -388,7 +400,8 @@ def changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | N
             f"changed-first, {name}, N={n}, cold, --time-limit {LIMIT_S:g}s: "
             f"{r['recovered']} of {PREEMPTED} preempted jobs recovered in the first tick; "
             f"{r['passed']} passed, {r['not_reached']} not reached; {r['wall_s']:.1f} s wall, "
-            f"{r['cpu_s']:.1f} CPU s, load {r['load']:.1f}",
+            f"{r['cpu_s']:.1f} CPU s, load {r['load']:.1f}; first commit "
+            f"{r.get('first_commit_s') or float('nan'):.2f} s after the tick began",
             flush=True,
         )
 
