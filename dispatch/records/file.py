@@ -53,6 +53,10 @@ SNAPSHOT_EVERY = 32
 # Evidence and control commits may race an acquire; it retries while it holds the lock.
 ACQUIRE_TRIES = 100
 
+# How many times a cold read looks in a record's folder and its pack in turn while the record
+# moves between them (each move is one rename, so a look that misses it has raced one move).
+MOVE_TRIES = 4
+
 # Records a store keeps read (the oldest read goes first): a sweep reads each record once, so
 # keeping them all would make its memory grow with the ledger; 256 covers a job's passes.
 CACHE_JOBS = 256
@@ -188,29 +192,47 @@ class FileRecords:
             self._passing.pop(job, None)
         folder = os.path.join(self._jobs_s, job)
         if cached is None:
-            if not self._check_folder(job):
-                return self._read_packed(job)
-            try:
-                view, settled = self._read_cold(job, folder)
-            except (NotFoundError, InvalidError):
-                if os.path.lexists(folder):
-                    raise
-                return self._read_packed(job)  # packed while it was read
-        else:
-            view, settled = self._read_after(job, folder, cached)
-            if view is cached:
-                if job in self._from_pack or not os.path.lexists(folder):
-                    return self._packed_since(job, cached)
-                return view
+            return self._read_anywhere(job, folder)
+        view, settled = self._read_after(job, folder, cached)
+        if view is cached:
+            if job in self._from_pack or not os.path.lexists(folder):
+                return self._packed_since(job, folder, cached)
+            return view
         return self._seen(job, folder, view, settled)
 
-    def _packed_since(self, job: JobID, cached: View) -> View:
+    def _read_anywhere(self, job: JobID, folder: str) -> View:
+        """The record read cold, from its folder or else from its shard's pack. A record moves
+        between the two while it is read (packed, or put back by a commit), and is in one of
+        them at every instant, so where it was not found is looked at again before it is said
+        to be missing."""
+        for _ in range(MOVE_TRIES):
+            if self._check_folder(job):
+                try:
+                    view, settled = self._read_cold(job, folder)
+                except (NotFoundError, InvalidError):
+                    if os.path.lexists(folder):
+                        raise
+                else:
+                    return self._seen(job, folder, view, settled)
+            try:
+                return self._read_packed(job)
+            except NotFoundError:
+                if not os.path.lexists(folder):
+                    raise  # in neither
+        raise self._no_record(job)
+
+    def _packed_since(self, job: JobID, folder: str, cached: View) -> View:
         """A record read before, whose folder is not there: packed since (perhaps after more
-        revisions), or read from a pack that was written again since."""
+        revisions), or read from a pack that was written again since; or read from a pack
+        before it was put back in its folder (which holds no revision past ``cached``)."""
         packed = self._packed(job)
-        if packed is None:
+        if packed is not None:
+            return cached if packed <= cached.revision else self._read_packed(job)
+        if not os.path.lexists(folder):
             raise self._no_record(job)  # forgotten, or the ledger went
-        return cached if packed <= cached.revision else self._read_packed(job)
+        with self._mu:
+            self._from_pack.pop(job, None)
+        return cached
 
     def _seen(self, job: JobID, folder: str, view: View, settled: bool) -> View:
         self._remember(job, view, settled)

@@ -20,6 +20,7 @@ next.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dispatch.model.errors import InvalidError
 from dispatch.model.values import JobID
@@ -41,11 +42,14 @@ HEAD = b"dispatch-pack 1 "
 # The most a first line can be: the head and the length of the table.
 HEAD_MAX = 64
 ShardOf = Callable[[JobID], int]
+T = TypeVar("T")
 
 # How long a commit to a packed job waits for the shard's packing to end before it gives up.
 UNPACK_WAIT = 120.0
 # How many times a commit puts back a folder that keeps being packed before its link lands.
 UNPACK_TRIES = 16
+# How many times a pack whose handle went stale is opened again by its name.
+STALE_TRIES = 5
 
 
 @dataclass(frozen=True)
@@ -69,10 +73,10 @@ class PackTable:
 
     key: tuple[int, int, int]
     start: int  # where the records begin
-    jobs: Rows
+    jobs: PackRows
 
 
-class Rows(Mapping[JobID, Packed]):
+class PackRows(Mapping[JobID, Packed]):
     """A pack's table by job, each row made a ``Packed`` only when asked for: a listing of
     every packed job needs the names alone."""
 
@@ -134,7 +138,7 @@ def encode(records: Mapping[JobID, tuple[list[bytes], int, float]]) -> bytes:
     return HEAD + str(len(text)).encode() + b"\n" + text + b"".join(body)
 
 
-def _parse_table(path: Path, text: bytes) -> Rows:
+def _parse_table(path: Path, text: bytes) -> PackRows:
     try:
         raw = json.loads(text)
     except ValueError as err:
@@ -143,7 +147,7 @@ def _parse_table(path: Path, text: bytes) -> Rows:
         fmt.is_job_id(job) and isinstance(row, list) for job, row in raw.items()
     ):
         raise InvalidError(f"{path}: its table is not one row per job id")
-    return Rows(path, raw)
+    return PackRows(path, raw)
 
 
 def _split(path: Path, job: JobID, packed: Packed, data: bytes) -> list[bytes]:
@@ -171,36 +175,34 @@ class PackReader:
 
     def table(self, shard: int) -> PackTable | None:
         """The table of ``shard``'s pack, None when the shard has none."""
-        with self._open(shard) as opened:
-            return None if opened is None else opened[1]
+        return self._use(shard, lambda fd, table: table)
 
     def record(self, job: JobID, shard: int) -> tuple[Packed, list[bytes]] | None:
         """Where ``job`` lies in its shard's pack and its revision files' bytes; None when the
         pack does not hold it."""
-        with self._open(shard) as opened:
-            if opened is None:
-                return None
-            fd, table = opened
+
+        def one(fd: int, table: PackTable) -> tuple[Packed, list[bytes]] | None:
             packed = table.jobs.get(job)
             if packed is None:
                 return None
             data = os.pread(fd, sum(packed.sizes), table.start + packed.offset)
-        return packed, _split(pack_path(self.root, shard), job, packed, data)
+            return packed, _split(pack_path(self.root, shard), job, packed, data)
+
+        return self._use(shard, one)
 
     def records(self, shard: int) -> dict[JobID, tuple[Packed, list[bytes]]]:
         """Every record ``shard``'s pack holds, from one read of it."""
-        with self._open(shard) as opened:
-            if opened is None:
-                return {}
-            fd, table = opened
-            size = os.fstat(fd).st_size - table.start
-            body = os.pread(fd, size, table.start)
-        path = pack_path(self.root, shard)
-        out = {}
-        for job, packed in table.jobs.items():
-            data = body[packed.offset : packed.offset + sum(packed.sizes)]
-            out[job] = (packed, _split(path, job, packed, data))
-        return out
+
+        def every(fd: int, table: PackTable) -> dict[JobID, tuple[Packed, list[bytes]]]:
+            body = os.pread(fd, os.fstat(fd).st_size - table.start, table.start)
+            path = pack_path(self.root, shard)
+            out = {}
+            for job, packed in table.jobs.items():
+                data = body[packed.offset : packed.offset + sum(packed.sizes)]
+                out[job] = (packed, _split(path, job, packed, data))
+            return out
+
+        return self._use(shard, every) or {}
 
     def jobs(self, shards: int) -> set[JobID]:
         """Every job some pack holds."""
@@ -211,16 +213,29 @@ class PackReader:
                 out.update(table.jobs)
         return out
 
-    @contextlib.contextmanager
-    def _open(self, shard: int) -> Iterator[tuple[int, PackTable] | None]:
+    def _use(self, shard: int, use: Callable[[int, PackTable], T]) -> T | None:
+        """``use`` of the open pack of ``shard`` and its table; None when there is no pack.
+
+        A pack replaced through another client of a shared filesystem can leave this client's
+        handle to the old one stale (``ESTALE``, as GlusterFS does): the pack is opened again
+        by its name, which is the new one."""
         path = pack_path(self.root, shard)
+        for tries_left in reversed(range(STALE_TRIES)):
+            try:
+                with self._open(path, shard) as opened:
+                    return None if opened is None else use(*opened)
+            except OSError as err:
+                if err.errno != errno.ESTALE or not tries_left:
+                    raise InvalidError(f"{path}: not read: {err}") from None
+        raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def _open(self, path: Path, shard: int) -> Iterator[tuple[int, PackTable] | None]:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except FileNotFoundError:
             yield None
             return
-        except OSError as err:
-            raise InvalidError(f"{path}: not read: {err}") from None
         try:
             st = os.fstat(fd)
             fmt.check_file(path, st)
@@ -231,7 +246,8 @@ class PackReader:
                 self._tables[shard] = table
             yield fd, table
         finally:
-            os.close(fd)
+            with contextlib.suppress(OSError):  # a read-only handle: nothing is lost
+                os.close(fd)
 
     def _read_table(self, fd: int, path: Path, key: tuple[int, int, int]) -> PackTable:
         first = os.pread(fd, HEAD_MAX, 0)

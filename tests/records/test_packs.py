@@ -294,3 +294,67 @@ def test_a_store_that_read_a_record_sees_the_revisions_it_was_packed_with(tmp_pa
     assert early.revision == 1
     assert store.read("j1").revision == revision + 1
     assert store.read("j2").revision == last
+
+
+def same_shard(job: str) -> str:
+    """Another job id of ``job``'s shard."""
+    return next(f"o{n}" for n in range(1000) if index.shard_of(f"o{n}") == index.shard_of(job))
+
+
+def put_back_and_repacked(root: Path, job: str, commit: bool) -> None:
+    """Another client puts packed ``job``'s folder back: by a commit (``commit``), or as a
+    commit does before it dies (no revision added); then the shard is packed again for an
+    older job of it, which drops the pack's copy of ``job`` (its folder is the record now, and
+    too new to pack)."""
+    other = same_shard(job)
+    writer = FileRecords(root)
+    settled(writer, other)
+    if commit:
+        writer.commit(job, [later("put back")], writer.revision(job))
+    else:
+        got = writer.packs.record(job, index.shard_of(job))
+        assert got is not None
+        packs.unpack(root, job, got[1])
+    past = time.time() - 7200
+    os.utime(root / "jobs" / other, (past, past))
+    report = packing.pack(writer, now=time.time(), pack_after=3600.0, everything=True)
+    assert report.packed == 1 and (root / "jobs" / job).is_dir()
+    table = writer.packs.table(index.shard_of(job))
+    assert table is not None and job not in table.jobs and other in table.jobs
+
+
+def test_a_record_put_back_while_a_cold_read_turned_to_the_pack_is_read(
+    tmp_path: Path,
+) -> None:
+    """The folder was missing when looked at, and the pack no longer held the record when
+    read: the record is in its folder again, and read there, never said missing."""
+    root = tmp_path / "ledger"
+    last = settled(FileRecords(root), "j1")
+    pack_all(FileRecords(root))
+    reader = FileRecords(root)
+    first_look = reader._read_packed
+    raced: list[str] = []
+
+    def late(job: str) -> object:
+        if not raced:
+            raced.append(job)
+            put_back_and_repacked(root, job, commit=True)
+        return first_look(job)
+
+    reader._read_packed = late  # type: ignore[method-assign,assignment]
+    assert reader.read("j1").revision == last + 1
+    assert raced == ["j1"]
+
+
+def test_a_record_read_from_its_pack_and_put_back_since_is_still_read(tmp_path: Path) -> None:
+    """Read from the pack; then a commit puts the folder back and dies before its revision,
+    and the pack is written again without the record: the reader reads it from its folder."""
+    root = tmp_path / "ledger"
+    last = settled(FileRecords(root), "j1")
+    pack_all(FileRecords(root))
+    reader = FileRecords(root)
+    view = reader.read("j1")
+    put_back_and_repacked(root, "j1", commit=False)
+    assert reader.read("j1") == view
+    assert reader.commit("j1", [later("after")], last) == last + 1
+    assert FileRecords(root).read("j1").revision == last + 1

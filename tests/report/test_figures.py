@@ -255,3 +255,36 @@ def test_a_run_first_learnt_is_kept_when_a_later_look_shows_only_the_current_one
         (0, at(10), at(44)),
         (1, at(46), None),
     ]
+
+
+def test_a_run_shown_again_under_a_raised_restart_count_is_one_run() -> None:
+    """A refused own requeue stopped before the job ran again: a look before accounting had
+    the requeued run shows the controller's row alone, restart count 1, with the first run's
+    times; then accounting's one row for it. One run, as in ``sacct``."""
+    requeued = Cause(kind=CauseKind.REQUEUED)
+    rec = (
+        Rec()
+        .launch(0, 1, 101)
+        .running(5, 101, 1, runs=(slurm_run(0, 3, None, None),))
+        .observe(
+            20,
+            101,
+            1,
+            ObjectState.ENDED,
+            CauseKind.CANCELLED,
+            restarts=1,
+            runs=(slurm_run(1, 3, 3, CauseKind.CANCELLED),),
+        )
+        .observe(
+            40,
+            101,
+            1,
+            ObjectState.ENDED,
+            CauseKind.CANCELLED,
+            restarts=1,
+            runs=(RunObs(restarts=0, start=at(3), end=at(3), cause=requeued),),
+        )
+    )
+    s = rec.spans()
+    assert [(r.restarts, r.start, r.end) for r in s.runs] == [(0, at(3), at(3))]
+    assert figures(s, None, at(60)).runs == 1
