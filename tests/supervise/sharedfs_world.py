@@ -99,11 +99,29 @@ def settle_all(served: Served, root: Path, sweepers: Sweepers) -> None:
     deadline = time.monotonic() + SETTLE_SECONDS
     seed = 0
     while FileRecords(root).jobs():
-        assert time.monotonic() < deadline, f"unsettled: {FileRecords(root).jobs()}"
+        assert time.monotonic() < deadline, unsettled_story(served, root, sweepers)
         assert not sweepers.crashed(), sweepers.crashed()
         served.scheduler.play(seed, 0.0, 1.0)
         seed += 1
         time.sleep(0.2)
+
+
+def unsettled_story(served: Served, root: Path, sweepers: Sweepers) -> str:
+    """What a failure to settle shows: each unsettled job's last commits and objects, and the
+    end of each sweeper's log."""
+    store = FileRecords(root)
+    census = served.scheduler.census()
+    lines = []
+    for job in store.jobs():
+        view = store.read(job)
+        lines.append(
+            f"{job} at revision {view.revision}; objects {[c for c in census if c[0] == job]}"
+        )
+        for commit in view.commits[-4:]:
+            lines.append("  " + ", ".join(f"{type(e).__name__} by {e.by}" for e in commit.entries))
+    for log in sorted(sweepers.logs.iterdir()):
+        lines.append(f"--- {log.name}: {log.read_text()[-600:]}")
+    return "unsettled:\n" + "\n".join(lines)
 
 
 def check_once(served: Served, root: Path, jobs: list[str]) -> dict[str, View]:

@@ -87,6 +87,21 @@ def test_sweepers_on_both_mounts_killed_at_random_lose_nothing_and_run_nothing_t
     assert preempted_and_resubmitted, "the chaos preempted nothing: it tested too little"
 
 
+def run_verb(verb: list[str], config: Path) -> int:
+    """``dispatch VERB`` as ada; its exit code, 1 only with a one-line error."""
+    done = subprocess.run(
+        [str(DISPATCH), *verb, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "USER": "ada"},
+    )
+    assert done.returncode in (0, 1), done.stderr
+    if done.returncode:
+        assert done.stderr.count("\n") == 1 and "error: " in done.stderr, done.stderr
+    return done.returncode
+
+
 def test_verbs_on_one_mount_racing_sweeps_on_the_other_are_each_recorded_once(
     served: Served, roots: tuple[Path, Path], own_home: Path
 ) -> None:
@@ -112,17 +127,13 @@ def test_verbs_on_one_mount_racing_sweeps_on_the_other_are_each_recorded_once(
             )
             results[job] = []
             for verb in verbs:
-                done = subprocess.run(
-                    [str(DISPATCH), *verb, "--config", str(config)],
-                    capture_output=True,
-                    text=True,
-                    timeout=120,
-                    env={**os.environ, "USER": "ada"},
-                )
-                assert done.returncode in (0, 1), done.stderr
-                if done.returncode:
-                    assert done.stderr.count("\n") == 1 and "error: " in done.stderr
-                results[job].append(done.returncode)
+                results[job].append(run_verb(verb, config))
+            if results[job] == [0, 1]:
+                # A release that lost its races says so and to try again; a person would, and
+                # a job left held never settles.
+                for _ in range(20):
+                    if not run_verb(["release", job], config):
+                        break
         settle_all(served, roots[1], sweepers)
     finally:
         sweepers.stop()
