@@ -23,6 +23,8 @@ def packed_line(report: packing.PackReport) -> str:
         line += f"; {report.put_back} changed as they were packed and stayed folders"
     if report.forgotten:
         line += f"; forgot {report.forgotten} records older than the ledger keeps"
+    if report.cleared:
+        line += f"; removed {report.cleared} folders half put back by a process that died"
     if report.held:
         line += f"; {len(report.held)} shards were being packed by another process"
     if report.left:

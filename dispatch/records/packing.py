@@ -42,6 +42,7 @@ class PackReport:
     held: list[int] = field(default_factory=list)  # shards another process was packing
     left: int = 0  # shards the time limit left for the next packing
     folders: int = 0  # job folders left in jobs/
+    cleared: int = 0  # folders a put-back that died left half made in jobs/, removed
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -52,6 +53,7 @@ class PackReport:
             "shards_held": self.held,
             "shards_left": self.left,
             "folders": self.folders,
+            "cleared": self.cleared,
         }
 
 
@@ -128,6 +130,9 @@ def pack(
         if progress is not None:
             progress(done + 1, len(shards))
     report.folders -= report.packed
+    for left in packs.left_unpacking(store.root, now - fmt.TEMP_MAX_AGE_SECONDS):
+        packs.remove_folder(left)
+        report.cleared += 1
     return report
 
 

@@ -50,6 +50,8 @@ UNPACK_WAIT = 120.0
 UNPACK_TRIES = 16
 # How many times a pack whose handle went stale is opened again by its name.
 STALE_TRIES = 5
+# The name a folder being put back from its pack has in ``jobs/`` until it is renamed in place.
+UNPACKING = f"{fmt.TEMP_PREFIX}unpack-"
 
 
 @dataclass(frozen=True)
@@ -375,7 +377,7 @@ def unpack(root: Path, job: JobID, raws: list[bytes]) -> None:
     place of ``jobs/<job>`` (an empty folder there, left by a create refused, is replaced)."""
     jobs = root / "jobs"
     host = os.uname().nodename.split(".")[0] or "host"
-    made = jobs / f"{fmt.TEMP_PREFIX}unpack-{host}-{os.getpid()}-{secrets.token_hex(6)}"
+    made = jobs / f"{UNPACKING}{host}-{os.getpid()}-{secrets.token_hex(6)}"
     os.mkdir(made, 0o700)
     try:
         for revision, data in enumerate(raws, start=1):
@@ -393,6 +395,21 @@ def unpack(root: Path, job: JobID, raws: list[bytes]) -> None:
         remove_folder(made)
         raise
     fmt.fsync_dir(jobs)
+
+
+def left_unpacking(root: Path, before: float) -> list[Path]:
+    """The folders in ``jobs/`` an unpack made and did not rename in place (it died), last
+    changed before ``before``: the record is still in its pack, and no unpack lasts that long
+    (each holds its shard's pack lock, and moves on within seconds)."""
+    jobs = root / "jobs"
+    out = []
+    with contextlib.suppress(FileNotFoundError), os.scandir(jobs) as entries:
+        for entry in entries:
+            if entry.name.startswith(UNPACKING):
+                with contextlib.suppress(FileNotFoundError):
+                    if entry.stat(follow_symlinks=False).st_mtime < before:
+                        out.append(jobs / entry.name)
+    return out
 
 
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

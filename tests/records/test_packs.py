@@ -358,3 +358,26 @@ def test_a_record_read_from_its_pack_and_put_back_since_is_still_read(tmp_path: 
     assert reader.read("j1") == view
     assert reader.commit("j1", [later("after")], last) == last + 1
     assert FileRecords(root).read("j1").revision == last + 1
+
+
+def test_a_folder_half_put_back_by_a_put_back_that_died_is_removed_once_old(
+    tmp_path: Path,
+) -> None:
+    """A put-back killed before its rename leaves its folder under a temporary name in jobs/;
+    the record is still in its pack. A packing removes it once no put-back could still be
+    making it, and the record reads as before."""
+    root = tmp_path / "ledger"
+    last = settled(FileRecords(root), "j1")
+    pack_all(FileRecords(root))
+    got = FileRecords(root).packs.record("j1", index.shard_of("j1"))
+    assert got is not None
+    half = root / "jobs" / f"{packs.UNPACKING}n1-1-abc"
+    half.mkdir()
+    (half / "r0000000001.json").write_bytes(got[1][0])
+    assert pack_all(FileRecords(root)).cleared == 0  # it could be a put-back under way
+    old = time.time() - 3600
+    os.utime(half, (old, old))
+    report = pack_all(FileRecords(root))
+    assert report.cleared == 1 and not half.exists()
+    assert os.listdir(root / "jobs") == []
+    assert FileRecords(root).read("j1").revision == last
