@@ -10,7 +10,7 @@ fsync (the timed sweep commits nothing). Run from the repository root:
 
     .venv/bin/python benchmarks/sweep.py [--sizes 1000,10000,100000] [--dir DIR]
         [--baseline REF] [--runs 3] [--memory] [--changed PCT] [--changed-first] [--upgrade]
-        [--changed-first-only] [--cold-own]
+        [--changed-first-only] [--cold-own] [--busy N]
 
 ``--dir`` picks the filesystem under test (default: a temporary folder under /tmp). The
 baseline commit is checked out with ``git worktree``; this script's child, run over the
@@ -32,7 +32,8 @@ baseline's dispatch (a ledger of an earlier release, which this tree reads as it
 ``--changed-first`` adds, per size, a cold tick over a copy of the ledger with 10 jobs
 preempted and ``--time-limit 5s``, run by this script over each tree's dispatch: how many of
 the 10 it recovered (``--changed-first-only``: that row alone, after the ledger's setup and
-the tick before). ``--upgrade`` adds, per size and tree, the first tick of the tree's next
+the tick before; ``--busy N``: with N processes spinning on the CPU meanwhile, the load
+printed in the row). ``--upgrade`` adds, per size and tree, the first tick of the tree's next
 release (a copy of its ``dispatch`` with a comment added to every core and model source) on the
 warm memo the tree left: the tick after an upgrade that changed no decision, wall and CPU
 seconds with the load. A cold row per size times ticks without a memo (the first tick, one after
@@ -62,6 +63,7 @@ per job").
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -71,6 +73,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -95,6 +98,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # from it, so that an edit or a rebase during a run of an hour changes no figure, and the memo
 # the first tick leaves is not dropped by the later ticks for being made by other code.
 THIS = [ROOT]
+# How many processes spin on the CPU during the changed-first row (--busy).
+BUSY = [0]
 # The commit before issue 17's work on the sweep: the baseline the figures are compared with.
 BASELINE = "4d95cf7"
 # The jobs a changed-first tick finds preempted, and its time limit (issue 28's test).
@@ -376,9 +381,30 @@ def memo_of(ledger: Path, saved: Path) -> None:
     shutil.copytree(saved, ledger / "sweep")
 
 
+@contextlib.contextmanager
+def busy(procs: int) -> Iterator[None]:
+    """``procs`` processes spinning on the CPU for the block, started until the 1-minute load
+    reaches ``procs`` or for at most five minutes (the load average is a moving one)."""
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
+    try:
+        until = time.monotonic() + 300
+        while procs and os.getloadavg()[0] < procs and time.monotonic() < until:
+            time.sleep(5)
+        yield
+    finally:
+        for p in spinning:
+            p.kill()
+            p.wait()
+
+
 def changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | None) -> None:
     """Print the changed-first row: a cold tick over a copy of the ledger, this tree and the
-    baseline's dispatch (run by this script's child)."""
+    baseline's dispatch (run by this script's child), with ``--busy`` processes spinning."""
+    with busy(BUSY[0]):
+        _changed_first(base, ledger, objects, n, old)
+
+
+def _changed_first(base: Path, ledger: Path, objects: Path, n: int, old: Path | None) -> None:
     for name, tree in (("baseline", old), ("this", THIS[0])):
         if tree is None:
             continue
@@ -650,8 +676,17 @@ def main() -> None:
         action="store_true",
         help="also the cold row on a ledger this tree wrote (the baseline writes the other)",
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="N processes spinning on the CPU during the changed-first row (the load it runs "
+        "at; it starts once the 1-minute load reaches N, or after five minutes)",
+    )
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    BUSY[0] = args.busy
     if args.child:
         kind, *rest = args.child
         if kind == "memory":
