@@ -40,7 +40,7 @@ from dispatch.cli.session import (
 )
 from dispatch.cli.status_lines import lines
 from dispatch.model.enums import State
-from dispatch.model.errors import DispatchError, InvalidError
+from dispatch.model.errors import DispatchError, InvalidError, NotFoundError
 from dispatch.model.values import JobID
 from dispatch.records.file import FileRecords
 
@@ -138,6 +138,10 @@ def rows_of(
             try:
                 view = store.read(j)
                 row = summary(Story.of(view, seen, now), now)
+            except NotFoundError as err:
+                if not store.being_created(j):  # not yet a job: left out, as jobs() leaves it
+                    problems.append(damaged(str(store.root), j, err))
+                continue
             except DispatchError as err:
                 problems.append(damaged(str(store.root), j, err))
                 continue
@@ -215,7 +219,7 @@ def list_jobs(
     with refusals():
         session = Session(config)
         store = session.ledger
-        jobs = store.jobs(include_settled=everything)
+        jobs = store.listed(include_settled=everything)
         seen: Look = look(session.backend, jobs)
         docs, problems, unreadable, notes = rows_of(store, jobs, seen, now)
     docs = in_group_order([d for d in docs if _wanted(d, states, escalated, user)])

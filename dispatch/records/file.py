@@ -271,6 +271,23 @@ class FileRecords:
             return found
         return sorted({*found, *self.packs.jobs(self.shards)})
 
+    def listed(self, include_settled: bool = False) -> list[JobID]:
+        """``jobs()`` without the ``lstat`` of each header, so a list costs nothing per job
+        when its kept rows hold: a job whose record is being created is listed, and reading
+        it raises ``NotFoundError`` until its header is written (``being_created``)."""
+        found = self._listed(include_settled, headers=False)
+        if not include_settled:
+            return found
+        return sorted({*found, *self.packs.jobs(self.shards)})
+
+    def being_created(self, job: JobID) -> bool:
+        """Whether ``job`` has a folder and no header yet: its create is under way, or died
+        before the header (``jobs()`` leaves such a job out)."""
+        folder = os.path.join(self._jobs_s, job)
+        return os.path.isdir(folder) and not os.path.lexists(
+            os.path.join(folder, fmt.revision_name(1))
+        )
+
     def unsettled(self) -> list[JobID]:
         """``jobs()`` without the ``lstat`` of each header: a job whose record is being created
         is listed, and ``revision`` raises ``NotFoundError`` for it."""

@@ -281,3 +281,49 @@ def test_a_list_over_shards_that_did_not_move_looks_at_no_file_of_their_jobs(
     assert reads.take() == [moved]
     assert {site.store.shard_of(j) for j in stamped} == {shard}, stamped
     assert [r for r in after if r["job"] != moved] == [r for r in before if r["job"] != moved]
+
+
+def test_a_list_whose_rows_hold_makes_no_system_call_on_a_jobs_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a shared filesystem each look at a name is a round trip to its server: a list whose
+    shards did not move lists ``unsettled/`` (or ``jobs/``) and reads its kept rows, and
+    looks at no file of any job, whatever the number of jobs."""
+    site = Site(tmp_path)
+    site.submit(12)
+    sweeps(site)
+    for _ in range(2):
+        before = listed(site)  # the second checks every row and keeps the shards' stamps
+    looked: list[str] = []
+    for name in ("lstat", "stat"):
+        real = getattr(os, name)
+
+        def seen(path: Any, *a: Any, _real: Any = real, **k: Any) -> Any:
+            if "/jobs/" in os.fspath(path) if not isinstance(path, int) else False:
+                looked.append(os.fspath(path))
+            return _real(path, *a, **k)
+
+        monkeypatch.setattr(os, name, seen)
+    assert listed(site) == before
+    assert looked == []
+
+
+def test_a_job_whose_create_is_under_way_is_left_out_of_the_list(tmp_path: Path) -> None:
+    """Its folder is there, not yet its header: the list leaves it out and says nothing, as
+    before; a job whose folder has gone while the index says it has not settled is named."""
+    site = Site(tmp_path)
+    site.submit(2)
+    sweeps(site)
+    before = listed(site)
+    job = "abcdefghijklmnop"
+    (site.ledger / "jobs" / job).mkdir(mode=0o700)
+    (site.ledger / "unsettled" / job).touch()
+    for args in ([], ["--all"]):
+        result = site.run(["list", "--json", *args, "--config", str(site.config)], env=ME)
+        assert result.exit_code == 0 and result.stderr == "", result.stderr
+        rows = json.loads(result.stdout)
+        assert job not in [r["job"] for r in rows]
+    assert listed(site) == before
+    (site.ledger / "jobs" / job).rmdir()
+    result = site.run(["list", "--config", str(site.config)], env=ME)
+    assert result.exit_code == 1 and job in result.stderr, result.stderr
