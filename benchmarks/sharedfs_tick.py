@@ -23,11 +23,12 @@ children over each tree, so that the two sets of figures come from one run. Run 
 the repository root:
 
     .venv/bin/python benchmarks/sharedfs_tick.py [--sizes 1000,10000] [--rtt-ms 1]
-        [--baseline REF] [--fs local,juicefs] [--list]
+        [--baseline REF] [--fs local,juicefs] [--list] [--list-only]
 
 With ``--list``, after the ticks: ``dispatch list`` over the same ledger, first with no
 rows kept (the list's rows removed), then again (the rows the first kept), each a fresh
-process timed as ``benchmarks/listing.py`` times it, with its Redis commands on JuiceFS.
+process timed as ``benchmarks/listing.py`` times it, with its Redis commands on JuiceFS;
+``--list-only`` times the lists alone, with no tick.
 
 The figures measured are in docs/ledger.md ("Shared filesystems tried").
 """
@@ -224,6 +225,9 @@ def main() -> None:
     parser.add_argument("--baseline", default="", help="git ref of a tree to compare with")
     parser.add_argument("--fs", default="local,juicefs")
     parser.add_argument("--list", action="store_true", help="time dispatch list too")
+    parser.add_argument(
+        "--list-only", action="store_true", help="time dispatch list alone, no ticks"
+    )
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -275,9 +279,11 @@ def main() -> None:
                     rate = idle_rate(port)
                 time.sleep(max(0.0, settled - time.monotonic()))
                 for name, tree in trees.items():
-                    row = measured(tree, ledger, objects, n, port, rate, work)
-                    print_row(n, fs, name, row)
-                    if args.list:
+                    if not args.list_only:
+                        row = measured(tree, ledger, objects, n, port, rate, work)
+                        print_row(n, fs, name, row)
+                    if args.list or args.list_only:
+                        print(f"  {n:,} {fs:<8} {name}", flush=True)
                         listed(tree, ledger, objects, n, port, rate)
                 if shared is not None:
                     print(f"        (JuiceFS idle: {rate:.1f} Redis commands a second)")
