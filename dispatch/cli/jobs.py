@@ -219,7 +219,7 @@ def list_jobs(
     with refusals():
         session = Session(config)
         store = session.ledger
-        jobs = store.listed(include_settled=everything)
+        jobs = store.listed_jobs(include_settled=everything)
         seen: Look = look(session.backend, jobs)
         docs, problems, unreadable, notes = rows_of(store, jobs, seen, now)
     docs = in_group_order([d for d in docs if _wanted(d, states, escalated, user)])

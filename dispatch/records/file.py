@@ -271,7 +271,7 @@ class FileRecords:
             return found
         return sorted({*found, *self.packs.jobs(self.shards)})
 
-    def listed(self, include_settled: bool = False) -> list[JobID]:
+    def listed_jobs(self, include_settled: bool = False) -> list[JobID]:
         """``jobs()`` without the ``lstat`` of each header, so a list costs nothing per job
         when its kept rows hold: a job whose record is being created is listed, and reading
         it raises ``NotFoundError`` until its header is written (``being_created``)."""
