@@ -1,6 +1,6 @@
 """What the scheduler side looks like to dispatch: objects, observations and requests."""
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Self
 
@@ -42,6 +42,19 @@ class RunObs(Value):
     end: datetime | None = None
     nodes: tuple[str, ...] = ()
     cause: Cause | None = None
+
+    def ran_after(self, runs: Mapping[int, "RunObs"]) -> bool:
+        """Whether this run started after every run of ``runs`` under a lower restart count
+        had started and ended; if not, it is one of them shown again. A requeued job stopped
+        before it ran again (dispatch refusing the job's own requeue while its steps were still
+        stopping) shows its raised restart count with the start, end and nodes of the run the
+        requeue ended (22.05 shows it ``CANCELLED`` with ``Restarts=1`` and the first run's
+        times, and accounting holds the one ``REQUEUED`` row)."""
+        return all(
+            self.start > r.start and (r.end is None or self.start >= r.end)
+            for i, r in runs.items()
+            if i < self.restarts
+        )
 
 
 class ObjectObs(Value):

@@ -283,16 +283,11 @@ def _job_marks(job: Job) -> list[Mark]:
 def learn(known: dict[int, RunObs], seen: tuple[RunObs, ...]) -> None:
     """Keep each run as first learnt; a later look adds its end, never takes one away.
 
-    A run that did not start after every run learnt under a lower restart count is one of
-    those shown again, not one more: a job stopped before it ran again after a requeue shows
-    its raised restart count with the times of the run the requeue ended, and a look that came
-    before accounting recorded that run (``sacct`` lags the controller) has only that row."""
+    A run that did not start after the runs learnt before it (``RunObs.ran_after``) is one of
+    them shown again, not one more: a look that came before accounting recorded the run a
+    requeue ended (``sacct`` lags the controller) has only the controller's row of it."""
     for run in seen:
-        if any(
-            run.start <= r.start or (r.end is not None and run.start < r.end)
-            for i, r in known.items()
-            if i < run.restarts
-        ):
+        if not run.ran_after(known):
             continue
         old = known.get(run.restarts)
         if old is None or (old.end is None and run.end is not None):

@@ -144,30 +144,17 @@ def runs_of(
     runs: dict[int, RunObs] = {}
     for i, row in enumerate(history):
         run = _run(i, row, earlier=i < len(history) - 1 or i < restarts)
-        if run is not None and _ran_again(run, runs):
+        if run is not None and run.ran_after(runs):
             runs[i] = run
     if live and not between:
         run = _run(restarts, live[-1], earlier=False)
         if (
             run is not None
-            and _ran_again(run, runs)
+            and run.ran_after(runs)
             and (restarts not in runs or runs[restarts].end is None)
         ):
             runs[restarts] = run
     return tuple(runs[i] for i in sorted(runs))
-
-
-def _ran_again(run: RunObs, runs: dict[int, RunObs]) -> bool:
-    """Whether ``run`` started after every earlier run in ``runs`` had started and ended. A
-    requeued job stopped before it ran again (dispatch refusing the job's own requeue, while its
-    steps were still stopping) shows, with its raised restart count, the start, end and nodes of
-    the run the requeue ended: that run again, not one more (22.05 shows it ``CANCELLED`` with
-    ``Restarts=1`` and the first run's times, and accounting holds the one ``REQUEUED`` row)."""
-    return all(
-        run.start > r.start and (r.end is None or run.start >= r.end)
-        for i, r in runs.items()
-        if i < run.restarts
-    )
 
 
 def _run(restarts: int, row: Row, *, earlier: bool) -> RunObs | None:
