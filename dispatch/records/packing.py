@@ -12,6 +12,7 @@ sixteenth of the packed records per shard beside the unsettled and the recent on
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Callable
@@ -74,9 +75,14 @@ def noted(store: FileRecords) -> None:
         fmt.replace(path, b"", sync=False)
 
 
-def candidates(store: FileRecords, cutoff: float) -> tuple[dict[int, list[JobID]], int]:
+def candidates(
+    store: FileRecords, cutoff: float, stale_before: float
+) -> tuple[dict[int, list[JobID]], int, list[str]]:
     """The job folders that may be packed, by shard: not unsettled, owing nothing (no residual
-    or outbox marker), unchanged since ``cutoff``; and how many folders ``jobs/`` holds."""
+    or outbox marker), unchanged since ``cutoff``; how many folders ``jobs/`` holds; and the
+    folders a put-back made and did not rename in place (it died) last changed before
+    ``stale_before``, from the same listing: their records are still in their packs, and no
+    put-back lasts that long (each holds its shard's pack lock and moves on within seconds)."""
     root = store.root
     skip: set[str] = set()
     for name in (fmt.UNSETTLED, index.RESIDUAL, index.OUTBOX_FOLDER):
@@ -84,21 +90,26 @@ def candidates(store: FileRecords, cutoff: float) -> tuple[dict[int, list[JobID]
             skip.update(os.listdir(root / name))
     out: dict[int, list[JobID]] = {}
     folders = 0
+    left: list[str] = []
     with os.scandir(root / fmt.JOBS) as entries:
         for entry in entries:
             name = entry.name
-            if not fmt.is_job_id(name):
-                continue
-            folders += 1
-            if name in skip:
-                continue
-            try:
-                st = entry.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue
-            if st.st_mtime < cutoff:
-                out.setdefault(index.shard_of(name), []).append(name)
-    return out, folders
+            if fmt.is_job_id(name):
+                folders += 1
+                if name not in skip and _changed_at(entry) < cutoff:
+                    out.setdefault(index.shard_of(name), []).append(name)
+            elif name.startswith(packs.UNPACKING) and _changed_at(entry) < stale_before:
+                left.append(entry.path)
+    return out, folders, left
+
+
+def _changed_at(entry: os.DirEntry[str]) -> float:
+    """When ``entry`` last changed; infinitely late for one gone since it was listed, so that
+    it is never old enough to be taken."""
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime
+    except FileNotFoundError:
+        return math.inf
 
 
 def pack(
@@ -115,7 +126,9 @@ def pack(
     with enough, as the module says), forget what is older than ``forget_after``; stop between
     shards once ``time.monotonic()`` passes ``deadline``."""
     report = PackReport()
-    found, report.folders = candidates(store, now - pack_after)
+    found, report.folders, left = candidates(
+        store, now - pack_after, now - fmt.TEMP_MAX_AGE_SECONDS
+    )
     forget_before = None if forget_after is None else now - forget_after
     # A shard whose packing died with folders in the trash is recovered whatever it holds.
     dying = {index.shard_of(job) for job, _ in packs.trashed(store.root)}
@@ -130,8 +143,8 @@ def pack(
         if progress is not None:
             progress(done + 1, len(shards))
     report.folders -= report.packed
-    for left in packs.left_unpacking(store.root, now - fmt.TEMP_MAX_AGE_SECONDS):
-        packs.remove_folder(left)
+    for path in left:
+        packs.remove_folder(path)
         report.cleared += 1
     return report
 

@@ -397,19 +397,4 @@ def unpack(root: Path, job: JobID, raws: list[bytes]) -> None:
     fmt.fsync_dir(jobs)
 
 
-def left_unpacking(root: Path, before: float) -> list[Path]:
-    """The folders in ``jobs/`` an unpack made and did not rename in place (it died), last
-    changed before ``before``: the record is still in its pack, and no unpack lasts that long
-    (each holds its shard's pack lock, and moves on within seconds)."""
-    jobs = root / "jobs"
-    out = []
-    with contextlib.suppress(FileNotFoundError), os.scandir(jobs) as entries:
-        for entry in entries:
-            if entry.name.startswith(UNPACKING):
-                with contextlib.suppress(FileNotFoundError):
-                    if entry.stat(follow_symlinks=False).st_mtime < before:
-                        out.append(jobs / entry.name)
-    return out
-
-
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
