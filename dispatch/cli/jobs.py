@@ -138,12 +138,10 @@ def rows_of(
             try:
                 view = store.read(j)
                 row = summary(Story.of(view, seen, now), now)
-            except NotFoundError as err:
-                if not store.being_created(j):  # not yet a job: left out, as jobs() leaves it
-                    problems.append(damaged(str(store.root), j, err))
-                continue
             except DispatchError as err:
-                problems.append(damaged(str(store.root), j, err))
+                # A job whose create is under way is not yet a job: left out, as jobs() does.
+                if not (isinstance(err, NotFoundError) and store.being_created(j)):
+                    problems.append(damaged(str(store.root), j, err))
                 continue
             except OSError as err:  # a record this user may not open: name it, list the rest
                 unreadable.append(f"{store.root}/jobs/{j}: {err.strerror or err}")

@@ -266,16 +266,16 @@ class FileRecords:
 
     def jobs(self, include_settled: bool = False) -> list[JobID]:
         """Unsettled job ids (and settled ones when asked), sorted; foreign names are skipped."""
-        found = self._listed(include_settled, headers=True)
-        if not include_settled:
-            return found
-        return sorted({*found, *self.packs.jobs(self.shards)})
+        return self._with_packed(include_settled, headers=True)
 
     def listed_jobs(self, include_settled: bool = False) -> list[JobID]:
         """``jobs()`` without the ``lstat`` of each header, so a list costs nothing per job
         when its kept rows hold: a job whose record is being created is listed, and reading
         it raises ``NotFoundError`` until its header is written (``being_created``)."""
-        found = self._listed(include_settled, headers=False)
+        return self._with_packed(include_settled, headers=False)
+
+    def _with_packed(self, include_settled: bool, headers: bool) -> list[JobID]:
+        found = self._listed(include_settled, headers)
         if not include_settled:
             return found
         return sorted({*found, *self.packs.jobs(self.shards)})

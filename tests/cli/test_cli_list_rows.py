@@ -299,7 +299,7 @@ def test_a_list_whose_rows_hold_makes_no_system_call_on_a_jobs_folder(
         real = getattr(os, name)
 
         def seen(path: Any, *a: Any, _real: Any = real, **k: Any) -> Any:
-            if "/jobs/" in os.fspath(path) if not isinstance(path, int) else False:
+            if not isinstance(path, int) and "/jobs/" in os.fspath(path):
                 looked.append(os.fspath(path))
             return _real(path, *a, **k)
 
