@@ -222,8 +222,9 @@ class MultiFinder(Protocol):
 class StartChecker(Protocol):
     """Asks the scheduler whether it would take a start as it stands, creating nothing."""
 
-    def check(self, req: StartRequest) -> str:
-        """What the scheduler said of ``req``; refused requests raise the error of ``start``."""
+    def check(self, req: StartRequest, *, reuse: bool = False) -> str:
+        """What the scheduler said of ``req``; refused requests raise the error of ``start``.
+        ``reuse``: a pass the scheduler gave the same request a short while ago may answer."""
         ...
 
 

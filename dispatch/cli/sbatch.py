@@ -136,19 +136,19 @@ class _Checking:
     refusal) before anything is recorded. The check is mostly the wait for ``sbatch
     --test-only``, during which the interpreter is free."""
 
-    def __init__(self, backend: Backend, spec: JobSpec) -> None:
+    def __init__(self, backend: Backend, spec: JobSpec, reuse: bool) -> None:
         # Made here, so that the thread only waits for the scheduler.
         self._req = StartRequest(
             job=CHECK_JOB, submission=1, attempt=1, lineage_submission=1, spec=spec
         )
-        self._backend, self._said = backend, ""
+        self._backend, self._said, self._reuse = backend, "", reuse
         self._err: BaseException | None = None
         self._thread = threading.Thread(target=self._ask, name="sbatch-check", daemon=True)
         self._thread.start()
 
     def _ask(self) -> None:
         try:
-            self._said = _check(self._backend, self._req)
+            self._said = _check(self._backend, self._req, self._reuse)
         except BaseException as err:  # noqa: BLE001 - raised again by ``said``
             self._err = err
 
@@ -160,12 +160,15 @@ class _Checking:
         return self._said
 
 
-def _check(backend: Backend, req: StartRequest) -> str:
-    """Let the scheduler check the request without creating anything; what it said."""
+def _check(backend: Backend, req: StartRequest, reuse: bool) -> str:
+    """Let the scheduler check the request without creating anything; what it said. With
+    ``reuse``, its pass of the same request a short while ago may answer (a submission: the
+    check only keeps a job Slurm refuses out of the ledger), never for ``--plan``, which shows
+    what Slurm says now."""
     if not isinstance(backend, StartChecker):
         return ""
     try:
-        return backend.check(req)
+        return backend.check(req, reuse=reuse)
     except UnreachableError as err:
         click.echo(
             f"note: Slurm could not check the options now ({err.message}); they are checked "
@@ -349,7 +352,7 @@ def _answer(ctx: click.Context, cmd: request.CommandLine) -> None:
 def _slurm_check(backend: Backend, req: request.Request, plan_only: bool) -> str:
     """What Slurm says of the request, checked without creating anything; its refusal raised
     as bad input, an array's saying which bound its highest index must keep."""
-    checking = _Checking(backend, _checked(req))
+    checking = _Checking(backend, _checked(req), reuse=not plan_only)
     if not plan_only and req.array is None:
         # While Slurm checks: the schemas of the record the submit writes next.
         View.model_rebuild()

@@ -102,7 +102,7 @@ class CheckingBackend(MemoryBackend):
         self.refusal = refusal
         self.asked_from: list[threading.Thread] = []
 
-    def check(self, req: StartRequest) -> str:
+    def check(self, req: StartRequest, *, reuse: bool = False) -> str:
         self.asked_from.append(threading.current_thread())
         if self.refusal:
             raise RejectedError(self.refusal)

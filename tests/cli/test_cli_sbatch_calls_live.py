@@ -1,6 +1,8 @@
-"""What one ``dispatch sbatch`` asks of Slurm, live: a dry run of the options, one held create,
-one look, one release; the probes of the cluster (config, release, sbatch's options) are kept
-between processes, so only the first call of a shell asks them.
+"""What one ``dispatch sbatch`` asks of Slurm, live: one held create and one release, once
+Slurm's dry run passed the same request a short while ago; else the dry run first. The probes
+of the cluster (config, release, sbatch's options) and the dry run's pass are kept between
+processes, so only the first call of a shell asks them; the release follows the create with no
+look between (the object is gated, made by this process a moment ago).
 
 Every Slurm command runs through a folder of counting wrappers (the config's ``commands``),
 each logging its command line before it runs the real program: the count is of processes
@@ -33,7 +35,7 @@ def wrappers(folder: Path, log: Path) -> None:
 
 
 @pytest.mark.live
-def test_a_submission_forks_four_slurm_commands_and_leaves_the_job_released(
+def test_a_submission_forks_two_slurm_commands_once_its_options_passed_and_leaves_it_released(
     tmp_path: Path,
 ) -> None:
     try:
@@ -77,23 +79,20 @@ def test_a_submission_forks_four_slurm_commands_and_leaves_the_job_released(
     try:
         job, first = submit()
         jobs.append(job)
-        # The first call of a shell also probes the cluster: its config, release and options.
+        # The first call of a shell also probes the cluster (its config, release and options)
+        # and has Slurm check the request (--test-only) before anything is recorded.
         assert {c.split()[0] for c in first} >= {"scontrol", "sinfo"}
+        assert [c for c in first if "--test-only" in c.split()], first
+        assert not [c for c in first if c.split()[0] == "squeue"], first
         job, calls = submit()
         jobs.append(job)
         programs = [c.split()[0] for c in calls]
         assert programs == [
-            "sbatch",  # the dry run (--test-only): Slurm checks the options
-            "sbatch",  # the held create
-            "squeue",  # the one look: the object is the attempt's, gated
+            "sbatch",  # the held create (the same request passed the dry run just before)
             "scontrol",  # the gate lifted
         ], calls
-        assert "--test-only" in calls[0].split() and "--hold" in calls[1].split()
-        assert calls[3].split()[1] == "release"
-        # The look selects the user's jobs (a job keeps its user's name; dispatch knows its
-        # own by their comments), never by a name.
-        assert f"--user={os.getuid()}" in calls[2].split() and "--name" not in calls[2], calls
-        slurm_job = calls[3].split()[-1]
+        assert "--hold" in calls[0].split() and calls[1].split()[1] == "release"
+        slurm_job = calls[1].split()[-1]
         shown = subprocess.run(
             ["squeue", "--noheader", "--format=%i %r", f"--jobs={slurm_job}"],
             env=env,
@@ -110,6 +109,24 @@ def test_a_submission_forks_four_slurm_commands_and_leaves_the_job_released(
             check=True,
         ).stdout
         assert f'"object": "{slurm_job}"' in status
+        # Another request (the script changed) is checked again; so is any --plan.
+        script = (tmp_path / "job.sbatch").read_text()
+        (tmp_path / "job.sbatch").write_text(script.replace("sleep 300", "sleep 301"))
+        job, calls = submit()
+        jobs.append(job)
+        assert [c.split()[0] for c in calls] == ["sbatch", "sbatch", "scontrol"], calls
+        assert "--test-only" in calls[0].split()
+        log.write_text("")
+        planned = subprocess.run(
+            [DISPATCH, "sbatch", "--plan", "job.sbatch"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "Slurm would take it" in planned.stdout, planned.stdout
+        assert [c for c in log.read_text().splitlines() if "--test-only" in c.split()]
     finally:
         for job in jobs:
             subprocess.run(

@@ -67,7 +67,8 @@ _GONE = ("invalid job id", "job has already finished", "already completing or co
 # and how long stop_job looks again before it calls what is still there alive.
 _STOP_LOOKS = 20
 _STOP_PAUSE = 0.5
-# How long what find showed of an object stands in for the look ``open`` takes before it lifts
+# How long what find showed of an object (or what ``start`` made: an object gated at creation,
+# whose id only this process knows yet) stands in for the look ``open`` takes before it lifts
 # the gate: a launch's open follows its look by milliseconds; a look older than this is taken
 # again (a sweep's look can be minutes old by the time a late job's pass opens).
 LOOK_SERVES_OPEN = 2.0
@@ -122,13 +123,13 @@ class SlurmBackend:
 
     @cached_property
     def squeue_json(self) -> bool:
-        """squeue's JSON on the releases whose JSON the parser is proven on, 22.05 and 24.05
-        on: it is one controller RPC, where the text printer asks for the partitions too.
-        22.05's ignores every filter; rows of other names and users are dropped here."""
+        """squeue's JSON from 24.05 on, where it keeps to the user asked for: one controller
+        RPC where the text printer asks for the partitions too. Before, the text: 22.05's JSON
+        asks the controller for every user's jobs and prints them all, where its text form
+        asks for this user's alone (docs/slurm-mapping.md, "Reading replies")."""
         if self.settings.json != "auto":
             return self.settings.json == "yes"
-        release = self.slurm_release
-        return release[0] == 22 or release >= (24, 5)
+        return self.slurm_release >= (24, 5)
 
     @cached_property
     def sacct_json(self) -> bool:
@@ -183,7 +184,14 @@ class SlurmBackend:
                 self._capabilities[Capability.CONTAINER_IMAGE].state is Tristate.YES
             )
             reply = self.runner.run(render.sbatch_argv(req, container_images=images), effect=True)
-        return ObjectRef(id=self._job_id(reply, req.name), name=req.name)
+        ref = ObjectRef(id=self._job_id(reply, req.name), name=req.name)
+        # Made gated a moment ago, its id known to this process alone: the open that follows
+        # need not look at it first (``LOOK_SERVES_OPEN``).
+        made = ObjectObs(
+            ref=ref, submission=req.submission, attempt=req.attempt, state=ObjectState.GATED
+        )
+        self._looked[ref.id] = (time.monotonic(), made)
+        return ref
 
     def _job_id(self, reply: Reply, name: str) -> str:
         """The job id sbatch's ``reply`` gives for ``name``; its refusal with its cause, or an
@@ -235,12 +243,12 @@ class SlurmBackend:
             for index, job in indices.items()
         }
 
-    def _sbatch_script(self, req: StartRequest, *, test_only: bool = False) -> Reply:
+    def _sbatch_script(self, req: StartRequest) -> Reply:
         """sbatch a batch-script job as its submitter would: in their folder, with their
         environment, the script (with dispatch's numbers) on stdin."""
         batch = req.spec.script
         assert batch is not None
-        argv = script.sbatch_argv(req, batch, test_only=test_only)
+        argv = script.sbatch_argv(req, batch)
         return self._as_submitter(batch, argv, script.wrapper(req, batch), req.name, req.job)
 
     def _as_submitter(
@@ -258,12 +266,25 @@ class SlurmBackend:
             raise LaunchRefusedError(f"sbatch {name}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value)
         return reply
 
-    def check(self, req: StartRequest) -> str:
+    def check(self, req: StartRequest, *, reuse: bool = False) -> str:
         """Ask Slurm whether it would take this attempt as it stands, creating nothing
-        (``sbatch --test-only``); returns what Slurm said, or raises naming what it refused."""
+        (``sbatch --test-only``); returns what Slurm said, or raises naming what it refused.
+        With ``reuse``, a pass Slurm gave the same request (the same command line, script,
+        folder and Slurm variables of the submitter's environment) under ``probe_cache.KEEP``
+        ago, with the same config and commands, answers instead, in the words it had then."""
         if req.spec.script is None:
             return ""
-        reply = self._sbatch_script(req, test_only=True)
+        batch = req.spec.script
+        argv = script.sbatch_argv(req, batch, test_only=True)
+        stdin = script.wrapper(req, batch)
+        kept = (
+            self.runner.kept_pass(argv, batch.environment, batch.directory, stdin)
+            if reuse
+            else None
+        )
+        reply = kept or self._as_submitter(batch, argv, stdin, req.name, req.job)
+        if reuse and kept is None and reply.ok:
+            self.runner.keep_pass(argv, batch.environment, batch.directory, stdin, reply)
         if not reply.ok:
             cause = refusal_cause(reply.stderr)
             if cause is not None:
@@ -564,7 +585,7 @@ class SlurmBackend:
         knows it (``row.keyed``)."""
         if self.reader is not None:
             wanted = set(ids)
-            rows = [row_from_job(j) for j in self.reader.live()]
+            rows = [row_from_job(j) for j in self.reader.live(self.identity[0])]
             return self._ours([r for r in rows if not wanted or r.job_id in wanted])
         argv = render.squeue_argv(uid=self.identity[0], ids=ids, json=self.squeue_json)
         reply = self.runner.run(argv)

@@ -174,15 +174,20 @@ class PyslurmTransport:
             module = pyslurm
         self._pyslurm: Any = module
         self.counts: Counter[str] = Counter()
+        # Whether this pyslurm loads one user's jobs (Jobs.load(user_id=...)); False once it
+        # refused the keyword.
+        self._by_user = True
 
     # -- reads ----------------------------------------------------------------------------
 
-    def live(self) -> list[Any]:
-        """Every controller job that may be dispatch's (``parse.is_dispatchs``): one load of
-        the job table."""
+    def live(self, user_id: int | None = None) -> list[Any]:
+        """Every controller job of ``user_id`` (of any user without) that may be dispatch's
+        (``parse.is_dispatchs``): one load of the job table, which the controller limits to
+        that user's jobs where this pyslurm can ask it to (the project's patch adds
+        ``Jobs.load(user_id=...)``, slurm_load_job_user); another pyslurm loads every job."""
         self.counts["pyslurm.Jobs.load"] += 1
         try:
-            jobs = self._pyslurm.Jobs.load()
+            jobs = self._load(user_id)
         except Exception as err:  # pyslurm raises RPCError and others; translated here
             raise UnreachableError(f"pyslurm could not load jobs: {err}") from None
         return [
@@ -190,6 +195,17 @@ class PyslurmTransport:
             for j in jobs.values()
             if is_dispatchs(getattr(j, "comment", None), getattr(j, "name", None))
         ]
+
+    def _load(self, user_id: int | None) -> Any:
+        if user_id is None or not self._by_user:
+            return self._pyslurm.Jobs.load()
+        try:
+            return self._pyslurm.Jobs.load(user_id=user_id)
+        except TypeError as err:
+            if "user_id" not in str(err):
+                raise
+            self._by_user = False  # a pyslurm without the patch's keyword
+            return self._pyslurm.Jobs.load()
 
     def history(self, ids: Sequence[str] = (), since: str = "now-60days") -> list[Any]:
         """The accounting record of every job submitted since ``since`` (sacct's

@@ -10,6 +10,7 @@ connection, host key refused, key not accepted), is ``UnreachableError``.
 
 from __future__ import annotations
 
+import hashlib
 import locale
 import os
 import pwd
@@ -166,6 +167,39 @@ class CommandRunner:
         if reply.ok:
             probe_cache.store(name, reply.returncode, reply.stdout, reply.stderr)
         return reply
+
+    def _pass_key(
+        self, argv: Sequence[str], environment: dict[str, str], folder: str, stdin: str
+    ) -> str | None:
+        """The name a check's pass is kept under (``kept_pass``), None where none is kept."""
+        if self.prefix or not self.keep_probes:
+            return None
+        slurms = {k: v for k, v in environment.items() if k.startswith(("SBATCH_", "SLURM_"))}
+        line = [*argv, folder, hashlib.sha256(stdin.encode()).hexdigest()]
+        return probe_cache.key(line, self.program(argv)[0], {**CLIENT_ENV, **self.env, **slurms})
+
+    def kept_pass(
+        self, argv: Sequence[str], environment: dict[str, str], folder: str, stdin: str
+    ) -> Reply | None:
+        """The kept reply of a check (``sbatch --test-only``) that passed with the same command
+        line, submitter's Slurm variables, folder and script, if one is kept (``probe_cache``:
+        the same config and commands, under ``KEEP`` ago); only on this machine."""
+        name = self._pass_key(argv, environment, folder, stdin)
+        kept = probe_cache.load(name) if name is not None else None
+        return Reply(tuple(argv), *kept) if kept is not None and kept[0] == 0 else None
+
+    def keep_pass(
+        self,
+        argv: Sequence[str],
+        environment: dict[str, str],
+        folder: str,
+        stdin: str,
+        reply: Reply,
+    ) -> None:
+        """Keep a check's passing ``reply`` for ``kept_pass``."""
+        name = self._pass_key(argv, environment, folder, stdin)
+        if name is not None and reply.ok:
+            probe_cache.store(name, reply.returncode, reply.stdout, reply.stderr)
 
     def run_as_submitter(
         self, argv: Sequence[str], *, environment: dict[str, str], folder: str, stdin: str

@@ -258,12 +258,16 @@ class Job:
 
 
 class Jobs:
-    """pyslurm.Jobs: ``load()`` gives every user's controller jobs by id."""
+    """pyslurm.Jobs: ``load()`` gives every user's controller jobs by id; with the project's
+    patch, ``load(user_id=N)`` those of user N alone (the controller selects them)."""
 
     @staticmethod
-    def load() -> dict[int, Any]:
-        CONTROLLER.calls.append(("Jobs.load", None))
-        return CONTROLLER.load()
+    def load(user_id: int | None = None) -> dict[int, Any]:
+        CONTROLLER.calls.append(("Jobs.load", user_id))
+        jobs = CONTROLLER.load()
+        if user_id is None:
+            return jobs
+        return {i: j for i, j in jobs.items() if j.user_id == user_id}
 
 
 class _DbJobFilter:

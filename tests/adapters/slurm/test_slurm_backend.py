@@ -185,7 +185,7 @@ def test_pyslurm_reader_replaces_the_read_commands() -> None:
     class Reader:
         counts: Counter[str] = Counter()
 
-        def live(self) -> list[dict[str, object]]:
+        def live(self, user_id: int | None = None) -> list[dict[str, object]]:
             return [{"id": 7, "name": "train", "state": "RUNNING", "comment": "dispatch:ab12:1/1"}]
 
         def history(self, ids: Sequence[str] = ()) -> list[dict[str, object]]:

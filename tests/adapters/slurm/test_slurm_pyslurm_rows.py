@@ -82,12 +82,12 @@ def test_cancelled_db_job_keeps_who_cancelled() -> None:
 
 class StandInReader:
     """Stand-in for ``PyslurmTransport`` (pyslurm is not installable here): serves attribute sets
-    as pyslurm 25.11 would, every user's jobs, as ``pyslurm.Jobs.load`` does."""
+    as pyslurm 25.11 would, every user's jobs, as an unpatched ``pyslurm.Jobs.load`` does."""
 
     def __init__(self, live: list[dict[str, object]], history: list[dict[str, object]]) -> None:
         self._live, self._history = live, history
 
-    def live(self) -> list[dict[str, object]]:
+    def live(self, user_id: int | None = None) -> list[dict[str, object]]:
         return self._live
 
     def history(self, ids: object = (), since: object = "") -> list[dict[str, object]]:

@@ -167,6 +167,58 @@ def test_find_many_is_one_load_and_one_accounting_load_for_all_jobs(
     assert backend.runner.counts["squeue"] == backend.runner.counts["sacct"] == 0
 
 
+def theirs(controller: standin.Controller, job: str) -> standin.StandinJob:
+    """A job of another user (uid 2000) named and commented as dispatch's ``job``."""
+    made = standin.JobSubmitDescription(
+        name=f"dj-{job}", script="#!/bin/sh\n", comment=f"dispatch:{job}:1/1"
+    )
+    other = controller.jobs[made.submit()]
+    other.user_id, other.user_name = 2000, "mallory"
+    return other
+
+
+def test_a_find_asks_the_controller_for_this_users_jobs_alone(
+    backend: SlurmBackend, controller: standin.Controller
+) -> None:
+    """The patched pyslurm's ``Jobs.load(user_id=...)`` (slurm_load_job_user): the controller
+    packs this user's jobs, not the queue's; another user's job named like ours is not in it."""
+    ours = backend.start(request("a1"))
+    for _ in range(50):
+        theirs(controller, "a1")
+    backend.identity  # noqa: B018  (read once, before counting)
+    controller.calls.clear()
+    found = backend.find_many(["a1"])
+    assert controller.calls[0] == ("Jobs.load", controller.uid)
+    assert [o.ref.id for o in found["a1"].objects] == [ours.id]
+
+
+def test_a_pyslurm_without_the_user_keyword_loads_every_job_and_keeps_ours(
+    controller: standin.Controller,
+) -> None:
+    """PyPI's pyslurm (no patch) has ``Jobs.load()`` alone: the find loads every job, asks that
+    way from then on, and still keeps this user's rows only."""
+
+    class Unpatched:
+        @staticmethod
+        def load() -> dict[int, object]:
+            controller.calls.append(("Jobs.load", None))
+            return controller.load()
+
+    module = type(standin)("pyslurm_unpatched")
+    module.__dict__.update(vars(standin))
+    module.Jobs = Unpatched  # type: ignore[attr-defined]
+    b = SlurmBackend(
+        standin.ProbeRunner(), SlurmSettings(transport="pyslurm"), reader=PyslurmTransport(module)
+    )
+    ours = b.start(request("a1"))
+    theirs(controller, "a1")
+    controller.calls.clear()
+    for _ in range(2):
+        found = b.find_many(["a1"])
+        assert [o.ref.id for o in found["a1"].objects] == [ours.id]
+    assert [c for c in controller.calls if c[0] == "Jobs.load"] == [("Jobs.load", None)] * 2
+
+
 def test_the_runs_of_a_requeued_job_are_read_with_one_sacct_for_its_id_only(
     backend: SlurmBackend, controller: standin.Controller
 ) -> None:
