@@ -229,6 +229,17 @@ class StartChecker(Protocol):
 
 
 @runtime_checkable
+class StartWitness(Protocol):
+    """Says what its own ``start`` made a moment ago, so that a launch decides on that instead
+    of asking the scheduler again."""
+
+    def just_made(self, job: JobID) -> ObjectObs | None:
+        """The object this backend's last ``start`` of ``job`` made, as it made it, while that
+        was a moment ago and no find looked since; None otherwise."""
+        ...
+
+
+@runtime_checkable
 class OutputReader(Protocol):
     """Reads a submission's output where the cluster keeps it."""
 

@@ -31,7 +31,7 @@ from dispatch.model.record import View
 from dispatch.model.status import Escalation
 from dispatch.model.values import Actor, JobID
 from dispatch.records.contract import Folded, Outbox, Records, owner_token
-from dispatch.spi import Backend, ManyOpener, find_all
+from dispatch.spi import Backend, ManyOpener, StartWitness, find_all
 from dispatch.supervise import group_start
 from dispatch.supervise.delivery import Deliver, Deliveries
 from dispatch.supervise.follows import LAUNCH_PASSES, attempted, follows, launching
@@ -227,7 +227,22 @@ class Supervisor:
             return last.found
         if not attempted(view):
             return Discovery(objects=(), complete=False)
+        made = self._just_made(job, last)
+        if made is not None:
+            return made
         return self.backend.find(job)
+
+    def _just_made(self, job: JobID, last: PassResult | None) -> Discovery | None:
+        """The object the last pass's start (its last step) made, as the backend made it a
+        moment ago, if the backend says (``StartWitness``): a look that shows nothing newer of
+        an object whose id only this process knew, not proof that no other object is named for
+        the job (``complete`` False)."""
+        if last is None or last.steps[-1:] != ["start"]:
+            return None
+        if not isinstance(self.backend, StartWitness):
+            return None
+        obs = self.backend.just_made(job)
+        return None if obs is None else Discovery(objects=(obs,), complete=False)
 
     def pass_once(
         self,

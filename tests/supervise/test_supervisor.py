@@ -221,3 +221,41 @@ def test_on_the_pass_that_settles_a_failing_delivery_gets_one_last_attempt(how: 
     assert offered == ["refused:1"]
     j = fold(w.store.read(w.job), w.clock.now())
     assert j.escalations["refused:1"].delivered is None
+
+
+class WitnessBackend(MemoryBackend):
+    """The memory scheduler, saying what its start just made (``StartWitness``), as the Slurm
+    adapter does for the object its ``sbatch --hold`` made; ``made_state`` is what it says."""
+
+    def __init__(self, made_state: dispatch.ObjectState, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.made_state = made_state
+        self.made: dict[str, dispatch.ObjectObs] = {}
+
+    def start(self, req: dispatch.StartRequest) -> dispatch.ObjectRef:
+        ref = super().start(req)
+        self.made[req.job] = dispatch.ObjectObs(
+            ref=ref, submission=req.submission, attempt=req.attempt, state=self.made_state
+        )
+        return ref
+
+    def just_made(self, job: str) -> dispatch.ObjectObs | None:
+        return self.made.pop(job, None)
+
+
+@pytest.mark.parametrize("witness", [True, False])
+def test_a_launch_opens_what_its_start_just_made_without_looking_again(witness: bool) -> None:
+    """The launch's second pass decides on what the start made, where the backend says what
+    that was; else it asks the scheduler (the control)."""
+    w = World()
+    if witness:
+        w.backend = WitnessBackend(dispatch.ObjectState.GATED, auto_run=True, clock=w.clock.now)
+    w.sup = Supervisor(w.backend, w.store, clock=w.clock)
+    spec = dispatch.JobSpec(name="t", command=["train"])
+    job = w.cluster.operator.submit(spec, ADA, supervised=True).job
+    result = w.sup.launch(job)
+    assert result is not None and "open" in result.steps
+    assert w.backend.calls["find"] == (0 if witness else 1)
+    (obs,) = w.backend.find(job).objects
+    assert obs.state is not dispatch.ObjectState.GATED  # opened: the memory one runs at once
+    assert fold(w.store.read(job), w.clock.now()).submissions[0].canonical == obs.ref

@@ -102,6 +102,8 @@ class SlurmBackend:
         self.transport = transport or ("pyslurm" if reader is not None else "cli")
         # What the last find showed of each object, and when (``time.monotonic``).
         self._looked: dict[str, tuple[float, ObjectObs]] = {}
+        # What ``start`` made of each job, and when.
+        self._made: dict[JobID, tuple[float, ObjectObs]] = {}
         # The job id of each element of a group's array seen, as the nodes' records name it.
         self._raw_ids: dict[str, str] = {}
 
@@ -185,13 +187,19 @@ class SlurmBackend:
             )
             reply = self.runner.run(render.sbatch_argv(req, container_images=images), effect=True)
         ref = ObjectRef(id=self._job_id(reply, req.name), name=req.name)
-        # Made gated a moment ago, its id known to this process alone: the open that follows
-        # need not look at it first (``LOOK_SERVES_OPEN``).
+        # Made gated a moment ago, its id known to this process alone: the launch's next pass
+        # (``just_made``) and the open that follows need not look at it first.
         made = ObjectObs(
             ref=ref, submission=req.submission, attempt=req.attempt, state=ObjectState.GATED
         )
-        self._looked[ref.id] = (time.monotonic(), made)
+        self._looked[ref.id] = self._made[req.job] = (time.monotonic(), made)
         return ref
+
+    def just_made(self, job: JobID) -> ObjectObs | None:
+        """The object ``start`` made of ``job`` under ``LOOK_SERVES_OPEN`` ago, gated, as
+        sbatch --hold left it (no find since: a find's look is newer); used once."""
+        at, obs = self._made.pop(job, (0.0, None))
+        return obs if obs is not None and time.monotonic() - at < LOOK_SERVES_OPEN else None
 
     def _job_id(self, reply: Reply, name: str) -> str:
         """The job id sbatch's ``reply`` gives for ``name``; its refusal with its cause, or an
@@ -496,7 +504,7 @@ class SlurmBackend:
         rows += unsplit_ends(rows, wanted)
         by_name: dict[str, list[ObjectObs]] = {}
         at = time.monotonic()
-        self._looked = {}
+        self._looked, self._made = {}, {}
         for obs in observe(r for r in rows if r.name in wanted):
             by_name.setdefault(obs.ref.name, []).append(obs)
             self._looked[obs.ref.id] = (at, obs)
