@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +49,6 @@ GOAL = 1.2
 WRAPPED = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
 READS = ("squeue", "sacct")
 MAIN = "from dispatch.cli.main import main; main()"
-ARRAY = 1000  # elements of one held array of the other user (MaxArraySize is 1001 by default)
 
 
 def cluster_env() -> dict[str, str]:
@@ -248,16 +248,30 @@ def median_cost(costs: list[Cost]) -> Cost:
 
 
 def queue_others(n: int) -> list[str]:
-    """N held jobs of ada's, in arrays of ``ARRAY``; their array ids."""
+    """N held jobs of ada's, each a job of its own (a pending array is one record in the
+    controller, so an array of N would be no queue of N); their ids."""
     ada = local_users.ensure(local_users.ADA)
-    arrays = []
-    for start in range(0, n, ARRAY):
-        size = min(ARRAY, n - start)
-        argv = ["sbatch", "--parsable", "--hold", f"--array=0-{size - 1}", "--output=/dev/null"]
-        argv += [f"--uid={ada.pw_uid}", f"--gid={ada.pw_gid}", "--job-name=others", "--wrap=true"]
-        out = subprocess.run(argv, check=True, capture_output=True, text=True, cwd="/").stdout
-        arrays.append(out.strip().split(";")[0])
-    return arrays
+    argv = ["sbatch", "--parsable", "--hold", "--output=/dev/null", f"--uid={ada.pw_uid}"]
+    argv += [f"--gid={ada.pw_gid}", "--job-name=others", "--wrap=true"]
+
+    def one(_: int) -> str:
+        done = subprocess.run(argv, check=True, capture_output=True, text=True, cwd="/")
+        return done.stdout.strip().split(";")[0]
+
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def plain_sbatch(runner: Runner, folder: Path) -> Cost:
+    """One plain ``sbatch --hold`` of a one-line job as eve (cancelled after): what the
+    controller's own submission costs beside the queue."""
+    env = {"PATH": "/usr/bin:/bin", **runner.cluster}
+    sdiag_reset()
+    argv = [*runner.prefix, "sbatch", "--parsable", "--hold", "--output=/dev/null", "--wrap=true"]
+    wall, cpu, out = run_measured(argv, env, folder)
+    rpcs, spent = sdiag_read()
+    subprocess.run(["scancel", out.decode().strip()], check=False, capture_output=True)
+    return Cost(wall, cpu, 0, 0.0, rpcs, spent)
 
 
 def rounds(trees: list[Tree], runner: Runner, work: Path, runs: int) -> dict[str, Cost]:
@@ -267,6 +281,7 @@ def rounds(trees: list[Tree], runner: Runner, work: Path, runs: int) -> dict[str
             got.setdefault(f"{t.name} sbatch", []).append(t.submit())
             got.setdefault(f"{t.name} sweep", []).append(t.sweep())
         got.setdefault("squeue --me", []).append(squeue_me(runner, work))
+        got.setdefault("sbatch --hold", []).append(plain_sbatch(runner, work))
     return {k: median_cost(v) for k, v in got.items()}
 
 
@@ -356,8 +371,8 @@ def main() -> None:
     finally:
         for t in trees:
             t.stop()
-        for array in arrays:
-            subprocess.run(["scancel", array], check=False, capture_output=True)
+        for i in range(0, len(arrays), 500):
+            subprocess.run(["scancel", *arrays[i : i + 500]], check=False, capture_output=True)
         subprocess.run(
             ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
             check=False,

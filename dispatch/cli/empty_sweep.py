@@ -1,5 +1,5 @@
-"""``dispatch sweep`` of a ledger with nothing to pass, answered before pydantic and the core
-are imported.
+"""``dispatch sweep`` of a ledger with nothing to pass, answered before click, pydantic and the
+core are imported (the program's entry, ``entry.run``, asks here first).
 
 cron starts a sweep every tick, and on a quiet site most ticks find no unsettled job and no
 settled one with residual attempts or an escalation still to deliver. Such a sweep asks the
@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-
-import click
 
 from dispatch import channel_names
 from dispatch.config import settings_for
@@ -73,12 +72,12 @@ def answer(args: Sequence[str]) -> bool:
             "not_reached": [],
             "packing": None,
         }
-        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        sys.stdout.write(json.dumps(report, indent=2, sort_keys=True) + "\n")
     else:
         took = (finished - started).total_seconds()
-        click.echo(
+        sys.stdout.write(
             f"swept 0 unsettled jobs in {took:.2f}s: 0 passed (0 progressed, 0 settled), "
-            "0 skipped (owned by another supervisor), 0 failed, 0 left for the next tick"
+            "0 skipped (owned by another supervisor), 0 failed, 0 left for the next tick\n"
         )
     sweep_exit.record(settings.ledger, 0, started, datetime.now(UTC))
     return True

@@ -62,6 +62,33 @@ def test_an_empty_ledgers_sweep_imports_neither_pydantic_nor_the_core(tmp_path: 
     assert done.stderr.strip() == "[]"
 
 
+def test_the_programs_entry_answers_an_empty_ledgers_sweep_before_importing_click(
+    tmp_path: Path,
+) -> None:
+    """The console script's entry point (``dispatch.cli.entry:run``, pyproject.toml); any other
+    command goes on to the command group, which imports click."""
+    _, config = empty_site(tmp_path)
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: print(sorted(m for m in sys.modules if m.startswith("
+        "('click', 'pydantic', 'dispatch.core'))), file=sys.stderr))\n"
+        "from dispatch.cli.entry import run\n"
+        "run()\n"
+    )
+    for words, imported in ((["sweep"], "[]"), (["list"], "'click'")):
+        done = subprocess.run(
+            [sys.executable, "-c", code, *words, "--config", str(config)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        assert (done.stderr.strip() == "[]") is (imported == "[]"), done.stderr
+        assert imported in done.stderr.splitlines()[-1]
+    scripts = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    assert 'dispatch = "dispatch.cli.entry:run"' in scripts
+
+
 @pytest.mark.parametrize("more", [[], ["--json"]])
 def test_an_empty_ledgers_report_is_the_whole_sweeps(tmp_path: Path, more: list[str]) -> None:
     _, config = empty_site(tmp_path)

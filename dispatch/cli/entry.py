@@ -1,0 +1,18 @@
+"""The ``dispatch`` program's first code: a sweep of a ledger with nothing to pass is answered
+before click, pydantic and the core are imported (``empty_sweep``); anything else goes to the
+command group (``main``)."""
+
+import sys
+
+
+def run() -> None:
+    """The console script's entry point."""
+    words = sys.argv[1:]
+    if words[:1] == ["sweep"]:
+        from dispatch.cli.empty_sweep import answer
+
+        if answer(words[1:]):
+            sys.exit(0)
+    from dispatch.cli.main import main
+
+    main()
