@@ -42,6 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 import local_users  # noqa: E402  (the test users, made as the tests make them)
+from baseline_tree import checked_out  # noqa: E402
+from sbatch import cluster_env  # noqa: E402  (the local cluster, started if it is not up)
 
 # main before the finds that follow the user's jobs alone.
 BASELINE = "49e9b7a"
@@ -49,19 +51,6 @@ GOAL = 1.2
 WRAPPED = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo")
 READS = ("squeue", "sacct")
 MAIN = "from dispatch.cli.main import main; main()"
-
-
-def cluster_env() -> dict[str, str]:
-    """The local cluster's client environment (started if it is not up)."""
-    helper = ROOT / "slurm_helpers" / "localcluster"
-    subprocess.run([str(helper), "up"], check=True, capture_output=True)
-    out = subprocess.run([str(helper), "env"], check=True, capture_output=True, text=True).stdout
-    env = {}
-    for line in out.splitlines():
-        key, _, value = line.removeprefix("export ").partition("=")
-        if key and not key.startswith("#"):
-            env[key.strip()] = value.strip().strip("'\"")
-    return env
 
 
 @dataclass
@@ -313,6 +302,25 @@ def ratios(
         )
 
 
+def report(full: dict[str, Cost], empty: dict[str, Cost], others: int, baseline: str) -> None:
+    table("empty queue", empty)
+    table(f"{others} held jobs of another user queued", full)
+    ratios("full / empty", full, empty, [(n, n) for n in full])
+    ratios(
+        f"this / baseline {baseline}, queue full",
+        full,
+        full,
+        [("this sbatch", "baseline sbatch"), ("this sweep", "baseline sweep")],
+    )
+    for verb in ("sbatch", "sweep"):
+        x, y = full[f"this {verb}"], empty[f"this {verb}"]
+        worst = max(x.cpu / y.cpu, x.controller_ms / max(y.controller_ms, 0.001))
+        print(
+            f"goal: this {verb} full/empty <= {GOAL} (CPU and controller time): "
+            f"{worst:.2f} ({'met' if worst <= GOAL else 'not met'})"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", default=BASELINE)
@@ -325,60 +333,34 @@ def main() -> None:
     os.environ.update(cluster)
     work = Path(tempfile.mkdtemp(prefix="dispatch-others-bench-"))
     os.chmod(work, 0o755)
-    base_tree = work / "baseline-tree"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base_tree), args.baseline],
-        check=True,
-        capture_output=True,
-    )
     runner = Runner(cluster, local_users.bin_folder() / "python3")
-    trees = [Tree("baseline", base_tree, work, runner), Tree("this", ROOT, work, runner)]
-    arrays: list[str] = []
-    try:
-        for t in trees:
-            t.keep_one()  # also writes the .pyc files and fills the probe cache
-            t.submit()
-        loads = [os.getloadavg()[0]]
-        empty = rounds(trees, runner, work, args.runs)
-        arrays = queue_others(args.others)
-        for t in trees:
-            t.settle()
-        loads.append(os.getloadavg()[0])
-        full = rounds(trees, runner, work, args.runs)
-        loads.append(os.getloadavg()[0])
-        print(
-            f"as eve (uid {runner.user.pw_uid}) on the local cluster, medians of {args.runs} "
-            f"alternating calls; baseline {args.baseline}; load average "
-            f"{min(loads):.1f}-{max(loads):.1f} (shared machine: noisy)"
-        )
-        table("empty queue", empty)
-        table(f"{args.others} held jobs of another user queued", full)
-        names = list(full)
-        ratios("full / empty", full, empty, [(n, n) for n in names])
-        ratios(
-            f"this / baseline {args.baseline}, queue full",
-            full,
-            full,
-            [("this sbatch", "baseline sbatch"), ("this sweep", "baseline sweep")],
-        )
-        for verb in ("sbatch", "sweep"):
-            x, y = full[f"this {verb}"], empty[f"this {verb}"]
-            worst = max(x.cpu / y.cpu, x.controller_ms / max(y.controller_ms, 0.001))
+    others: list[str] = []
+    with checked_out(args.baseline, work / "baseline-tree") as base_tree:
+        trees = [Tree("baseline", base_tree, work, runner), Tree("this", ROOT, work, runner)]
+        try:
+            for t in trees:
+                t.keep_one()  # also writes the .pyc files and fills the probe cache
+                t.submit()
+            loads = [os.getloadavg()[0]]
+            empty = rounds(trees, runner, work, args.runs)
+            others = queue_others(args.others)
+            for t in trees:
+                t.settle()
+            loads.append(os.getloadavg()[0])
+            full = rounds(trees, runner, work, args.runs)
+            loads.append(os.getloadavg()[0])
             print(
-                f"goal: this {verb} full/empty <= {GOAL} (CPU and controller time): "
-                f"{worst:.2f} ({'met' if worst <= GOAL else 'not met'})"
+                f"as eve (uid {runner.user.pw_uid}) on the local cluster, medians of "
+                f"{args.runs} alternating calls; baseline {args.baseline}; load average "
+                f"{min(loads):.1f}-{max(loads):.1f} (shared machine: noisy)"
             )
-    finally:
-        for t in trees:
-            t.stop()
-        for i in range(0, len(arrays), 500):
-            subprocess.run(["scancel", *arrays[i : i + 500]], check=False, capture_output=True)
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base_tree)],
-            check=False,
-            capture_output=True,
-        )
-        shutil.rmtree(work, ignore_errors=True)
+            report(full, empty, args.others, args.baseline)
+        finally:
+            for t in trees:
+                t.stop()
+            for i in range(0, len(others), 500):
+                subprocess.run(["scancel", *others[i : i + 500]], check=False, capture_output=True)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,11 @@ and pydantic's imports, then with the import of the command's module (dispatch's
 and the model classes they make), then a whole call; each part is what it adds to the one
 before.
 
+With ``--busy N``, N processes spin on the CPU while the calls are timed (started until the
+1-minute load average reaches N): the calls as a busy login node sees them.
+
     LOCALCLUSTER_PORT_BASE=... .venv/bin/python benchmarks/sbatch.py [--baseline REF] [--runs 15]
-        [--parts]
+        [--parts] [--busy N]
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from sweep import busy  # the spinning processes of benchmarks/sweep.py --busy
 
 ROOT = Path(__file__).resolve().parent.parent
 # main before the fast dispatch sbatch: 15 Slurm commands a call.
@@ -165,6 +170,7 @@ def main() -> None:
     parser.add_argument("--baseline", default=BASELINE)
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--parts", action="store_true", help="where this tree's call goes")
+    parser.add_argument("--busy", type=int, default=0, help="processes spinning meanwhile")
     args = parser.parse_args()
     cluster = cluster_env()
     work = Path(tempfile.mkdtemp(prefix="dispatch-sbatch-bench-"))
@@ -182,10 +188,11 @@ def main() -> None:
             t.name: [] for t in trees
         }
         loads = []
-        for _ in range(args.runs):
-            loads.append(os.getloadavg()[0])
-            for t in trees:
-                got[t.name].append(t.call())
+        with busy(args.busy):
+            for _ in range(args.runs):
+                loads.append(os.getloadavg()[0])
+                for t in trees:
+                    got[t.name].append(t.call())
         print(
             f"dispatch sbatch on the local cluster, median of {args.runs} alternating calls; "
             f"baseline {args.baseline}; load average {min(loads):.1f}-{max(loads):.1f} "

@@ -61,10 +61,11 @@ def test_a_submission_forks_two_slurm_commands_once_its_options_passed_and_leave
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
 
-    def submit() -> tuple[str, list[str]]:
+    def sbatch(*words: str) -> tuple[str, list[str]]:
+        """What ``dispatch sbatch WORDS`` printed, and the Slurm commands it forked."""
         log.write_text("")
         done = subprocess.run(
-            [DISPATCH, "sbatch", "--parsable", "job.sbatch"],
+            [DISPATCH, "sbatch", *words, "job.sbatch"],
             cwd=tmp_path,
             env=env,
             capture_output=True,
@@ -74,6 +75,9 @@ def test_a_submission_forks_two_slurm_commands_once_its_options_passed_and_leave
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip(), log.read_text().splitlines()
+
+    def submit() -> tuple[str, list[str]]:
+        return sbatch("--parsable")
 
     jobs = []
     try:
@@ -116,17 +120,9 @@ def test_a_submission_forks_two_slurm_commands_once_its_options_passed_and_leave
         jobs.append(job)
         assert [c.split()[0] for c in calls] == ["sbatch", "sbatch", "scontrol"], calls
         assert "--test-only" in calls[0].split()
-        log.write_text("")
-        planned = subprocess.run(
-            [DISPATCH, "sbatch", "--plan", "job.sbatch"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        assert "Slurm would take it" in planned.stdout, planned.stdout
-        assert [c for c in log.read_text().splitlines() if "--test-only" in c.split()]
+        planned, calls = sbatch("--plan")
+        assert "Slurm would take it" in planned, planned
+        assert [c for c in calls if "--test-only" in c.split()], calls
     finally:
         for job in jobs:
             subprocess.run(
