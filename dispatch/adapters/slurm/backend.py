@@ -290,9 +290,12 @@ class SlurmBackend:
             if reuse
             else None
         )
-        reply = kept or self._as_submitter(batch, argv, stdin, req.name, req.job)
-        if reuse and kept is None and reply.ok:
-            self.runner.keep_pass(argv, batch.environment, batch.directory, stdin, reply)
+        if kept is not None:
+            reply = kept
+        else:
+            reply = self._as_submitter(batch, argv, stdin, req.name, req.job)
+            if reuse:
+                self.runner.keep_pass(argv, batch.environment, batch.directory, stdin, reply)
         if not reply.ok:
             cause = refusal_cause(reply.stderr)
             if cause is not None:
