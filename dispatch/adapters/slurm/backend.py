@@ -251,16 +251,27 @@ class SlurmBackend:
             for index, job in indices.items()
         }
 
-    def _sbatch_script(self, req: StartRequest) -> Reply:
+    def _sbatch_script(
+        self, req: StartRequest, *, test_only: bool = False, keep_pass: bool = False
+    ) -> Reply:
         """sbatch a batch-script job as its submitter would: in their folder, with their
-        environment, the script (with dispatch's numbers) on stdin."""
+        environment, the script (with dispatch's numbers) on stdin. ``test_only``: Slurm's dry
+        run; ``keep_pass``: its kept pass may answer (``run_as_submitter``)."""
         batch = req.spec.script
         assert batch is not None
-        argv = script.sbatch_argv(req, batch)
-        return self._as_submitter(batch, argv, script.wrapper(req, batch), req.name, req.job)
+        argv = script.sbatch_argv(req, batch, test_only=test_only)
+        stdin = script.wrapper(req, batch)
+        return self._as_submitter(batch, argv, stdin, req.name, req.job, keep_pass=keep_pass)
 
     def _as_submitter(
-        self, batch: BatchScript, argv: list[str], stdin: str, name: str, job: str
+        self,
+        batch: BatchScript,
+        argv: list[str],
+        stdin: str,
+        name: str,
+        job: str,
+        *,
+        keep_pass: bool = False,
     ) -> Reply:
         """Run ``argv`` (an sbatch of ``name``) in the submitter's folder, with their
         environment and ``DISPATCH_JOB`` naming ``job`` (which the SPANK plugin reads to know
@@ -268,7 +279,11 @@ class SlurmBackend:
         gone since is a launch failure."""
         environment = {**batch.environment, "DISPATCH_JOB": job}
         reply = self.runner.run_as_submitter(
-            argv, environment=environment, folder=batch.directory, stdin=stdin
+            argv,
+            environment=environment,
+            folder=batch.directory,
+            stdin=stdin,
+            keep_pass=keep_pass,
         )
         if reply.returncode == FOLDER_GONE:
             raise LaunchRefusedError(f"sbatch {name}: {_err(reply)}", CauseKind.LAUNCH_FAILED.value)
@@ -282,20 +297,7 @@ class SlurmBackend:
         ago, with the same config and commands, answers instead, in the words it had then."""
         if req.spec.script is None:
             return ""
-        batch = req.spec.script
-        argv = script.sbatch_argv(req, batch, test_only=True)
-        stdin = script.wrapper(req, batch)
-        kept = (
-            self.runner.kept_pass(argv, batch.environment, batch.directory, stdin)
-            if reuse
-            else None
-        )
-        if kept is not None:
-            reply = kept
-        else:
-            reply = self._as_submitter(batch, argv, stdin, req.name, req.job)
-            if reuse:
-                self.runner.keep_pass(argv, batch.environment, batch.directory, stdin, reply)
+        reply = self._sbatch_script(req, test_only=True, keep_pass=reuse)
         if not reply.ok:
             cause = refusal_cause(reply.stderr)
             if cause is not None:

@@ -18,7 +18,7 @@ import shlex
 import shutil
 import subprocess
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dispatch.adapters.slurm import probe_cache
@@ -160,49 +160,27 @@ class CommandRunner:
         if self.prefix or not self.keep_probes:
             return self.run(argv)
         name = probe_cache.key(argv, self.program(argv)[0], {**CLIENT_ENV, **self.env})
+        return self._kept(name, argv, lambda: self.run(argv))
+
+    def _kept(self, name: str, argv: Sequence[str], run: Callable[[], Reply]) -> Reply:
+        """The answer kept under ``name`` (``probe_cache``), else ``run()``'s, kept if it
+        succeeded."""
         kept = probe_cache.load(name)
         if kept is not None:
             return Reply(tuple(argv), *kept)
-        reply = self.run(argv)
+        reply = run()
         if reply.ok:
             probe_cache.store(name, reply.returncode, reply.stdout, reply.stderr)
         return reply
 
-    def _pass_key(
-        self, argv: Sequence[str], environment: dict[str, str], folder: str, stdin: str
-    ) -> str | None:
-        """The name a check's pass is kept under (``kept_pass``), None where none is kept."""
-        if self.prefix or not self.keep_probes:
-            return None
-        slurms = {k: v for k, v in environment.items() if k.startswith(("SBATCH_", "SLURM_"))}
-        line = [*argv, folder, hashlib.sha256(stdin.encode()).hexdigest()]
-        return probe_cache.key(line, self.program(argv)[0], {**CLIENT_ENV, **self.env, **slurms})
-
-    def kept_pass(
-        self, argv: Sequence[str], environment: dict[str, str], folder: str, stdin: str
-    ) -> Reply | None:
-        """The kept reply of a check (``sbatch --test-only``) that passed with the same command
-        line, submitter's Slurm variables, folder and script, if one is kept (``probe_cache``:
-        the same config and commands, under ``KEEP`` ago); only on this machine."""
-        name = self._pass_key(argv, environment, folder, stdin)
-        kept = probe_cache.load(name) if name is not None else None
-        return Reply(tuple(argv), *kept) if kept is not None and kept[0] == 0 else None
-
-    def keep_pass(
+    def run_as_submitter(
         self,
         argv: Sequence[str],
+        *,
         environment: dict[str, str],
         folder: str,
         stdin: str,
-        reply: Reply,
-    ) -> None:
-        """Keep a check's passing ``reply`` for ``kept_pass``."""
-        name = self._pass_key(argv, environment, folder, stdin)
-        if name is not None and reply.ok:
-            probe_cache.store(name, reply.returncode, reply.stdout, reply.stderr)
-
-    def run_as_submitter(
-        self, argv: Sequence[str], *, environment: dict[str, str], folder: str, stdin: str
+        keep_pass: bool = False,
     ) -> Reply:
         """Run ``argv`` as its submitter would have: in ``folder``, with exactly
         ``environment`` (plus this runner's own settings for reaching Slurm), ``stdin`` fed in.
@@ -211,7 +189,23 @@ class CommandRunner:
         stdin, ahead of the script, into an emptied environment), never on a command line, so
         other users cannot read it from the process table. Variables Slurm sets per job are
         left out (``dispatch.model.environment``), so a job never inherits another job's.
+
+        ``keep_pass``, for a dry run (``sbatch --test-only``), with ``keep_probes`` and no
+        prefix: the pass kept for the same request (the command line, the submitter's Slurm
+        variables, folder and script; the same config and commands, under ``KEEP`` ago) serves
+        instead, and a pass is kept (``probe_cache``).
         """
+        if not keep_pass or self.prefix or not self.keep_probes:
+            return self._as_submitter(argv, environment, folder, stdin)
+        slurms = {k: v for k, v in environment.items() if k.startswith(("SBATCH_", "SLURM_"))}
+        line = [*argv, folder, hashlib.sha256(stdin.encode()).hexdigest()]
+        env = {**CLIENT_ENV, **self.env, **slurms}
+        name = probe_cache.key(line, self.program(argv)[0], env)
+        return self._kept(name, argv, lambda: self._as_submitter(argv, environment, folder, stdin))
+
+    def _as_submitter(
+        self, argv: Sequence[str], environment: dict[str, str], folder: str, stdin: str
+    ) -> Reply:
         env = {**inheritable(environment), **self.env}
         line = self.submitter_line(argv, folder)
         if self.quote:

@@ -74,32 +74,65 @@ def test_id_without_a_prefix_is_this_process_and_forks_nothing() -> None:
     assert runner.counts["id"] == 0
 
 
+# A dry run run for real: it reads the script, says when the job would start, and exits with
+# its last argument (0: the pass; 1: a refusal).
+DRY_RUN = ["sh", "-c", 'cat >/dev/null; echo "sbatch: Job 3 to start at 10:00" >&2; exit "$1"']
+
+
 def test_a_dry_runs_pass_serves_the_same_request_only(conf: Path) -> None:
     """``sbatch --test-only``'s pass, kept for ``KEEP``: the same command line, Slurm variables
-    of the submitter, folder and script; anything else, a refusal, or a prefixed runner asks
-    again."""
-    argv = ["sbatch", "--test-only", "--partition=low"]
-    env = {"SBATCH_ACCOUNT": "a", "HOME": "/home/ada"}
-    said = Reply(tuple(argv), 0, "", "sbatch: Job 3 to start at 2026-12-07T10:00:00\n")
-    runner = CommandRunner(env={"SLURM_CONF": str(conf)}, keep_probes=True)
-    assert runner.kept_pass(argv, env, "/w", "#!/bin/sh\n") is None
-    runner.keep_pass(argv, env, "/w", "#!/bin/sh\n", said)
-    again = CommandRunner(env={"SLURM_CONF": str(conf)}, keep_probes=True)
-    kept = again.kept_pass(argv, {**env, "HOME": "/elsewhere"}, "/w", "#!/bin/sh\n")
-    assert kept is not None and kept.stderr == said.stderr
+    of the submitter, folder and script; anything else, a refusal, a prefixed runner, or a call
+    that does not ask for it runs the dry run again (``counts``)."""
+    for folder in ("w", "v", "x"):
+        (conf.parent / folder).mkdir()
+    env = {"SBATCH_ACCOUNT": "a", "HOME": "/home/ada", "PATH": "/usr/bin:/bin"}
+
+    def dry_run(
+        runner: CommandRunner,
+        *,
+        code: str = "0",
+        extra: tuple[str, ...] = (),
+        environment: dict[str, str] = env,
+        folder: str = "w",
+        script: str = "#!/bin/sh\n",
+        keep: bool = True,
+    ) -> Reply:
+        return runner.run_as_submitter(
+            [*DRY_RUN, "dry-run", code, *extra],
+            environment=environment,
+            folder=str(conf.parent / folder),
+            stdin=script,
+            keep_pass=keep,
+        )
+
+    def runner() -> CommandRunner:
+        return CommandRunner(env={"SLURM_CONF": str(conf)}, keep_probes=True)
+
+    first = runner()
+    said = dry_run(first)
+    assert said.ok and first.counts["sh"] == 1
+    again = runner()
+    kept = dry_run(again, environment={**env, "HOME": "/elsewhere"})
+    assert again.counts["sh"] == 0 and kept.ok and kept.stderr == said.stderr
     for other in (
-        (argv + ["--nodes=2"], env, "/w", "#!/bin/sh\n"),
-        (argv, {**env, "SBATCH_ACCOUNT": "b"}, "/w", "#!/bin/sh\n"),
-        (argv, {**env, "SLURM_CLUSTERS": "b"}, "/w", "#!/bin/sh\n"),
-        (argv, env, "/v", "#!/bin/sh\n"),
-        (argv, env, "/w", "#!/bin/sh\nsleep 1\n"),
+        {"extra": ("--nodes=2",)},
+        {"environment": {**env, "SBATCH_ACCOUNT": "b"}},
+        {"environment": {**env, "SLURM_CLUSTERS": "b"}},
+        {"folder": "v"},
+        {"script": "#!/bin/sh\nsleep 1\n"},
+        {"keep": False},
     ):
-        assert again.kept_pass(*other) is None, other
-    refused = Reply(tuple(argv), 1, "", "sbatch: error: Invalid partition name specified\n")
-    runner.keep_pass(argv, env, "/x", "#!/bin/sh\n", refused)
-    assert again.kept_pass(argv, env, "/x", "#!/bin/sh\n") is None
+        before = again.counts["sh"]
+        dry_run(again, **other)
+        assert again.counts["sh"] == before + 1, other
+    assert not dry_run(first, code="1", folder="x").ok
+    before = again.counts["sh"]
+    assert not dry_run(again, code="1", folder="x").ok
+    assert again.counts["sh"] == before + 1  # a refusal is not kept
     conf.write_text("ClusterName=a\nPartitionName=low Nodes=n1\n")
-    assert again.kept_pass(argv, env, "/w", "#!/bin/sh\n") is None  # the config changed
+    dry_run(again)
+    assert again.counts["sh"] == before + 2  # the config changed
     prefixed = CommandRunner(prefix=("env",), env={"SLURM_CONF": str(conf)}, keep_probes=True)
-    prefixed.keep_pass(argv, env, "/w", "#!/bin/sh\n", said)
-    assert prefixed.kept_pass(argv, env, "/w", "#!/bin/sh\n") is None
+    dry_run(prefixed)
+    dry_run(prefixed)
+    assert prefixed.counts["env"] + prefixed.counts["sh"] == 2
