@@ -8,11 +8,12 @@ import sys
 def run() -> None:
     """The console script's entry point."""
     words = sys.argv[1:]
-    if words[:1] == ["sweep"]:
+    asked = words[:1] == ["sweep"]
+    if asked:
         from dispatch.cli.empty_sweep import answer
 
         if answer(words[1:]):
             sys.exit(0)
     from dispatch.cli.main import main
 
-    main()
+    main(empty_sweep_asked=asked)

@@ -104,12 +104,15 @@ class _OneLineErrors(click.Group):
         prog_name: str | None = None,
         complete_var: str | None = None,
         standalone_mode: bool = True,
+        empty_sweep_asked: bool = False,
         **extra: Any,
     ) -> Any:
+        """The command; ``empty_sweep_asked``: the program's entry (``entry.run``) already
+        asked whether a sweep's ledger has nothing to pass, and it has something."""
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         words = sys.argv[1:] if args is None else list(args)
-        if words[:1] == ["sweep"]:
+        if words[:1] == ["sweep"] and not empty_sweep_asked:
             from dispatch.cli.empty_sweep import answer
 
             if answer(words[1:]):  # an empty ledger: the report, before the core is imported

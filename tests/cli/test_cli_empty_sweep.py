@@ -89,6 +89,35 @@ def test_the_programs_entry_answers_an_empty_ledgers_sweep_before_importing_clic
     assert 'dispatch = "dispatch.cli.entry:run"' in scripts
 
 
+def test_a_sweep_with_work_is_asked_about_once_on_its_way_to_the_whole_sweep(
+    tmp_path: Path,
+) -> None:
+    """The entry asked, and the ledger (not made yet) has something to do: the command group
+    goes to the whole sweep without asking again."""
+    config = tmp_path / "dispatch.toml"
+    config.write_text(f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "memory"\n')
+    config.chmod(0o600)
+    code = (
+        "import atexit, sys\n"
+        "import dispatch.cli.empty_sweep as quick\n"
+        "asked, answer = [], quick.answer\n"
+        "quick.answer = lambda words: asked.append(words) or answer(words)\n"
+        "atexit.register(lambda: print(len(asked), file=sys.stderr))\n"
+        "from dispatch.cli.entry import run\n"
+        "run()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, "sweep", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("swept 0 unsettled jobs in ")
+    assert done.stderr.strip().splitlines()[-1] == "1"
+    assert (tmp_path / "ledger" / "FORMAT").exists()  # the whole sweep made the ledger
+
+
 @pytest.mark.parametrize("more", [[], ["--json"]])
 def test_an_empty_ledgers_report_is_the_whole_sweeps(tmp_path: Path, more: list[str]) -> None:
     _, config = empty_site(tmp_path)
