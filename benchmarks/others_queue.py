@@ -13,8 +13,8 @@ program. Every figure is a median over ``--runs`` calls, the trees alternating:
 * wall and CPU seconds of the whole process (``wait4``: dispatch with every command it forks);
 * for the squeue and sacct commands it ran: their reply bytes (what dispatch parsed) and their
   CPU seconds, each logged command run again alone as eve right after the call;
-* the controller's RPCs and the time it spent on them (``sdiag``, reset before each call;
-  sdiag's own request left out).
+* the controller's RPCs (the most of each type one call made) and the time it spent on them
+  (``sdiag``, reset before each call; sdiag's own request left out).
 
 The idle sweep is of eve's one job of that tree, submitted first and swept until a sweep changes
 nothing. The ratio columns divide the figure with the queue full by the same figure with it
@@ -98,6 +98,15 @@ def run_measured(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float
     return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime, out
 
 
+def measured(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[Cost, bytes]:
+    """One process's figures (the controller's counted from a reset just before it), and its
+    stdout."""
+    sdiag_reset()
+    wall, cpu, out = run_measured(argv, env, cwd)
+    rpcs, spent = sdiag_read()
+    return Cost(wall, cpu, rpcs=rpcs, controller_ms=spent), out
+
+
 class Runner:
     """Runs commands as eve with the cluster's environment."""
 
@@ -171,11 +180,7 @@ class Tree:
     def call(self, env: dict[str, str], *words: str) -> tuple[Cost, str]:
         """One measured call of dispatch (``words``), and what it printed."""
         self.log.write_text("")
-        sdiag_reset()
-        prefix = self.runner.prefix
-        wall, cpu, out = run_measured([*prefix, *self.dispatch(*words)], env, self.folder)
-        rpcs, spent = sdiag_read()
-        cost = Cost(wall, cpu, rpcs=rpcs, controller_ms=spent)
+        cost, out = measured([*self.runner.prefix, *self.dispatch(*words)], env, self.folder)
         cost.read_bytes, cost.read_cpu = self.runner.replay(self.logged(), env, self.folder)
         return cost, out.decode()
 
@@ -215,13 +220,13 @@ class Tree:
 
 def squeue_me(runner: Runner, folder: Path) -> Cost:
     env = {"PATH": "/usr/bin:/bin", **runner.cluster}
-    sdiag_reset()
-    wall, cpu, out = run_measured([*runner.prefix, "squeue", "--me"], env, folder)
-    rpcs, spent = sdiag_read()
-    return Cost(wall, cpu, len(out), cpu, rpcs, spent)
+    cost, out = measured([*runner.prefix, "squeue", "--me"], env, folder)
+    cost.read_bytes, cost.read_cpu = len(out), cost.cpu
+    return cost
 
 
 def median_cost(costs: list[Cost]) -> Cost:
+    """The median of each figure; of the RPCs, the most of each type one call made."""
     rpcs: dict[str, int] = {}
     for c in costs:
         for k, v in c.rpcs.items():
@@ -255,12 +260,10 @@ def plain_sbatch(runner: Runner, folder: Path) -> Cost:
     """One plain ``sbatch --hold`` of a one-line job as eve (cancelled after): what the
     controller's own submission costs beside the queue."""
     env = {"PATH": "/usr/bin:/bin", **runner.cluster}
-    sdiag_reset()
     argv = [*runner.prefix, "sbatch", "--parsable", "--hold", "--output=/dev/null", "--wrap=true"]
-    wall, cpu, out = run_measured(argv, env, folder)
-    rpcs, spent = sdiag_read()
+    cost, out = measured(argv, env, folder)
     subprocess.run(["scancel", out.decode().strip()], check=False, capture_output=True)
-    return Cost(wall, cpu, 0, 0.0, rpcs, spent)
+    return cost
 
 
 def rounds(trees: list[Tree], runner: Runner, work: Path, runs: int) -> dict[str, Cost]:
