@@ -224,18 +224,20 @@ def test_on_the_pass_that_settles_a_failing_delivery_gets_one_last_attempt(how: 
 
 
 class WitnessBackend(MemoryBackend):
-    """The memory scheduler, saying what its start just made (``StartWitness``), as the Slurm
-    adapter does for the object its ``sbatch --hold`` made; ``made_state`` is what it says."""
+    """The memory scheduler, saying what its start just made (``StartWitness``): gated, as the
+    Slurm adapter says of the object its ``sbatch --hold`` made."""
 
-    def __init__(self, made_state: dispatch.ObjectState, **kw: object) -> None:
+    def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
-        self.made_state = made_state
         self.made: dict[str, dispatch.ObjectObs] = {}
 
     def start(self, req: dispatch.StartRequest) -> dispatch.ObjectRef:
         ref = super().start(req)
         self.made[req.job] = dispatch.ObjectObs(
-            ref=ref, submission=req.submission, attempt=req.attempt, state=self.made_state
+            ref=ref,
+            submission=req.submission,
+            attempt=req.attempt,
+            state=dispatch.ObjectState.GATED,
         )
         return ref
 
@@ -249,7 +251,7 @@ def test_a_launch_opens_what_its_start_just_made_without_looking_again(witness: 
     that was; else it asks the scheduler (the control)."""
     w = World()
     if witness:
-        w.backend = WitnessBackend(dispatch.ObjectState.GATED, auto_run=True, clock=w.clock.now)
+        w.backend = WitnessBackend(auto_run=True, clock=w.clock.now)
     w.sup = Supervisor(w.backend, w.store, clock=w.clock)
     spec = dispatch.JobSpec(name="t", command=["train"])
     job = w.cluster.operator.submit(spec, ADA, supervised=True).job
