@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "requeue": ("dispatch.cli.act", "requeue"),
     "resubmit": ("dispatch.cli.act", "resubmit"),
     "sbatch": ("dispatch.cli.sbatch", "sbatch"),
+    "trainjob": ("dispatch.cli.trainjob", "trainjob"),
     "sim": ("dispatch.cli.sim", "sim"),
     "status": ("dispatch.cli.jobs", "status"),
     "supersede": ("dispatch.cli.act", "supersede"),
@@ -142,7 +143,7 @@ def main() -> None:
     """Submit and supervise multi-node training jobs on Slurm, safely and visibly.
 
     \b
-    Submit:     sbatch
+    Submit:     sbatch, trainjob (Kubeflow)
     Read:       status, list, logs, escalations, report
     Act:        hold, release, cancel, requeue, resubmit, supersede, give-up, abandon,
                 emergency-stop

@@ -1,8 +1,9 @@
 """The value types of the job vocabulary: actors, causes, rules, the job spec and the plan."""
 
+import json
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -276,7 +277,40 @@ def after_words(after: tuple[Dependency, ...]) -> list[str]:
     ]
 
 
-Extension = Annotated[SharedCheckpoint | BatchScript, Field(discriminator="kind")]
+class TrainJobManifest(Value):
+    """Extension: the job is the submitter's own Kubeflow ``TrainJob`` manifest, created as
+    they wrote it apart from what dispatch adds to every submission (its gate, its labels and
+    annotations, ``DISPATCH_*`` in the trainer's environment and the object's name).
+
+    ``manifest`` is the TrainJob as JSON text (the YAML read once, at submission); ``source``
+    is where it came from (a path, or ``stdin``).
+    """
+
+    kind: Literal["trainjob-manifest"] = "trainjob-manifest"
+    source: str = Field(min_length=1, max_length=MAX_WORD)
+    manifest: str
+
+    @field_validator("manifest")
+    @classmethod
+    def _trainjob(cls, text: str) -> str:
+        bounded("manifest", [text], MAX_SCRIPT)
+        try:
+            body = json.loads(text)
+        except ValueError as err:
+            raise ValueError(f"the manifest is not JSON: {err}") from None
+        if not isinstance(body, dict) or body.get("kind") != "TrainJob":
+            raise ValueError("the manifest is not a TrainJob (kind: TrainJob)")
+        return text
+
+    def body(self) -> dict[str, Any]:
+        """The manifest as the user wrote it, a new copy each call."""
+        body: dict[str, Any] = json.loads(self.manifest)
+        return body
+
+
+Extension = Annotated[
+    SharedCheckpoint | BatchScript | TrainJobManifest, Field(discriminator="kind")
+]
 
 # The JobSpec fields that hold one text each, besides its name, command and environment.
 _WORDS = (
@@ -409,6 +443,14 @@ class JobSpec(Value):
         """The batch script the job runs, when it is one."""
         for e in self.extensions:
             if isinstance(e, BatchScript):
+                return e
+        return None
+
+    @property
+    def trainjob(self) -> TrainJobManifest | None:
+        """The TrainJob manifest the job runs, when it is one."""
+        for e in self.extensions:
+            if isinstance(e, TrainJobManifest):
                 return e
         return None
 

@@ -127,9 +127,27 @@ class KubeflowBackend:
         body = render.trainjob(req, self.settings, self.user)
         made = self.api.create_trainjob(body)
         meta = made.get("metadata") or {}
-        if (meta.get("annotations") or {}).get(render.ANNOTATION_USER) != self.user:
+        notes, labels = meta.get("annotations") or {}, meta.get("labels") or {}
+        if notes.get(render.ANNOTATION_USER) != self.user:
             raise RejectedError(f"TrainJob {meta.get('name')} exists and is not this user's")
+        # A create seen again answers with the object there: it must be this very attempt.
+        numbers = (labels.get(render.LABEL_SUBMISSION), labels.get(render.LABEL_ATTEMPT))
+        if notes.get(render.ANNOTATION_JOB) != req.job or numbers != (
+            str(req.submission),
+            str(req.attempt),
+        ):
+            raise RejectedError(f"TrainJob {meta.get('name')} exists and is another job's")
         return ObjectRef(id=f"{meta['namespace']}/{meta['name']}", name=req.name)
+
+    def check(self, req: StartRequest, *, reuse: bool = False) -> str:
+        """Ask the API server whether it would create this attempt's TrainJob as it stands,
+        creating nothing: a server-side dry run, which the schema and every admission webhook
+        (Trainer's, Kueue's, JobSet's) see as they see a create. What it refuses raises as
+        ``start`` would. ``reuse`` changes nothing: a dry run costs one call."""
+        body = render.trainjob(req, self.settings, self.user)
+        body["metadata"]["name"] = "dispatch-check"
+        self.api.create_trainjob(body, dry_run=True)
+        return f"the API server would create it in namespace {self.settings.namespace}"
 
     def open(self, ref: ObjectRef) -> None:
         """Remove dispatch's entry from the TrainJob's admission gates, only if it is this

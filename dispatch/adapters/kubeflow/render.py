@@ -92,8 +92,11 @@ def resources(spec_gpus: int, per_node: Mapping[str, str]) -> dict[str, dict[str
 
 
 def trainjob(req: StartRequest, settings: KubeflowSettings, user: str) -> dict[str, Any]:
-    """The TrainJob of ``req``'s attempt, gate closed, in the settings' namespace."""
+    """The TrainJob of ``req``'s attempt, gate closed, in the settings' namespace: the user's
+    own manifest with dispatch's parts added when the job is one, else made from the spec."""
     spec = req.spec
+    if spec.trainjob is not None:
+        return from_manifest(req, spec.trainjob.body(), settings, user)
     if spec.working_directory:
         raise InvalidError("working_directory: a TrainJob sets no working directory; not rendered")
     if spec.output_path:
@@ -139,6 +142,127 @@ def trainjob(req: StartRequest, settings: KubeflowSettings, user: str) -> dict[s
         },
         "spec": body,
     }
+
+
+# What dispatch sets on every TrainJob it creates; a manifest that sets them itself is refused.
+_OWN_LABELS = (LABEL_JOB, LABEL_SUBMISSION, LABEL_ATTEMPT)
+_OWN_ANNOTATIONS = (ANNOTATION_JOB, ANNOTATION_USER, ANNOTATION_STOP)
+# What the API server sets on an object, which a manifest saved from ``kubectl get -o yaml``
+# carries and a create refuses (or would name another object by): dropped.
+_SERVER_SET = (
+    "generateName",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "managedFields",
+    "selfLink",
+    "ownerReferences",
+)
+
+
+def _mapping(body: Mapping[str, Any], where: str, key: str) -> dict[str, Any]:
+    """``body[key]``, a mapping (empty when absent); anything else refused naming ``where``."""
+    value = body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidError(f"{where}{key}: expected a mapping, not {type(value).__name__}")
+    return dict(value)
+
+
+def _texts(values: Mapping[str, Any], where: str) -> dict[str, str]:
+    for key, value in values.items():
+        if not isinstance(value, str):
+            raise InvalidError(f"{where}.{key}: expected text, not {value!r}")
+    return dict(values)
+
+
+def manifest_metadata(body: Mapping[str, Any], settings: KubeflowSettings) -> dict[str, Any]:
+    """The manifest's metadata, checked: its namespace (when it names one) is the one dispatch
+    creates in, and it sets none of dispatch's own labels and annotations."""
+    meta = _mapping(body, "", "metadata")
+    ns = meta.get("namespace")
+    if ns not in (None, settings.namespace):
+        raise InvalidError(
+            f"metadata.namespace: {ns!r}, but dispatch creates TrainJobs in "
+            f"{settings.namespace!r} (the kubeflow setting 'namespace'); leave it out of the "
+            "manifest or set the config's namespace"
+        )
+    labels = _texts(_mapping(meta, "metadata.", "labels"), "metadata.labels")
+    notes = _texts(_mapping(meta, "metadata.", "annotations"), "metadata.annotations")
+    for key in _OWN_LABELS:
+        if key in labels:
+            raise InvalidError(f"metadata.labels.{key}: set by dispatch itself; leave it out")
+    for key in _OWN_ANNOTATIONS:
+        if key in notes:
+            raise InvalidError(f"metadata.annotations.{key}: set by dispatch itself; leave it out")
+    return {**meta, "labels": labels, "annotations": notes}
+
+
+def _manifest_env(trainer: Mapping[str, Any], req: StartRequest) -> list[Any]:
+    """The trainer's environment as the manifest gives it, then dispatch's own variables."""
+    env = trainer.get("env") or []
+    if not isinstance(env, list) or not all(isinstance(e, Mapping) for e in env):
+        raise InvalidError("spec.trainer.env: expected a list of {name, value} entries")
+    for entry in env:
+        if entry.get("name") in RESERVED_ENV:
+            raise InvalidError(
+                f"spec.trainer.env: {entry.get('name')} is set by dispatch itself; leave it out"
+            )
+    return [*env, *environment(req)]
+
+
+def from_manifest(
+    req: StartRequest, body: dict[str, Any], settings: KubeflowSettings, user: str
+) -> dict[str, Any]:
+    """The user's TrainJob manifest as the attempt's TrainJob: everything the user wrote kept;
+    dispatch's name (a TrainJob runs once, so each submission is a new one), namespace, labels,
+    annotations and gate added; its queue and priority where the manifest names none; its
+    runtime where the manifest names none; ``DISPATCH_*`` after the trainer's variables."""
+    meta = manifest_metadata(body, settings)
+    spec = _mapping(body, "", "spec")
+    trainer = _mapping(spec, "spec.", "trainer")
+    labels: dict[str, str] = meta["labels"]
+    labels.setdefault(QUEUE_LABEL, settings.queue)
+    if settings.priority_class:
+        labels.setdefault(PRIORITY_LABEL, settings.priority_class)
+    labels.update(
+        {
+            LABEL_JOB: job_label(req.job),
+            LABEL_SUBMISSION: str(req.submission),
+            LABEL_ATTEMPT: str(req.attempt),
+        }
+    )
+    notes: dict[str, str] = meta["annotations"]
+    theirs = [g.strip() for g in notes.get(GATES, "").split(",") if g.strip()]
+    notes.update(
+        {
+            ANNOTATION_JOB: req.job,
+            ANNOTATION_USER: user,
+            GATES: ",".join([*theirs, settings.gate]),
+        }
+    )
+    trainer["env"] = _manifest_env(trainer, req)
+    spec["trainer"] = trainer
+    spec.setdefault(
+        "runtimeRef",
+        {"apiGroup": GROUP, "kind": settings.runtime_kind, "name": settings.runtime},
+    )
+    for key in _SERVER_SET:
+        meta.pop(key, None)
+    meta.update(
+        {
+            "name": trainjob_name(req.job, req.submission, req.attempt),
+            "namespace": settings.namespace,
+            "labels": labels,
+            "annotations": notes,
+        }
+    )
+    made = {**body, "apiVersion": body.get("apiVersion", API_VERSION), "metadata": meta}
+    made.pop("status", None)
+    return {**made, "spec": spec}
 
 
 def gates_without(value: str, gate: str) -> str | None:
