@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config  # type: ignore[import-untyped]
+from kubernetes import client, config
 
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 EXIT_CODE = "kubeplane.test/exit-code"
@@ -75,7 +75,7 @@ class PodProcesses:
     errors: list[BaseException] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        api = config.new_client_from_config(config_file=self.kubeconfig)
+        api = config.new_client_from_config(config_file=self.kubeconfig)  # type: ignore[no-untyped-call]
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.stopped = threading.Event()
@@ -103,7 +103,7 @@ class PodProcesses:
             self.stopped.wait(0.5)
 
     def _trainjobs(self) -> set[str]:
-        found = self.custom.list_namespaced_custom_object(
+        found: Any = self.custom.list_namespaced_custom_object(
             "trainer.kubeflow.org",
             "v1alpha1",
             self.namespace,
@@ -114,7 +114,9 @@ class PodProcesses:
 
     def _tick(self) -> None:
         names = self._trainjobs()
-        pods = self.core.list_namespaced_pod(self.namespace, label_selector=JOBSET_NAME).items
+        pods: list[Any] = self.core.list_namespaced_pod(
+            self.namespace, label_selector=JOBSET_NAME
+        ).items
         live = {}
         for pod in pods:
             owner = (pod.metadata.labels or {}).get(JOBSET_NAME)

@@ -150,7 +150,11 @@ def _checkpoint_line(d: dict[str, Any]) -> str:
     return f"{c['store']}: {c['publications']} publications"
 
 
-def _text(d: dict[str, Any]) -> None:
+# How the queue a job waits in is named in the report, by adapter (else "the queue").
+_QUEUES = {"slurm": "Slurm", "kubeflow": "Kueue"}
+
+
+def _text(d: dict[str, Any], adapter: str) -> None:
     q = d["queued"]
     lost = ", ".join(
         f"{x['cause']} {hms(x['seconds'])} ({x['endings']} ending"
@@ -172,7 +176,7 @@ def _text(d: dict[str, Any]) -> None:
             (
                 "queued",
                 f"{hms(d['queued_seconds'])}  gate {hms(q['gate'])}, pending in "
-                f"Slurm {hms(q['pending'])}, held {hms(q['held'])}",
+                f"{_QUEUES.get(adapter, 'the queue')} {hms(q['pending'])}, held {hms(q['held'])}",
             ),
             (
                 "running",
@@ -282,8 +286,8 @@ def report(
     as_csv: bool,
 ) -> None:
     """Where JOB's hours went, across all its submissions and requeues: wall time, time
-    queued (gate, pending in Slurm, held), running, node-hours, the time lost to each cause,
-    recovery gaps, and goodput (useful node-hours over held node-hours).
+    queued (gate, pending in the scheduler's queue, held), running, node-hours, the time lost
+    to each cause, recovery gaps, and goodput (useful node-hours over held node-hours).
 
     Lost work is read from the checkpoint store's log: PUBLISH_STORE in the job's
     environment, or --store. Without one, each ended run counts as lost whole.
@@ -300,22 +304,23 @@ def report(
         fail("give JOB, or --all / --since for every job (see `dispatch report --help`)", 2)
     given = StoreName(store, endpoint_url) if store else None
     with refusals():
-        ledger = Session(config).ledger
+        session = Session(config)
+        ledger = session.ledger
         # An array's tasks are reported as every job is, one row each.
         ids: list[JobID] = resolve_all(ledger, job) if job else ledger.jobs(include_settled=True)
         one = job is not None and len(ids) == 1
         docs = _documents(ledger, ids, one, given, since, now)
-    _show(docs, one, as_json, as_csv)
+    _show(docs, one, as_json, as_csv, session.settings.backend)
 
 
-def _show(docs: list[dict[str, Any]], one: bool, as_json: bool, as_csv: bool) -> None:
+def _show(docs: list[dict[str, Any]], one: bool, as_json: bool, as_csv: bool, adapter: str) -> None:
     """Print the reports: as JSON, as CSV, one job's as a text block, or many as a table."""
     if as_json:
         echo_json(docs[0] if one else docs)
     elif as_csv:
         click.echo(_csv(docs), nl=False)
     elif one:
-        _text(docs[0])
+        _text(docs[0], adapter)
     else:
         table(REPORT_COLUMNS, [tuple(cell(d) for _, cell in REPORT_TABLE) for d in docs])
 
