@@ -205,6 +205,10 @@ def test_the_shell_walk_through_preempted_through_kueue_resumes_from_its_checkpo
     subs = st["submissions"]
     assert isinstance(subs, list) and len(subs) == 2, subs
     assert "preempted" in json.dumps(subs[0]), subs[0]
+    # The store's credentials came from the Secret, by reference: the ledger holds none.
+    kept = b"".join(p.read_bytes() for p in (ada.home / ".dispatch").rglob("*") if p.is_file())
+    assert b"secretKeyRef" in kept
+    assert S3_KEYS["aws_secret_access_key"].encode() not in kept
 
 
 def _walk(

@@ -31,6 +31,7 @@ from dispatch.model.errors import (
     InvalidError,
     NotFoundError,
     RejectedError,
+    UnauthorizedError,
     UnsupportedError,
 )
 from dispatch.model.objects import (
@@ -96,6 +97,12 @@ class KubeflowBackend:
         try:
             self.api.create_trainjob(probe, dry_run=True)
             gate = gate_support(None)
+        except UnauthorizedError as err:
+            # Not a capability of the cluster's: this user may not create TrainJobs here.
+            raise UnauthorizedError(
+                f"{self.user} may not create TrainJobs in namespace {self.settings.namespace} "
+                f"({err.message}); use a namespace you may (the kubeflow setting 'namespace')"
+            ) from None
         except DispatchError as err:
             gate = gate_support(err.message)
         return capabilities(gate)

@@ -228,3 +228,39 @@ def test_a_sweeps_find_is_three_lists_however_many_jobs(
     assert calls == ["list_trainjobs", "list_workloads", "list_pods"]
     assert all(len(many[j].objects) == 1 for j in jobs)
     assert many[jobs[0]].objects == one[jobs[0]].objects
+
+
+@pytest.mark.parametrize("owner", ["bob", "ada-other-job"])
+def test_a_trainjob_there_under_the_attempts_name_is_never_adopted(
+    plane: Plane, backend: KubeflowBackend, owner: str
+) -> None:
+    """Someone else made the object the attempt's name names first (another user, or another
+    job of this user's): the create's 409 is answered with that object, which start refuses
+    instead of taking it for the attempt's."""
+    from dispatch.adapters.kubeflow import render
+
+    job = "k" + secrets.token_hex(4)
+    backend.started.append(job)  # type: ignore[attr-defined]
+    req = StartRequest(
+        job=job,
+        submission=1,
+        attempt=1,
+        lineage_submission=1,
+        spec=JobSpec(command=("python", "train.py")),
+    )
+    body = render.trainjob(req, backend.settings, backend.user)
+    notes = body["metadata"]["annotations"]
+    if owner == "bob":
+        notes[render.ANNOTATION_USER] = "bob"
+    else:
+        notes[render.ANNOTATION_JOB] = "k-another-job"
+    name = body["metadata"]["name"]
+    plane.kubectl("create", "-f", "-", stdin=json.dumps(body))
+    try:
+        with pytest.raises(RejectedError, match="is not this user's|is another job's"):
+            backend.start(req)
+        tj = plane.get("trainjob", name, namespace="ada")
+        # Left as it was: still gated, still its maker's.
+        assert tj["metadata"]["annotations"] == notes
+    finally:
+        plane.kubectl("delete", "trainjob", name, "-n", "ada", "--ignore-not-found")

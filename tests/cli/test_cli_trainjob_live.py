@@ -1,0 +1,101 @@
+"""``dispatch trainjob`` on the local Kubernetes plane, as two users of a shared cluster: each
+acts only where RBAC lets them, a refusal records nothing, and no credential reaches the
+ledger; a manifest the API server's schema or webhooks refuse is refused before anything is
+recorded, naming what the server said."""
+
+from __future__ import annotations
+
+import base64
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from live_kube import REPO, Plane, plane_env
+from live_user import BIN
+
+pytestmark = pytest.mark.kube
+TEMPLATE = REPO / "job_templates" / "trainjob_ddp.yaml"
+
+
+@pytest.fixture(scope="module")
+def plane() -> Plane:
+    return Plane(plane_env())
+
+
+def config(tmp: Path, kubeconfig: str, namespace: str) -> Path:
+    path = tmp / f"{namespace}-{Path(kubeconfig).stem}.toml"
+    path.write_text(
+        f'ledger = "{tmp / "ledger"}"\n[backend]\nname = "kubeflow"\n'
+        f'[backend.settings]\nkubeconfig = "{kubeconfig}"\nnamespace = "{namespace}"\n'
+        'queue = "main"\n'
+    )
+    return path
+
+
+def dispatch(*words: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "dispatch"), *words],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=stdin,
+    )
+
+
+@pytest.mark.parametrize("plan", [True, False])
+def test_a_user_cannot_submit_into_a_namespace_rbac_keeps_from_them(
+    plane: Plane, tmp_path: Path, plan: bool
+) -> None:
+    bobs = config(tmp_path, plane.kubeconfig("bob"), "ada")
+    done = dispatch("trainjob", "--config", str(bobs), *(["--plan"] if plan else []), str(TEMPLATE))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert "bob may not create TrainJobs in namespace ada" in done.stderr
+    assert "use a namespace you may (the kubeflow setting 'namespace')" in done.stderr
+    assert not list((tmp_path / "ledger").glob("**/*.json*")), "a refused job was recorded"
+    # Nothing was made in ada's namespace either.
+    made = plane.get("trainjobs", namespace="ada")["items"]
+    assert not [t for t in made if t["metadata"]["annotations"].get("dispatch.dev/user") == "bob"]
+
+
+def test_a_manifest_the_api_server_refuses_is_refused_before_it_is_recorded(
+    plane: Plane, tmp_path: Path
+) -> None:
+    body = yaml.safe_load(TEMPLATE.read_text())
+    body["spec"]["trainer"]["numNodes"] = "two"  # the TrainJob schema wants an integer
+    adas = config(tmp_path, plane.kubeconfig("ada"), "ada")
+    done = dispatch("trainjob", "--config", str(adas), "-", stdin=yaml.safe_dump(body))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "the TrainJob is refused as it stands:" in done.stderr
+    assert "numNodes" in done.stderr
+    assert "nothing was recorded" in done.stderr
+    assert not (tmp_path / "ledger").exists() or not list((tmp_path / "ledger").glob("**/*.json*"))
+
+
+def test_no_credential_of_the_kubeconfig_reaches_the_ledger(plane: Plane, tmp_path: Path) -> None:
+    adas = config(tmp_path, plane.kubeconfig("ada"), "ada")
+    done = dispatch("trainjob", "--config", str(adas), "--parsable", str(TEMPLATE))
+    assert done.returncode == 0, done.stderr
+    job = done.stdout.strip()
+    try:
+        kubeconfig = yaml.safe_load(Path(plane.kubeconfig("ada")).read_text())
+        user = kubeconfig["users"][0]["user"]
+        secrets = [
+            base64.b64decode(user[f"{k}-data"]).decode()
+            if f"{k}-data" in user
+            else Path(user[k]).read_text()
+            for k in ("client-key", "client-certificate")
+            if k in user or f"{k}-data" in user
+        ]
+        assert secrets, "the user's kubeconfig holds no key to look for"
+        kept = b"".join(p.read_bytes() for p in (tmp_path / "ledger").rglob("*") if p.is_file())
+        assert kept, "the ledger holds nothing"
+        for secret in secrets:
+            # The key's body, a line of it at least, appears nowhere in the ledger.
+            line = secret.splitlines()[1].encode()
+            assert line not in kept
+            assert base64.b64encode(secret.encode())[:40] not in kept
+        assert job.encode() in kept
+    finally:
+        dispatch("cancel", "--config", str(adas), job)
