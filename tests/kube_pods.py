@@ -8,7 +8,10 @@ needs: it starts the container's command and arguments as a process, in a folder
 own standing in for the image's working folder (a copy of ``image``), with the environment the
 pod's spec gives (literal values, ``fieldRef`` to the pod's metadata, ``secretKeyRef`` read from
 the Secret), ``PATH`` on this Python's ``bin`` and a ``TMPDIR`` and ``HOME`` of the pod's own.
-A process that exits ends its pod with its exit code (the plane's kwok stage, ``end_pod``); a
+Its output is kept as a kubelet keeps a container's, in the container runtime's log format,
+and served through the API server (``kubectl logs``, pods/log) by kwok's server, which a
+``Logs`` object of kwok's points at it. A process that exits ends its pod with its exit code
+(the plane's kwok stage, ``end_pod``); a
 pod that is deleted or goes (Kueue's eviction, say) has its process sent ``SIGTERM``, and
 ``SIGKILL`` after the grace period, as a kubelet stops a container.
 
@@ -32,6 +35,7 @@ import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +61,7 @@ class Running:
     process: subprocess.Popen[bytes]
     log: Path
     env: dict[str, str]
+    copier: threading.Thread
     termed_at: float | None = None
     reported: bool = False
 
@@ -150,16 +155,35 @@ class PodProcesses:
             env["PET_MASTER_PORT"] = str(self.ports.setdefault(trainjob, _free_port()))
         argv = [*(container.command or []), *(container.args or [])]
         log = home / "output.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                argv,
-                cwd=container.working_dir or work,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.pods[name] = Running(pod=name, process=process, log=log, env=env)
+        process = subprocess.Popen(
+            argv,
+            cwd=container.working_dir or work,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        kept = home / "container.log"
+        copier = threading.Thread(target=_keep, args=(process, log, kept), daemon=True)
+        copier.start()
+        self.pods[name] = Running(pod=name, process=process, log=log, env=env, copier=copier)
+        # What a kubelet keeps of the container's output, kwok's server serves as its log.
+        self.custom.create_namespaced_custom_object(
+            "kwok.x-k8s.io",
+            "v1alpha1",
+            self.namespace,
+            "logs",
+            {
+                "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                "kind": "Logs",
+                "metadata": {"name": name, "namespace": self.namespace},
+                "spec": {
+                    "logs": [
+                        {"containers": [container.name], "logsFile": str(kept), "follow": True}
+                    ]
+                },
+            },
+        )
 
     def _env(self, pod: Any, entries: list[Any]) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -186,6 +210,7 @@ class PodProcesses:
     def _watch(self, name: str, run: Running, pod: Any) -> None:
         code = run.process.poll()
         if code is not None:
+            run.copier.join(30)  # all it wrote is in its log before its pod ends
             if not run.reported and pod is not None and pod.metadata.deletion_timestamp is None:
                 self.core.patch_namespaced_pod(
                     name,
@@ -202,13 +227,32 @@ class PodProcesses:
                 os.killpg(run.process.pid, signal.SIGKILL)
 
     def stop(self) -> None:
-        """Stop watching; every process still running is killed."""
+        """Stop watching; every process still running is killed, and the Logs objects go."""
         self.stopped.set()
         self.thread.join(30)
-        for run in self.pods.values():
+        for name, run in self.pods.items():
             if run.process.poll() is None:
                 os.killpg(run.process.pid, signal.SIGKILL)
                 run.process.wait(30)
+            run.copier.join(30)
+            if run.process.stdout is not None:
+                run.process.stdout.close()
+            self.custom.delete_namespaced_custom_object(
+                "kwok.x-k8s.io", "v1alpha1", self.namespace, "logs", name
+            )
+
+
+def _keep(process: subprocess.Popen[bytes], log: Path, kept: Path) -> None:
+    """Copy the process's output as it comes: as written to ``log``, and in the container
+    runtime's log format (a time, the stream, F for a whole line) to ``kept``."""
+    assert process.stdout is not None
+    with log.open("wb") as raw, kept.open("wb") as cri:
+        for line in process.stdout:
+            raw.write(line)
+            raw.flush()
+            stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode()
+            cri.write(stamp + b" stdout F " + line.rstrip(b"\n") + b"\n")
+            cri.flush()
 
 
 def _field(pod: Any, path: str) -> str:

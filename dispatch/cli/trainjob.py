@@ -92,7 +92,7 @@ See docs/kubeflow.md for the whole story.
 
 
 @dataclass(frozen=True)
-class CommandLine:
+class TrainJobCommand:
     """The words of ``dispatch trainjob``, sorted into its own options, dispatch's options and
     the manifest."""
 
@@ -108,7 +108,7 @@ class CommandLine:
 _FLAGS = {"--plan": "plan", "--json": "json", "--parsable": "parsable", "--help": "help"}
 
 
-def split(words: Sequence[str]) -> CommandLine:
+def split(words: Sequence[str]) -> TrainJobCommand:
     """Sort the command line; an unknown option or a second manifest is refused."""
     got: dict[str, Any] = {}
     job: list[str] = []
@@ -120,19 +120,11 @@ def split(words: Sequence[str]) -> CommandLine:
         if word in _FLAGS:
             got[_FLAGS[word]] = True
         elif word == "--config" or word.startswith("--config="):
-            value = word.partition("=")[2] if "=" in word else None
-            if value is None:
-                if i >= len(words):
-                    raise InvalidError("--config needs a value: --config=FILE")
-                value, i = words[i], i + 1
-            got["config"] = value
+            got["config"], i = _config(word, words, i)
         elif is_option(word):
-            job.append(word)
-            name = word[2:].partition("=")[0]
-            takes = next(o for o in OPTIONS if o.name == name)
-            if takes.value and not takes.optional_value and "=" not in word and i < len(words):
-                job.append(words[i])
-                i += 1
+            used = _value_words(word, words[i:])
+            job.extend(words[i - 1 : i + used])
+            i += used
         elif word.startswith("-") and word != "-":
             raise InvalidError(
                 f"{word}: not an option of dispatch trainjob (see dispatch trainjob --help)"
@@ -141,7 +133,23 @@ def split(words: Sequence[str]) -> CommandLine:
             raise InvalidError(f"{word}: one manifest per submission ({manifest} is already named)")
         else:
             manifest = word
-    return CommandLine(manifest=manifest, job=tuple(job), **got)
+    return TrainJobCommand(manifest=manifest, job=tuple(job), **got)
+
+
+def _config(word: str, words: Sequence[str], i: int) -> tuple[str, int]:
+    """``--config``'s value, from the word or the next one, and where the words go on."""
+    if "=" in word:
+        return word.partition("=")[2], i
+    if i >= len(words):
+        raise InvalidError("--config needs a value: --config=FILE")
+    return words[i], i + 1
+
+
+def _value_words(word: str, following: Sequence[str]) -> int:
+    """How many of the words after dispatch option ``word`` are its value (0 or 1)."""
+    option = next(o for o in OPTIONS if o.name == word[2:].partition("=")[0])
+    takes = option.value and not option.optional_value and "=" not in word
+    return 1 if takes and following else 0
 
 
 def read_manifest(name: str | None) -> tuple[str, str]:
@@ -197,6 +205,8 @@ def parse_manifest(text: str, source: str) -> dict[str, Any]:
         raise InvalidError(
             f"manifest {source}: holds values JSON has none of (a date, say); quote them"
         ) from None
+    if not isinstance(body.get("metadata") or {}, dict):
+        raise InvalidError(f"manifest {source}: metadata: expected a mapping")
     if not isinstance(body.get("spec"), dict):
         raise InvalidError(f"manifest {source}: spec: a TrainJob has a spec (a mapping)")
     return body
@@ -222,30 +232,38 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
 
 
-def job_spec(body: dict[str, Any], source: str, options: JobOptions) -> JobSpec:
-    """The job dispatch records for the manifest: its name, shape and recovery; the manifest
-    itself travels as the spec's extension."""
+def _trainer_words(body: Mapping[str, Any], source: str) -> tuple[dict[str, Any], list[str]]:
+    """The manifest's trainer, and its command and arguments as one list of words."""
     trainer = body["spec"].get("trainer") or {}
     if not isinstance(trainer, dict):
         raise InvalidError(f"manifest {source}: spec.trainer: expected a mapping")
     words = [*(trainer.get("command") or ()), *(trainer.get("args") or ())]
     if not all(isinstance(w, str) for w in words):
         raise InvalidError(f"manifest {source}: spec.trainer.command and args: expected text")
-    runtime = (body["spec"].get("runtimeRef") or {}).get("name") or "runtime"
-    meta = body.get("metadata") or {}
-    default_name = meta.get("name") if isinstance(meta.get("name"), str) else ""
+    return trainer, words
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def job_spec(body: dict[str, Any], source: str, options: JobOptions) -> JobSpec:
+    """The job dispatch records for the manifest: its name, shape and recovery; the manifest
+    itself travels as the spec's extension."""
+    trainer, words = _trainer_words(body, source)
+    runtime = _text((body["spec"].get("runtimeRef") or {}).get("name")) or "runtime"
     extensions: list[Extension] = [
         TrainJobManifest(source=source, manifest=json.dumps(body, separators=(",", ":")))
     ]
     if options.checkpoint is CheckpointMode.SHARED:
         extensions.append(SharedCheckpoint())
-    image = trainer.get("image")
+    named = options.name or _text((body.get("metadata") or {}).get("name"))
     return JobSpec(
-        name=options.name or default_name or Path(source).stem or "trainjob",
+        name=named or Path(source).stem or "trainjob",
         command=tuple(words) or (f"{runtime}:default",),
         nodes=_count(trainer.get("numNodes")),
         procs_per_node=_count(trainer.get("numProcPerNode")),
-        image=image if isinstance(image, str) else "",
+        image=_text(trainer.get("image")),
         recovery=RecoveryPolicy(rules=options.rules or ()),
         extensions=tuple(extensions),
     )
@@ -331,7 +349,7 @@ def trainjob(ctx: click.Context, words: tuple[str, ...]) -> None:
         fail(f"dispatch job {st.job} failed at launch: {st.cause.kind}: {st.cause.detail}", 1)
 
 
-def _print_plan(cmd: CommandLine, plan: Plan, said: str) -> None:
+def _print_plan(cmd: TrainJobCommand, plan: Plan, said: str) -> None:
     if cmd.json:
         echo_json({"plan": plan.model_dump(mode="json"), "kubernetes": said})
         return

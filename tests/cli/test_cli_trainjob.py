@@ -99,6 +99,10 @@ def test_an_option_may_take_its_value_as_the_next_word() -> None:
         ("kind: [TrainJob\n", "not YAML"),
         (MANIFEST.replace("spec:\n", "spec: 3\nx:\n"), "spec: a TrainJob has a spec"),
         (MANIFEST.replace("name: finetune", "name: 2026-01-01"), "values JSON has none of"),
+        (
+            "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: x\nspec: {}\n",
+            "metadata: expected a mapping",
+        ),
     ],
 )
 def test_a_manifest_that_is_not_one_trainjob_is_refused_saying_why(text: str, named: str) -> None:

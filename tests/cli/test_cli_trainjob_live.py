@@ -6,13 +6,14 @@ recorded, naming what the server said."""
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 from live_kube import REPO, Plane, plane_env
-from live_user import BIN
+from live_user import BIN, installed_line
 
 pytestmark = pytest.mark.kube
 TEMPLATE = REPO / "job_templates" / "trainjob_ddp.yaml"
@@ -56,7 +57,11 @@ def test_a_user_cannot_submit_into_a_namespace_rbac_keeps_from_them(
     assert not list((tmp_path / "ledger").glob("**/*.json*")), "a refused job was recorded"
     # Nothing was made in ada's namespace either.
     made = plane.get("trainjobs", namespace="ada")["items"]
-    assert not [t for t in made if t["metadata"]["annotations"].get("dispatch.dev/user") == "bob"]
+    assert not [
+        t
+        for t in made
+        if (t["metadata"].get("annotations") or {}).get("dispatch.dev/user") == "bob"
+    ]
 
 
 def test_a_manifest_the_api_server_refuses_is_refused_before_it_is_recorded(
@@ -99,3 +104,59 @@ def test_no_credential_of_the_kubeconfig_reaches_the_ledger(plane: Plane, tmp_pa
         assert job.encode() in kept
     finally:
         dispatch("cancel", "--config", str(adas), job)
+
+
+def test_the_sweep_installed_for_cron_on_a_login_host_sweeps_a_kubeflow_job(
+    plane: Plane, tmp_path: Path
+) -> None:
+    """The line ``dispatch supervise install --cron`` writes, run as cron runs it (``sh -c``
+    with HOME, LOGNAME, SHELL and PATH=/usr/bin:/bin alone): the kubeflow adapter finds the
+    user's ~/.kube/config there, and the sweep supervises the job."""
+    home = tmp_path / "home"
+    (home / ".kube").mkdir(parents=True)
+    (home / ".kube" / "config").write_text(Path(plane.kubeconfig("ada")).read_text())
+    (home / ".dispatch").mkdir()
+    conf = home / ".dispatch" / "config.toml"
+    conf.write_text(
+        f'ledger = "{home / ".dispatch" / "ledger"}"\n[backend]\nname = "kubeflow"\n'
+        '[backend.settings]\nnamespace = "ada"\nqueue = "main"\n'
+    )
+    shell = {"HOME": str(home), "PATH": f"{BIN}:/usr/bin:/bin"}
+    submitted = subprocess.run(
+        [str(BIN / "dispatch"), "trainjob", "--parsable", str(TEMPLATE)],
+        env=shell,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    entry = subprocess.run(
+        [str(BIN / "dispatch"), "supervise", "install", "--cron", "--dry-run"],
+        env=shell,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert entry.returncode == 0, entry.stderr
+    line = installed_line(entry.stdout, conf)
+    cron = {"HOME": str(home), "LOGNAME": "ada", "SHELL": "/bin/sh", "PATH": "/usr/bin:/bin"}
+    try:
+        for _ in range(2):
+            tick = subprocess.run(["/bin/sh", "-c", line.split(None, 5)[5]], env=cron, timeout=120)
+            assert tick.returncode == 0
+        log = (home / ".dispatch" / "dispatch-sweep.log").read_text()
+        assert "swept 1 unsettled jobs" in log, log
+        assert "1 passed" in log and "0 failed" in log, log
+        status = subprocess.run(
+            [str(BIN / "dispatch"), "status", "--json", job],
+            env=shell,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert json.loads(status.stdout)["state"] == "running", status.stdout
+    finally:
+        subprocess.run(
+            [str(BIN / "dispatch"), "cancel", job], env=shell, capture_output=True, timeout=120
+        )

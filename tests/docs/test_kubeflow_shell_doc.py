@@ -196,15 +196,24 @@ def test_the_shell_walk_through_preempted_through_kueue_resumes_from_its_checkpo
         assert zombie.returncode == 4, zombie.stdout + zombie.stderr
         assert "(epoch 1000000 (1/0)) is outranked and must not publish" in zombie.stderr
 
-    # The rest of the walk-through reads the record from the shell.
-    read = ada.sh(block("shell-read"))
-    assert printed_as("shell-read-prints", read), read
-    st = ada.status(jid)
-    assert st["state"] == "succeeded", st
-    assert st["cause"]["kind"] == "none", st  # type: ignore[index]
-    subs = st["submissions"]
-    assert isinstance(subs, list) and len(subs) == 2, subs
-    assert "preempted" in json.dumps(subs[0]), subs[0]
+        # The rest of the walk-through reads the record from the shell.
+        read = ada.sh(block("shell-read"))
+        assert printed_as("shell-read-prints", read), read
+        st = ada.status(jid)
+        assert st["state"] == "succeeded", st
+        assert st["cause"]["kind"] == "none", st  # type: ignore[index]
+        subs = st["submissions"]
+        assert isinstance(subs, list) and len(subs) == 2, subs
+        assert "preempted" in json.dumps(subs[0]), subs[0]
+        # A preempted execution's pods went, and their logs with them (unlike a Slurm job's
+        # output file): dispatch logs says so.
+        gone = ada.run("dispatch logs --submission 1 ddp")
+        assert gone.returncode == 1, gone.stdout + gone.stderr
+        assert "its pods are gone, and their logs with them" in gone.stderr
+        refused = ada.run("dispatch logs --stderr ddp")
+        assert refused.returncode == 1
+        assert "a pod's log holds its stdout and stderr together" in refused.stderr
+
     # The store's credentials came from the Secret, by reference: the ledger holds none.
     kept = b"".join(p.read_bytes() for p in (ada.home / ".dispatch").rglob("*") if p.is_file())
     assert b"secretKeyRef" in kept

@@ -10,10 +10,12 @@ which ends its execution and keeps Kueue from admitting it again.
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 from collections.abc import Sequence
 from functools import cached_property
+from typing import IO
 
 from dispatch.adapters.kubeflow import parse, render
 from dispatch.adapters.kubeflow.capabilities import (
@@ -291,6 +293,31 @@ class KubeflowBackend:
             self.api.patch_workload(f.namespace, wl.name, render.DEACTIVATE)
         except DispatchError as err:  # the next look tries again
             log.warning("keeping %s ended: %s", f.id, err)
+
+    def output(self, job: JobID, submission: int, stream: str = "stdout") -> IO[bytes]:
+        """What submission ``submission`` of ``job`` wrote: the log of its TrainJob's first
+        pod (the first node's, where rank 0 runs), as a Slurm job's output is its batch
+        step's on the first node. A pod's log holds stdout and stderr together."""
+        if stream != "stdout":
+            raise UnsupportedError(
+                "a pod's log holds its stdout and stderr together: leave out --stderr"
+            )
+        mine = [
+            o
+            for o in self.find(job).objects
+            if o.submission == submission and not o.foreign and o.attempt is not None
+        ]
+        if not mine:
+            raise NotFoundError(f"job {job} has no TrainJob of submission {submission} now")
+        ns, name = _split(max(mine, key=lambda o: o.attempt or 0).ref)
+        pods = self.api.list_pods(ns, f"{parse.JOBSET_NAME}={name}")
+        if not pods:
+            raise NotFoundError(
+                f"TrainJob {ns}/{name} has no pod now (never started, or its pods are gone, "
+                "and their logs with them)"
+            )
+        first = min(pods, key=parse.pod_order)
+        return io.BytesIO(self.api.read_pod_log(ns, first["metadata"]["name"]))
 
     def inspect(self, ref: ObjectRef) -> ObjectObs:
         """One TrainJob as the cluster shows it now."""

@@ -211,3 +211,20 @@ def trainjob_facts(
             if isinstance(j, Mapping)
         ),
     )
+
+
+def _index(notes: JSON, key: str) -> int:
+    value = notes.get(key)
+    return int(value) if isinstance(value, str) and value.isdigit() else 1 << 30
+
+
+def pod_order(pod: JSON) -> tuple[int, int, str]:
+    """Where a pod stands among its TrainJob's: by its Job's place in the JobSet, then its
+    index in that Job (the first node's pod first), then its name."""
+    meta = pod.get("metadata") or {}
+    notes = meta.get("annotations") or {}
+    return (
+        _index(notes, "jobset.sigs.k8s.io/job-global-index"),
+        _index(notes, "batch.kubernetes.io/job-completion-index"),
+        str(meta.get("name", "")),
+    )

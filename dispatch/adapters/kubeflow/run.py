@@ -256,6 +256,17 @@ class KubeAPI:
         # Unparsed (_preload_content=False): the reply is the HTTP response, read as JSON.
         return list(_json(json.loads(getattr(reply, "data", b"{}"))).get("items") or [])
 
+    def read_pod_log(self, ns: str, name: str) -> bytes:
+        """What a pod's container wrote (its log, stdout and stderr together), as the kubelet
+        keeps it; one gone with its pod is ``NotFoundError``."""
+        reply = self._call(
+            f"read the log of pod {ns}/{name}",
+            lambda: self.core.read_namespaced_pod_log(
+                name, ns, _preload_content=False, _request_timeout=self.timeout
+            ),
+        )
+        return bytes(getattr(reply, "data", b""))
+
     def get_runtime(self, kind: str, name: str, ns: str) -> JSON:
         """The (Cluster)TrainingRuntime the TrainJobs use."""
         if kind == "ClusterTrainingRuntime":
