@@ -123,14 +123,18 @@ def test_the_sweep_installed_for_cron_on_a_login_host_sweeps_a_kubeflow_job(
     )
     shell = {"HOME": str(home), "PATH": f"{BIN}:/usr/bin:/bin"}
     submitted = subprocess.run(
-        [str(BIN / "dispatch"), "trainjob", "--parsable", str(TEMPLATE)],
+        [str(BIN / "dispatch"), "trainjob", "--json", str(TEMPLATE)],
         env=shell,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert submitted.returncode == 0, submitted.stderr
-    job = submitted.stdout.strip()
+    said = json.loads(submitted.stdout)
+    job = said["job"]
+    assert (said["name"], said["submission"]) == ("ddp", 1)
+    assert said["object"] == f"ada/dj-{job}-1-1"
+    assert [r["index"] for r in said["plan"]["rules"]] == [0]
     entry = subprocess.run(
         [str(BIN / "dispatch"), "supervise", "install", "--cron", "--dry-run"],
         env=shell,
