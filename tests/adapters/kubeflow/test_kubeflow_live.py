@@ -62,6 +62,19 @@ def start(b: KubeflowBackend, **spec: Any) -> tuple[str, ObjectRef]:
     return job, b.start(req)
 
 
+def new_request(b: KubeflowBackend) -> StartRequest:
+    """A first attempt of a new job of this test's, stopped at the end."""
+    job = "k" + secrets.token_hex(4)
+    b.started.append(job)  # type: ignore[attr-defined]
+    return StartRequest(
+        job=job,
+        submission=1,
+        attempt=1,
+        lineage_submission=1,
+        spec=JobSpec(command=("python", "train.py")),
+    )
+
+
 def seen(b: KubeflowBackend, job: str, ref: ObjectRef, what: str, ok: Any) -> ObjectObs:
     found = wait_for(what, lambda: b.find(job).get(ref), lambda o: o is not None and ok(o))
     assert found is not None
@@ -151,15 +164,8 @@ def test_open_lifts_only_dispatchs_gate_and_an_admins_stays(
     the admin's gate beside dispatch's."""
     from dispatch.adapters.kubeflow import render
 
-    job = "k" + secrets.token_hex(4)
-    backend.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(
-        job=job,
-        submission=1,
-        attempt=1,
-        lineage_submission=1,
-        spec=JobSpec(command=("python", "train.py")),
-    )
+    req = new_request(backend)
+    job = req.job
     body = render.trainjob(req, backend.settings, backend.user)
     body["metadata"]["annotations"][render.GATES] = f"{ADMIN_GATE},dispatch.dev/start"
     plane.kubectl("create", "-f", "-", who="ada", stdin=json.dumps(body))
@@ -180,15 +186,8 @@ def test_a_foreign_object_is_shown_foreign_and_never_opened(
 ) -> None:
     from dispatch.adapters.kubeflow import render
 
-    job = "k" + secrets.token_hex(4)
-    backend.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(
-        job=job,
-        submission=1,
-        attempt=1,
-        lineage_submission=1,
-        spec=JobSpec(command=("python", "train.py")),
-    )
+    req = new_request(backend)
+    job = req.job
     body = render.trainjob(req, backend.settings, backend.user)
     if forge == "numbers":
         body["metadata"]["labels"][render.LABEL_ATTEMPT] = "one"
@@ -239,15 +238,7 @@ def test_a_trainjob_there_under_the_attempts_name_is_never_adopted(
     instead of taking it for the attempt's."""
     from dispatch.adapters.kubeflow import render
 
-    job = "k" + secrets.token_hex(4)
-    backend.started.append(job)  # type: ignore[attr-defined]
-    req = StartRequest(
-        job=job,
-        submission=1,
-        attempt=1,
-        lineage_submission=1,
-        spec=JobSpec(command=("python", "train.py")),
-    )
+    req = new_request(backend)
     body = render.trainjob(req, backend.settings, backend.user)
     notes = body["metadata"]["annotations"]
     if owner == "bob":
