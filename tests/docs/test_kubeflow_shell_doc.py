@@ -164,16 +164,33 @@ def test_the_shell_walk_through_preempted_through_kueue_resumes_from_its_checkpo
             stderr=subprocess.PIPE,
             text=True,
         )
+        follow: subprocess.Popen[str] | None = None
         try:
             _walk(plane, ada, pods, jid, preemptor, store)
+            # Submission 2 trains on (some 300 steps of 0.05 s): its log is followed meanwhile.
+            assert said(pods, r"^rank 0 done step") is None, "submission 2 ended too soon"
+            follow = subprocess.Popen(
+                ["dispatch", "logs", "--follow", "ddp"],
+                cwd=ada.folder,
+                env=ada.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             out, err = supervise.communicate(timeout=WAIT)
+            followed, follow_err = follow.communicate(timeout=WAIT)
         finally:
-            if supervise.poll() is None:
-                supervise.kill()
+            for process in (supervise, follow):
+                if process is not None and process.poll() is None:
+                    process.kill()
             plane.kubectl(
                 "delete", "trainjob", preemptor, "-n", "bob", "--ignore-not-found", who="bob"
             )
         assert supervise.returncode == 0, out + err + pods.logs()
+        # The follower began while the execution ran and stopped by itself once it ended.
+        assert follow is not None and follow.returncode == 0, follow_err
+        assert re.search(r"^rank 0 resumed from step \d+$", followed, re.M), followed
+        assert re.search(r"^rank 0 done step 400 ", followed, re.M), followed
         assert out.strip().endswith("trained"), out
         assert not pods.errors, pods.errors
 

@@ -51,8 +51,8 @@ def capabilities(gate: Support) -> dict[Capability, Support]:
         Capability.WORKING_DIRECTORY: _declared(_NO, "a TrainJob names no working directory"),
         Capability.PROCS_PER_NODE: _declared(_YES, "trainer.numProcPerNode"),
         Capability.OUTPUT_PATH: _declared(_NO, "output goes to the pods' logs"),
-        Capability.OUTPUT_READ: _declared(_NO, "pod logs are not read by dispatch"),
-        Capability.OUTPUT_FOLLOW: _declared(_NO, "pod logs are not read by dispatch"),
+        Capability.OUTPUT_READ: _declared(_YES, "the first pod's log, through the API server"),
+        Capability.OUTPUT_FOLLOW: _declared(_YES, "the first pod's log, read again while it runs"),
         Capability.OUTPUT_RETAINED: _declared(_NO, "pod logs go with their pods"),
         Capability.CESSATION_SIGNAL: _declared(_NO, "no node-side evidence"),
     }

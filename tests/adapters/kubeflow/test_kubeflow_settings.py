@@ -96,7 +96,7 @@ def test_a_lost_connection_is_unreachable_and_a_timed_out_effect_unknown() -> No
 
 def test_the_memory_kubeflow_shape_declares_what_the_adapter_declares() -> None:
     """Where the memory adapter's Kubeflow shape does not implement more than a Kubeflow
-    cluster (holds, output, cessation evidence: every optional protocol, on purpose), it
+    cluster (holds, kept output, cessation evidence: every optional protocol, on purpose), it
     declares what the kubeflow adapter declares."""
     from dispatch.adapters.kubeflow.capabilities import capabilities, gate_support
     from dispatch.adapters.memory import MemoryBackend, Shape
@@ -106,8 +106,6 @@ def test_the_memory_kubeflow_shape_declares_what_the_adapter_declares() -> None:
     memory = MemoryBackend(shape=Shape.KUBEFLOW).capabilities()
     more = {
         Capability.HOLD,
-        Capability.OUTPUT_READ,
-        Capability.OUTPUT_FOLLOW,
         Capability.OUTPUT_RETAINED,
         Capability.CESSATION_SIGNAL,
     }
