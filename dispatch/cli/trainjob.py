@@ -185,7 +185,8 @@ def parse_manifest(text: str, source: str) -> dict[str, Any]:
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" (line {where.line + 1})" if where is not None else ""
-        raise InvalidError(f"manifest {source}{at}: not YAML: {err}") from None
+        said = " ".join(str(getattr(err, "problem", None) or err).split())
+        raise InvalidError(f"manifest {source}{at}: not YAML: {said}") from None
     if len(documents) != 1:
         raise InvalidError(
             f"manifest {source}: holds {len(documents)} documents; give one TrainJob per submission"

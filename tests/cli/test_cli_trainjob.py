@@ -133,6 +133,7 @@ def test_the_command_refuses_bad_input_in_one_line_with_exit_2_and_records_nothi
     tmp_path: Path,
 ) -> None:
     (tmp_path / "two.yaml").write_text(MANIFEST + "---\n" + MANIFEST)
+    (tmp_path / "bad.yaml").write_text(MANIFEST.replace("numNodes: 2", "numNodes: [2"))
     for words, named in [
         ((), "give the TrainJob manifest to submit"),
         (("missing.yaml",), "manifest missing.yaml: no such file"),
@@ -140,6 +141,7 @@ def test_the_command_refuses_bad_input_in_one_line_with_exit_2_and_records_nothi
         ((str(tmp_path / "two.yaml"),), "holds 2 documents"),
         (("--bogus", "x.yaml"), "--bogus: not an option of dispatch trainjob"),
         (("a.yaml", "b.yaml"), "b.yaml: one manifest per submission"),
+        ((str(tmp_path / "bad.yaml"),), "(line 11): not YAML: expected ',' or ']'"),
     ]:
         code, out, err = run(tmp_path, *words)
         assert (code, out) == (2, ""), (words, err)
