@@ -48,8 +48,11 @@ T = TypeVar("T")
 UNPACK_WAIT = 120.0
 # How many times a commit puts back a folder that keeps being packed before its link lands.
 UNPACK_TRIES = 16
-# How many times a pack whose handle went stale is opened again by its name.
-STALE_TRIES = 5
+# How many times a pack whose handle went stale is opened again by its name, and the first
+# pause before it is (doubled each time: 1.55 s in all, past a FUSE client's one-second cache
+# of the name, which keeps giving the replaced file until it expires).
+STALE_TRIES = 6
+STALE_PAUSE = 0.05
 # The name a folder being put back from its pack has in ``jobs/`` until it is renamed in place.
 UNPACKING = f"{fmt.TEMP_PREFIX}unpack-"
 
@@ -220,15 +223,17 @@ class PackReader:
 
         A pack replaced through another client of a shared filesystem can leave this client's
         handle to the old one stale (``ESTALE``, as GlusterFS does): the pack is opened again
-        by its name, which is the new one."""
+        by its name, which is the new one once the client's cache of the name expires."""
         path = pack_path(self.root, shard)
-        for tries_left in reversed(range(STALE_TRIES)):
+        for tried in range(STALE_TRIES):
             try:
                 with self._open(path, shard) as opened:
                     return None if opened is None else use(*opened)
             except OSError as err:
-                if err.errno != errno.ESTALE or not tries_left:
+                if err.errno != errno.ESTALE or tried == STALE_TRIES - 1:
                     raise InvalidError(f"{path}: not read: {err}") from None
+            # The client may still map the name to the replaced file for a moment.
+            time.sleep(STALE_PAUSE * 2**tried)
         raise AssertionError("unreachable")
 
     @contextlib.contextmanager

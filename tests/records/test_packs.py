@@ -3,8 +3,11 @@ committed to and keyed as before (docs/ledger.md, "Packs")."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import ledger_children as children
@@ -381,3 +384,34 @@ def test_a_folder_half_put_back_by_a_put_back_that_died_is_removed_once_old(
     assert report.cleared == 1 and not half.exists()
     assert os.listdir(root / "jobs") == []
     assert FileRecords(root).read("j1").revision == last
+
+
+def test_a_pack_handle_gone_stale_is_opened_again_after_a_pause_growing_each_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another client of a shared filesystem replaced the pack: this client's handle, and for
+    a moment its name, give ``ESTALE``. The reader opens the pack again by its name, pausing
+    longer each time (past a FUSE client's one-second cache of the name), and gives up saying
+    so only after the last try."""
+    reader = packs.PackReader(tmp_path)
+    stale = {"left": 4}
+    pauses: list[float] = []
+
+    @contextlib.contextmanager
+    def opening(path: Path, shard: int) -> Iterator[None]:
+        if stale["left"]:
+            stale["left"] -= 1
+            raise OSError(errno.ESTALE, "Stale file handle")
+        yield None
+
+    monkeypatch.setattr(reader, "_open", opening)
+    monkeypatch.setattr(time, "sleep", pauses.append)
+    assert reader.table(0) is None
+    assert pauses == [0.05, 0.1, 0.2, 0.4]
+
+    stale["left"] = packs.STALE_TRIES
+    pauses.clear()
+    with pytest.raises(InvalidError, match="not read: .*Stale file handle"):
+        reader.table(0)
+    assert len(pauses) == packs.STALE_TRIES - 1
+    assert sum(pauses) > 1.0
