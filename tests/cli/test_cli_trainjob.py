@@ -4,7 +4,12 @@ comes before the API server is asked, and records nothing)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -180,3 +185,71 @@ def test_help_shows_the_options_the_annotation_and_an_example(tmp_path: Path) ->
         "trainjob finetune.yaml",
     ):
         assert needed in out
+
+
+@pytest.mark.parametrize("peer", ["down", "silent"])
+def test_an_api_server_down_or_silent_is_said_in_one_line_and_nothing_is_recorded(
+    tmp_path: Path, peer: str
+) -> None:
+    """No API server listens (down), or one accepts and never answers (silent): the command
+    ends within the config's timeout, saying the server is unreachable, exit 1."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    held: list[socket.socket] = []
+    if peer == "down":
+        listener.close()
+    else:
+        listener.listen(8)
+
+        def hold() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    held.append(listener.accept()[0])
+
+        threading.Thread(target=hold, daemon=True).start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": {
+                            "server": f"https://127.0.0.1:{port}",
+                            "insecure-skip-tls-verify": True,
+                        },
+                    }
+                ],
+                "users": [{"name": "u", "user": {"token": "not-a-real-token"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    (tmp_path / "config.toml").write_text(
+        f'ledger = "{tmp_path / "ledger"}"\n[backend]\nname = "kubeflow"\n'
+        f'[backend.settings]\nkubeconfig = "{kubeconfig}"\nnamespace = "ada"\n'
+        'queue = "main"\ntimeout = 1\n'
+    )
+    (tmp_path / "m.yaml").write_text(MANIFEST)
+    try:
+        # A process of its own, so that a hang fails the test instead of holding the suite.
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "dispatch"), "trainjob"]
+            + ["--config", str(tmp_path / "config.toml"), str(tmp_path / "m.yaml")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        code, out, err = done.returncode, done.stdout, done.stderr
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    assert (code, out) == (1, ""), err
+    assert err.startswith("error: dispatch: unreachable: who am I (SelfSubjectReview)"), err
+    assert err.count("\n") == 1
+    assert not list(tmp_path.glob("ledger/**/*.json*"))

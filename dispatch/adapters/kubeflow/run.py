@@ -127,7 +127,8 @@ class KubeAPI:
         """The user name the API server knows this client as."""
         review = self._client.V1SelfSubjectReview()
         reply = self._call(
-            "who am I (SelfSubjectReview)", lambda: self.auth.create_self_subject_review(review)
+            "who am I (SelfSubjectReview)",
+            lambda: self.auth.create_self_subject_review(review, _request_timeout=self.timeout),
         )
         info = reply.status.user_info if reply.status is not None else None
         if info is None or not info.username:
