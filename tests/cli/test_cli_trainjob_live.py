@@ -164,3 +164,33 @@ def test_the_sweep_installed_for_cron_on_a_login_host_sweeps_a_kubeflow_job(
         subprocess.run(
             [str(BIN / "dispatch"), "cancel", job], env=shell, capture_output=True, timeout=120
         )
+
+
+def test_the_same_key_submitted_twice_at_once_is_one_job_and_one_trainjob(
+    plane: Plane, tmp_path: Path
+) -> None:
+    """Two ``dispatch trainjob --key`` of one manifest racing: both answer with the same job,
+    and the cluster holds one TrainJob of it."""
+    adas = config(tmp_path, plane.kubeconfig("ada"), "ada")
+    words = [str(BIN / "dispatch"), "trainjob", "--config", str(adas), "--parsable"]
+    both = [
+        subprocess.Popen(
+            [*words, "--key=race-1", str(TEMPLATE)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    said = [p.communicate(timeout=120) for p in both]
+    jobs = {out.strip() for out, _ in said}
+    try:
+        assert [p.returncode for p in both] == [0, 0], said
+        assert len(jobs) == 1 and "" not in jobs, said
+        (job,) = jobs
+        made = plane.get("trainjobs", namespace="ada")["items"]
+        mine = [t for t in made if t["metadata"]["labels"].get("dispatch.dev/job") == job]
+        assert len(mine) == 1, [t["metadata"]["name"] for t in mine]
+    finally:
+        for job in jobs - {""}:
+            dispatch("cancel", "--config", str(adas), job)
