@@ -4,7 +4,6 @@ comes before the API server is asked, and records nothing)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
 import subprocess
@@ -197,17 +196,22 @@ def test_an_api_server_down_or_silent_is_said_in_one_line_and_nothing_is_recorde
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def hold() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    holder = threading.Thread(target=hold, daemon=True)
     if peer == "down":
         listener.close()
     else:
         listener.listen(8)
-
-        def hold() -> None:
-            with contextlib.suppress(OSError):
-                while True:
-                    held.append(listener.accept()[0])
-
-        threading.Thread(target=hold, daemon=True).start()
+        holder.start()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
         json.dumps(
@@ -246,6 +250,9 @@ def test_an_api_server_down_or_silent_is_said_in_one_line_and_nothing_is_recorde
         )
         code, out, err = done.returncode, done.stdout, done.stderr
     finally:
+        stop.set()
+        if holder.is_alive():
+            holder.join(10)
         listener.close()
         for conn in held:
             conn.close()
