@@ -302,14 +302,20 @@ class KubeflowBackend:
             raise UnsupportedError(
                 "a pod's log holds its stdout and stderr together: leave out --stderr"
             )
-        mine = [
-            o
-            for o in self.find(job).objects
-            if o.submission == submission and not o.foreign and o.attempt is not None
-        ]
+        # The TrainJobs of that submission alone: their own facts say which are this user's.
+        selector = (
+            f"{render.LABEL_JOB}={render.job_label(job)},{render.LABEL_SUBMISSION}={submission}"
+        )
+        mine = []
+        for searched in self.settings.searched:
+            for tj in self.api.list_trainjobs(searched, selector):
+                f = parse.trainjob_facts(tj, {}, {})
+                if f.user == self.user and f.job in ("", job) and f.attempt is not None:
+                    mine.append(f)
         if not mine:
             raise NotFoundError(f"job {job} has no TrainJob of submission {submission} now")
-        ns, name = _split(max(mine, key=lambda o: o.attempt or 0).ref)
+        last = max(mine, key=lambda f: f.attempt or 0)
+        ns, name = last.namespace, last.name
         pods = self.api.list_pods(ns, f"{parse.JOBSET_NAME}={name}")
         if not pods:
             raise NotFoundError(
