@@ -122,9 +122,9 @@ def split(words: Sequence[str]) -> TrainJobCommand:
         elif word == "--config" or word.startswith("--config="):
             got["config"], i = _config(word, words, i)
         elif is_option(word):
-            used = _value_words(word, words[i:])
-            job.extend(words[i - 1 : i + used])
-            i += used
+            used = Reader("the command line").split(word, words[i : i + 1])[2]
+            job.extend(words[i - 1 : i - 1 + used])
+            i += used - 1
         elif word.startswith("-") and word != "-":
             raise InvalidError(
                 f"{word}: not an option of dispatch trainjob (see dispatch trainjob --help)"
@@ -143,13 +143,6 @@ def _config(word: str, words: Sequence[str], i: int) -> tuple[str, int]:
     if i >= len(words):
         raise InvalidError("--config needs a value: --config=FILE")
     return words[i], i + 1
-
-
-def _value_words(word: str, following: Sequence[str]) -> int:
-    """How many of the words after dispatch option ``word`` are its value (0 or 1)."""
-    option = next(o for o in OPTIONS if o.name == word[2:].partition("=")[0])
-    takes = option.value and not option.optional_value and "=" not in word
-    return 1 if takes and following else 0
 
 
 def read_manifest(name: str | None) -> tuple[str, str]:

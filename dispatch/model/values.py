@@ -3,7 +3,7 @@
 import json
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -311,6 +311,7 @@ class TrainJobManifest(Value):
 Extension = Annotated[
     SharedCheckpoint | BatchScript | TrainJobManifest, Field(discriminator="kind")
 ]
+_E = TypeVar("_E", SharedCheckpoint, BatchScript, TrainJobManifest)
 
 # The JobSpec fields that hold one text each, besides its name, command and environment.
 _WORDS = (
@@ -441,18 +442,16 @@ class JobSpec(Value):
     @property
     def script(self) -> BatchScript | None:
         """The batch script the job runs, when it is one."""
-        for e in self.extensions:
-            if isinstance(e, BatchScript):
-                return e
-        return None
+        return self._extension(BatchScript)
 
     @property
     def trainjob(self) -> TrainJobManifest | None:
         """The TrainJob manifest the job runs, when it is one."""
-        for e in self.extensions:
-            if isinstance(e, TrainJobManifest):
-                return e
-        return None
+        return self._extension(TrainJobManifest)
+
+    def _extension(self, kind: type[_E]) -> _E | None:
+        """The job's extension of ``kind``, if it has one."""
+        return next((e for e in self.extensions if isinstance(e, kind)), None)
 
     @property
     def own_requeue(self) -> bool:
@@ -478,7 +477,7 @@ class JobSpec(Value):
     @property
     def checkpoint(self) -> CheckpointMode:
         """Shared when the spec carries the SharedCheckpoint extension, else isolated."""
-        if any(isinstance(e, SharedCheckpoint) for e in self.extensions):
+        if self._extension(SharedCheckpoint) is not None:
             return CheckpointMode.SHARED
         return CheckpointMode.ISOLATED
 
