@@ -37,6 +37,13 @@ def run(command: click.Command, args: list[str]) -> Result:
     return CliRunner().invoke(command, args, catch_exceptions=False)
 
 
+def python(code: str, *words: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this Python as a program given ``words``."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *words], capture_output=True, text=True, check=False
+    )
+
+
 def timeless(text: str) -> str:
     return re.sub(r"\d{4}-\d\d-\d\dT[\d:.+]+|in \d+\.\d\ds", "TIME", text)
 
@@ -51,12 +58,7 @@ def test_an_empty_ledgers_sweep_imports_neither_pydantic_nor_the_core(tmp_path: 
         "from dispatch.cli.main import main\n"
         "main()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "sweep", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = python(code, "sweep", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("swept 0 unsettled jobs in ")
     assert done.stderr.strip() == "[]"
@@ -76,12 +78,7 @@ def test_the_programs_entry_answers_an_empty_ledgers_sweep_before_importing_clic
         "run()\n"
     )
     for words, imported in ((["sweep"], "[]"), (["list"], "'click'")):
-        done = subprocess.run(
-            [sys.executable, "-c", code, *words, "--config", str(config)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = python(code, *words, "--config", str(config))
         assert done.returncode == 0, done.stderr
         assert (done.stderr.strip() == "[]") is (imported == "[]"), done.stderr
         assert imported in done.stderr.splitlines()[-1]
@@ -106,12 +103,7 @@ def test_a_sweep_with_work_is_asked_about_once_on_its_way_to_the_whole_sweep(
         "from dispatch.cli.entry import run\n"
         "run()\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code, "sweep", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = python(code, "sweep", "--config", str(config))
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("swept 0 unsettled jobs in ")
     assert done.stderr.strip().splitlines()[-1] == "1"

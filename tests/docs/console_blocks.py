@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner, Result
@@ -20,6 +21,14 @@ import dispatch
 from dispatch.cli.main import main
 
 EXIT = re.compile(r"\s+#\s*exit (\d+)\b.*$")
+
+
+def marked_block(doc: Path, name: str) -> str:
+    """The code block of ``doc`` under the comment ``<!-- <doc's stem>-doc: name -->``."""
+    tag = doc.stem + "-doc"
+    found = re.search(rf"<!-- {tag}: {name} -->\n```\w*\n(.*?)```", doc.read_text(), re.S)
+    assert found, f"{doc.name} has no block {name}"
+    return found.group(1)
 
 
 def words(text: str) -> str:

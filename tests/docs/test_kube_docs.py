@@ -7,21 +7,14 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from console_blocks import marked_block
 from live_kube import REPO, plane_env
 
 from dispatch.adapters.kubeflow.meaning import ENDINGS, STATES
 
 DOCS = REPO / "docs"
-
-
-def block(doc: Path, name: str) -> str:
-    tag = doc.stem + "-doc"
-    found = re.search(rf"<!-- {tag}: {name} -->\n```\w*\n(.*?)```", doc.read_text(), re.S)
-    assert found, f"{doc.name} has no block {name}"
-    return found.group(1)
 
 
 def test_kubeflow_md_prints_the_adapters_state_and_ending_tables() -> None:
@@ -39,7 +32,7 @@ def test_kubeflow_md_prints_the_adapters_state_and_ending_tables() -> None:
 @pytest.mark.kube
 def test_kubeplane_md_starts_the_plane_and_reads_it_as_printed() -> None:
     done = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", block(DOCS / "kubeplane.md", "start")],
+        ["bash", "-euo", "pipefail", "-c", marked_block(DOCS / "kubeplane.md", "start")],
         capture_output=True,
         text=True,
         timeout=7200,
@@ -55,7 +48,7 @@ def test_kubeplane_md_starts_the_plane_and_reads_it_as_printed() -> None:
 def test_kubeflow_md_opens_the_adapter_as_printed() -> None:
     env = {**os.environ, **plane_env()}
     done = subprocess.run(
-        [sys.executable, "-c", block(DOCS / "kubeflow.md", "open")],
+        [sys.executable, "-c", marked_block(DOCS / "kubeflow.md", "open")],
         capture_output=True,
         text=True,
         timeout=300,

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from console_blocks import matches, words
+from console_blocks import marked_block, matches, words
 from kube_pods import PodProcesses, pod_processes
 from live_cluster import WAIT, wait_for
 from live_kube import REPO, Plane, end_pod, plane_env, running, trainjob, trainjob_pods
-from live_user import BIN, S3_KEYS, s3_bucket
+from live_user import BIN, S3_KEYS, User, s3_bucket
 
 pytestmark = pytest.mark.kube
 DOC = REPO / "docs" / "kubeflow.md"
@@ -43,14 +43,12 @@ def printed_as(name: str, output: str) -> bool:
 
 
 def block(name: str) -> str:
-    found = re.search(rf"<!-- kubeflow-doc: {name} -->\n```\w*\n(.*?)```", DOC.read_text(), re.S)
-    assert found, f"kubeflow.md has no block {name}"
-    return found.group(1)
+    return marked_block(DOC, name)
 
 
-class Shell:
+class Shell(User):
     """Ada at her shell: a fresh HOME whose ~/.kube/config is her kubeconfig, a project folder
-    holding the template, and dispatch and publish on her PATH."""
+    holding the template, and dispatch and publish on her PATH (no Slurm)."""
 
     def __init__(self, plane: Plane, tmp: Path) -> None:
         self.home = tmp / "home"
@@ -65,25 +63,6 @@ class Shell:
             "LOGNAME": "ada",
             "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin",
         }
-
-    def run(self, script: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script],
-            cwd=self.folder,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-
-    def sh(self, script: str) -> str:
-        done = self.run(script)
-        assert done.returncode == 0, f"{script!r} exited {done.returncode}:\n{done.stderr}"
-        return done.stdout
-
-    def status(self, job: str) -> dict[str, object]:
-        body: dict[str, object] = json.loads(self.sh(f"dispatch status --json {job}"))
-        return body
 
 
 @pytest.fixture(scope="module")

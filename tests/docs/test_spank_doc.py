@@ -14,6 +14,7 @@ from pathlib import Path
 
 import live_cluster
 import pytest
+from console_blocks import marked_block
 
 pytestmark = pytest.mark.live
 
@@ -23,9 +24,7 @@ SPOOL = "/shared/dispatch-spool"
 
 
 def block(name: str) -> str:
-    found = re.search(rf"<!-- spank-doc: {name} -->\n```\w*\n(.*?)```", DOC.read_text(), re.S)
-    assert found, f"docs/spank.md has no block {name}"
-    return found.group(1)
+    return marked_block(DOC, name)
 
 
 def bash(script: str, env: dict[str, str] | None = None) -> str:
