@@ -32,6 +32,12 @@ from dispatch.cli.session import (
     fail,
     refusals,
 )
+from dispatch.cli.supervise_kube import (
+    cronjob_status,
+    install_cronjob,
+    kubernetes_options,
+    uninstall_cronjob,
+)
 from dispatch.cli.sweep import raise_open_file_limit, show
 from dispatch.cli.sweep_status import SweepStatus
 from dispatch.config import config_path, cron_environment, embedded, home_config, load
@@ -191,24 +197,37 @@ def _follow(config: str | None, every: timedelta | None) -> None:
     click.echo("stopped after finishing the sweep in progress", err=True)
 
 
-def _kind(cron: bool, scrontab: bool) -> Kind:
-    """The table the flags choose; a usage error unless exactly one is given."""
-    if cron and scrontab:
-        raise click.UsageError("choose one table: --cron or --scrontab, not both")
-    if not (cron or scrontab):
-        raise click.UsageError("choose where the entry goes: --cron or --scrontab")
+def _kind(cron: bool, scrontab: bool, kubernetes: bool = False) -> Kind | None:
+    """The table the flags choose (None: a CronJob in Kubernetes); a usage error unless exactly
+    one is given."""
+    chosen = [
+        f
+        for f, on in (("--cron", cron), ("--scrontab", scrontab), ("--kubernetes", kubernetes))
+        if on
+    ]
+    if len(chosen) > 1:
+        raise click.UsageError(f"choose one place: {' or '.join(chosen)}, not both")
+    if not chosen:
+        raise click.UsageError("choose where the entry goes: --cron, --scrontab or --kubernetes")
+    if kubernetes:
+        return None
     return Kind.CRON if cron else Kind.SCRON
 
 
 _table_options = [
     click.option("--cron", is_flag=True, help="The crontab of this host."),
     click.option("--scrontab", is_flag=True, help="Slurm's scrontab (the cluster runs it)."),
+    click.option(
+        "--kubernetes",
+        is_flag=True,
+        help="A CronJob in the kubeflow adapter's cluster (the cluster runs it).",
+    ),
     click.option("--user", default="", help="USER's table, not your own (needs the right)."),
 ]
 
 
 def table_options(f: Any) -> Any:
-    """The options that choose a table: --cron or --scrontab, and --user."""
+    """The options that choose a table: --cron, --scrontab or --kubernetes, and --user."""
     for option in reversed(_table_options):
         f = option(f)
     return f
@@ -234,17 +253,23 @@ def table_options(f: Any) -> Any:
     default=None,
     help="Where the sweeps' output goes (default: dispatch-sweep.log beside the config).",
 )
+@kubernetes_options
 @click.pass_context
 def install(
     ctx: click.Context,
     config: str | None,
     cron: bool,
     scrontab: bool,
+    kubernetes: bool,
     user: str,
     every: timedelta,
     dry_run: bool,
     scron_options: tuple[str, ...],
     log: Path | None,
+    image: str,
+    service_account: str,
+    ledger_claim: str,
+    ledger_subpath: str,
 ) -> None:
     """Write the periodic entry that runs `dispatch sweep --config FILE`, replacing an old one.
 
@@ -253,12 +278,27 @@ def install(
     sets what cron's bare environment lacks to find the same Slurm as this shell (SLURM_CONF,
     the folder of sbatch on PATH).
 
+    With --kubernetes the sweep is a CronJob in the cluster of the config's kubeflow adapter,
+    run as a service account of the namespace on your behalf, with the ledger mounted from
+    --ledger-claim at its own path (docs/kubeflow.md); --dry-run prints its objects as YAML
+    for `kubectl apply -f -`.
+
     \b
     Example:
       dispatch supervise install --cron             # a sweep every minute, from this host
       dispatch supervise install --scrontab --every 5m --scron-option=--partition=debug
+      dispatch supervise install --kubernetes --ledger-claim ledger --image registry/dispatch:1
     """
-    kind = _kind(cron, scrontab)
+    kind = _kind(cron, scrontab, kubernetes)
+    cronjob = {
+        "image": image,
+        "service_account": service_account,
+        "ledger_claim": ledger_claim,
+        "ledger_subpath": ledger_subpath,
+    }
+    given = {k: v for k, v in cronjob.items() if v}
+    if kind is not None and given:
+        raise click.UsageError(f"--{next(iter(given)).replace('_', '-')} goes with --kubernetes")
     with refusals():
         schedule(every)  # refuses an interval cron cannot keep, before anything else
         path = config_path(config or ctx.meta.get("dispatch.config"))
@@ -270,6 +310,9 @@ def install(
                 f"shorter than --every {format_duration(every)}, so a tick could overlap the "
                 "next: lower sweep.time_limit or choose a longer --every"
             )
+        if kind is None:
+            install_cronjob(settings, every, dry_run, user, scron_options, log, **cronjob)
+            return
         entry = CronLine(
             kind=kind,
             config=settings.path,
@@ -310,7 +353,7 @@ def install(
 @table_options
 @click.pass_context
 def uninstall(
-    ctx: click.Context, config: str | None, cron: bool, scrontab: bool, user: str
+    ctx: click.Context, config: str | None, cron: bool, scrontab: bool, kubernetes: bool, user: str
 ) -> None:
     """Remove the periodic entry that `install` wrote for the config file; every other line of
     the table stays as it is.
@@ -319,9 +362,12 @@ def uninstall(
     Example:
       dispatch supervise uninstall --cron
     """
-    kind = _kind(cron, scrontab)
+    kind = _kind(cron, scrontab, kubernetes)
     with refusals():
         path = config_path(config or ctx.meta.get("dispatch.config")) or home_config()
+        if kind is None:
+            uninstall_cronjob(path, user)
+            return
         table = Table(kind, user)
         before = table.read()
         after = remove(before, path)
@@ -340,7 +386,13 @@ def uninstall(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
 def status_(
-    ctx: click.Context, config: str | None, cron: bool, scrontab: bool, user: str, as_json: bool
+    ctx: click.Context,
+    config: str | None,
+    cron: bool,
+    scrontab: bool,
+    kubernetes: bool,
+    user: str,
+    as_json: bool,
 ) -> None:
     """Whether the sweep runs: the entry `install` wrote for the config file, whether cron or
     Slurm will run it, and the last sweep in its log (when, what it said, its exit code).
@@ -350,9 +402,12 @@ def status_(
     Example:
       dispatch supervise status --cron
     """
-    kind = _kind(cron, scrontab)
+    kind = _kind(cron, scrontab, kubernetes)
     with refusals():
         path = config_path(config or ctx.meta.get("dispatch.config")) or home_config()
+        if kind is None:
+            cronjob_status(path, user, as_json)
+            return
         table = Table(kind, user)
         entry = entry_of(table.read(), path)
     status = SweepStatus.of(path, table.program, kind, user, entry)

@@ -121,7 +121,7 @@ def test_a_time_limit_not_shorter_than_the_interval_is_refused(tmp_path: Path) -
 
 def test_install_needs_cron_or_scrontab(tmp_path: Path) -> None:
     code, _, err = install(Site(tmp_path), "--dry-run")
-    assert code == 2 and "choose where the entry goes: --cron or --scrontab" in err
+    assert code == 2 and "choose where the entry goes: --cron, --scrontab or --kubernetes" in err
 
 
 def test_merging_replaces_only_dispatchs_entry_for_the_same_config(tmp_path: Path) -> None:

@@ -55,6 +55,8 @@ _STOP_PAUSE = 0.5
 _WORKLOAD_LOOKS = 20
 # Conditional patches of the gate retried when the TrainJob changed between read and patch.
 _OPEN_TRIES = 5
+# How the API server names a service account: system:serviceaccount:<namespace>:<name>.
+SERVICE_ACCOUNT = "system:serviceaccount:"
 
 
 class KubeflowBackend:
@@ -76,10 +78,25 @@ class KubeflowBackend:
         return self._api
 
     @cached_property
-    def user(self) -> str:
-        """The user the API server knows this client as: only that user's TrainJobs are ever
-        dispatch's; another user's with the job's label is foreign."""
+    def caller(self) -> str:
+        """The user the API server knows this client as."""
         return self.api.whoami()
+
+    @cached_property
+    def user(self) -> str:
+        """Whose TrainJobs are dispatch's: the caller's, or, for a sweep that runs as a service
+        account on a user's behalf, the setting ``owner``'s. Another user's TrainJob with the
+        job's label is foreign."""
+        owner, caller, ns = self.settings.owner, self.caller, self.settings.namespace
+        if not owner or owner == caller:
+            return caller
+        if not caller.startswith(f"{SERVICE_ACCOUNT}{ns}:"):
+            raise UnauthorizedError(
+                f"kubeflow setting 'owner' = {owner!r}: only a service account of namespace "
+                f"{ns} acts for another user (a sweep installed with `dispatch supervise "
+                f"install --kubernetes`), and {caller} is not one; remove the setting"
+            )
+        return owner
 
     @cached_property
     def _capabilities(self) -> dict[Capability, Support]:
@@ -102,7 +119,7 @@ class KubeflowBackend:
         except UnauthorizedError as err:
             # Not a capability of the cluster's: this user may not create TrainJobs here.
             raise UnauthorizedError(
-                f"{self.user} may not create TrainJobs in namespace {self.settings.namespace} "
+                f"{self.caller} may not create TrainJobs in namespace {self.settings.namespace} "
                 f"({err.message}); use a namespace you may (the kubeflow setting 'namespace')"
             ) from None
         except DispatchError as err:

@@ -109,6 +109,7 @@ class KubeAPI:
         self.custom = client.CustomObjectsApi(api)
         self.core = client.CoreV1Api(api)
         self.auth = client.AuthenticationV1Api(api)
+        self.batch = client.BatchV1Api(api)
         self._client = client
 
     def _call(self, what: str, fn: Callable[[], T], *, effect: bool = False) -> T:
@@ -267,6 +268,75 @@ class KubeAPI:
             ),
         )
         return bytes(getattr(reply, "data", b""))
+
+    def _plain(self, what: str, call: Callable[..., Any], *args: Any, **kw: Any) -> JSON:
+        """A core or batch call's reply as JSON (unparsed by the client's models)."""
+        reply = self._call(
+            what,
+            lambda: call(*args, _preload_content=False, _request_timeout=self.timeout, **kw),
+            effect=call.__name__.startswith(("create", "replace", "delete")),
+        )
+        return _json(json.loads(getattr(reply, "data", b"") or b"{}"))
+
+    def _kinds(self) -> dict[str, tuple[Callable[..., Any], ...]]:
+        """Per kind of object: its read, create, replace and delete calls."""
+        core, batch = self.core, self.batch
+        return {
+            "ServiceAccount": (core.read_namespaced_service_account,),
+            "PersistentVolumeClaim": (core.read_namespaced_persistent_volume_claim,),
+            "Secret": (
+                core.read_namespaced_secret,
+                core.create_namespaced_secret,
+                core.replace_namespaced_secret,
+                core.delete_namespaced_secret,
+            ),
+            "CronJob": (
+                batch.read_namespaced_cron_job,
+                batch.create_namespaced_cron_job,
+                batch.replace_namespaced_cron_job,
+                batch.delete_namespaced_cron_job,
+            ),
+        }
+
+    def get_object(self, kind: str, ns: str, name: str) -> JSON:
+        """One object of a core or batch kind (``_kinds``)."""
+        return self._plain(f"get {kind} {ns}/{name}", self._kinds()[kind][0], name, ns)
+
+    def put_object(self, body: JSON) -> JSON:
+        """Create the object, or replace the one of its name (the last one read's version)."""
+        kind, meta = body["kind"], body["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        _, create, replace, _ = self._kinds()[kind]
+        try:
+            return self._plain(f"create {kind} {ns}/{name}", create, ns, body)
+        except Changed:  # there already: replace it
+            there = self.get_object(kind, ns, name)
+            body = {
+                **body,
+                "metadata": {**meta, "resourceVersion": there["metadata"]["resourceVersion"]},
+            }
+            return self._plain(f"replace {kind} {ns}/{name}", replace, name, ns, body)
+
+    def delete_object(self, kind: str, ns: str, name: str) -> bool:
+        """Delete an object and what it owns; False when it was not there."""
+        try:
+            self._plain(
+                f"delete {kind} {ns}/{name}",
+                self._kinds()[kind][3],
+                name,
+                ns,
+                propagation_policy="Background",
+            )
+        except NotFoundError:
+            return False
+        return True
+
+    def list_jobs(self, ns: str, selector: str) -> list[JSON]:
+        """The batch Jobs of a namespace matching a label selector."""
+        reply = self._plain(
+            f"list Jobs in {ns}", self.batch.list_namespaced_job, ns, label_selector=selector
+        )
+        return list(reply.get("items") or [])
 
     def get_runtime(self, kind: str, name: str, ns: str) -> JSON:
         """The (Cluster)TrainingRuntime the TrainJobs use."""

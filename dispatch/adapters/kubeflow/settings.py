@@ -31,7 +31,11 @@ class KubeflowSettings:
     ``image``: the image when the job names none (empty: the runtime's). ``resources_per_node``:
     the requests of every node (``{"cpu": "4", "memory": "16Gi"}``), which Kueue counts against
     the queue's quota. ``gate``: dispatch's own entry in ``kueue.x-k8s.io/admission-gated-by``.
-    ``timeout``: seconds per API call.
+    ``timeout``: seconds per API call. ``owner``: whose TrainJobs these are, when not the
+    client's own (empty: the user the API server knows this client as): set only in the config
+    of a sweep that runs in the cluster as a service account on a user's behalf (``dispatch
+    supervise install --kubernetes`` sets it), and accepted only from a service account of
+    ``namespace``.
     """
 
     kubeconfig: str = ""
@@ -46,6 +50,7 @@ class KubeflowSettings:
     resources_per_node: Mapping[str, str] = field(default_factory=dict)
     gate: str = "dispatch.dev/start"
     timeout: float = 30.0
+    owner: str = ""
 
     @property
     def searched(self) -> tuple[str, ...]:
@@ -115,4 +120,5 @@ def load_settings(raw: Mapping[str, Any]) -> KubeflowSettings:
         resources_per_node=_resources(raw.get("resources_per_node", {})),
         gate=_text("gate", raw.get("gate", KubeflowSettings.gate), GATE, empty=False),
         timeout=float(timeout),
+        owner=_text("owner", raw.get("owner", "")),
     )

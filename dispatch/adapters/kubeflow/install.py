@@ -1,0 +1,187 @@
+"""``dispatch supervise install|uninstall|status --kubernetes``: the sweep's CronJob in the
+cluster of the config's kubeflow adapter, made, removed and read as the user of the config's
+kubeconfig (see ``cronjob`` for what the objects hold)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from dispatch.adapters.kubeflow.cronjob import (
+    LABEL_SWEEP,
+    PREFIX,
+    SweepCronJob,
+    name_for,
+    pod_config,
+)
+from dispatch.adapters.kubeflow.run import KubeAPI
+from dispatch.adapters.kubeflow.settings import KubeflowSettings, load_settings
+from dispatch.config import Settings
+from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
+
+JSON = dict[str, Any]
+
+
+def kube_settings(settings: Settings) -> KubeflowSettings:
+    """The kubeflow adapter's settings of ``settings``; refused for another adapter's config."""
+    if settings.backend != "kubeflow":
+        raise InvalidError(
+            f"{settings.source} uses the {settings.backend} adapter: --kubernetes runs the "
+            "sweep in the cluster of the kubeflow adapter; use --cron or --scrontab"
+        )
+    try:
+        return load_settings(settings.backend_settings)
+    except InvalidError as err:
+        raise InvalidError(f"{settings.source}: [backend.settings]: {err.message}") from None
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What the person installing asked for, beyond the config."""
+
+    schedule: str
+    every: timedelta
+    image: str
+    service_account: str
+    claim: str
+    claim_path: str
+    command: tuple[str, ...]
+    uid: int | None
+    gid: int | None
+
+
+def sweep_cronjob(
+    settings: Settings, kube: KubeflowSettings, api: KubeAPI, want: Wanted
+) -> SweepCronJob:
+    """The CronJob for ``settings``, owned by the user the API server knows ``api`` as."""
+    image = want.image or kube.image
+    if not image:
+        raise InvalidError(
+            "--image is needed: the image the sweep runs in, with dispatch installed (the "
+            "kubeflow setting 'image' names none)"
+        )
+    owner = kube.owner or api.whoami()
+    return SweepCronJob(
+        config=settings.path,
+        namespace=kube.namespace,
+        owner=owner,
+        schedule=want.schedule,
+        every=want.every,
+        image=image,
+        service_account=want.service_account,
+        claim=want.claim,
+        claim_path=want.claim_path,
+        ledger=settings.ledger,
+        pod_config=pod_config(settings, owner),
+        command=want.command,
+        uid=want.uid,
+        gid=want.gid,
+    )
+
+
+def check_parts(api: KubeAPI, job: SweepCronJob) -> None:
+    """Refuse, before anything is made, a service account or claim the sweep cannot use."""
+    ns = job.namespace
+    try:
+        api.get_object("ServiceAccount", ns, job.service_account)
+    except NotFoundError:
+        raise RejectedError(
+            f"service account {ns}/{job.service_account} does not exist: the sweep runs as it; "
+            "ask the cluster's admins for one with the rights docs/kubeflow.md lists, or name "
+            "another with --service-account"
+        ) from None
+    try:
+        claim = api.get_object("PersistentVolumeClaim", ns, job.claim)
+    except NotFoundError:
+        raise RejectedError(
+            f"claim {ns}/{job.claim} does not exist: the sweep mounts the ledger from it; name "
+            "the claim of the shared filesystem that holds the ledger with --ledger-claim"
+        ) from None
+    phase = (claim.get("status") or {}).get("phase")
+    if phase != "Bound":
+        raise RejectedError(
+            f"claim {ns}/{job.claim} is {phase or 'not bound'}: the sweep's pod would wait for "
+            "it; ask the cluster's admins to bind it to the ledger's shared filesystem"
+        )
+
+
+def install(api: KubeAPI, job: SweepCronJob) -> None:
+    """Make (or replace) the Secret and the CronJob."""
+    check_parts(api, job)
+    for body in job.objects():
+        api.put_object(body)
+
+
+def uninstall(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> bool:
+    """Remove the CronJob (and its Jobs) and the Secret; False when none was there."""
+    name = name_for(settings.path)
+    removed = api.delete_object("CronJob", kube.namespace, name)
+    return api.delete_object("Secret", kube.namespace, name) or removed
+
+
+def status(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> JSON:
+    """Whether the CronJob is there, and what its last sweeps did."""
+    name, ns = name_for(settings.path), kube.namespace
+    doc: JSON = {"config": str(settings.path), "cronjob": f"{ns}/{name}", "installed": False}
+    try:
+        cron = api.get_object("CronJob", ns, name)
+    except NotFoundError:
+        return doc
+    spec, state = cron.get("spec") or {}, cron.get("status") or {}
+    pod = spec["jobTemplate"]["spec"]["template"]["spec"]
+    jobs = api.list_jobs(ns, f"{LABEL_SWEEP}={name.removeprefix(PREFIX)}")
+    jobs.sort(key=lambda j: str(j["metadata"].get("creationTimestamp", "")))
+    doc.update(
+        installed=True,
+        schedule=spec.get("schedule"),
+        suspended=bool(spec.get("suspend")),
+        service_account=pod.get("serviceAccountName", "default"),
+        image=pod["containers"][0].get("image"),
+        last_schedule=state.get("lastScheduleTime"),
+        last_success=state.get("lastSuccessfulTime"),
+        sweeps=[_sweep(j) for j in jobs],
+    )
+    return doc
+
+
+def _sweep(job: JSON) -> JSON:
+    """One sweep's Job: its name, when it started and ended, and how."""
+    st = job.get("status") or {}
+    outcome = "running"
+    for cond in st.get("conditions") or []:
+        if cond.get("status") == "True" and cond.get("type") in ("Complete", "Failed"):
+            outcome = "succeeded" if cond["type"] == "Complete" else "failed"
+            if cond["type"] == "Failed" and cond.get("reason"):
+                outcome = f"failed ({cond['reason']})"
+    return {
+        "job": job["metadata"]["name"],
+        "started": st.get("startTime"),
+        "finished": st.get("completionTime"),
+        "outcome": outcome,
+    }
+
+
+def status_lines(doc: JSON) -> list[str]:
+    """``status``'s document for a person."""
+    if not doc["installed"]:
+        return [
+            f"no sweep CronJob for {doc['config']} ({doc['cronjob']} is not there); install "
+            "one with: dispatch supervise install --kubernetes"
+        ]
+    lines = [
+        f"entry: CronJob {doc['cronjob']}, schedule {doc['schedule']!r}"
+        + (" (suspended)" if doc["suspended"] else "")
+        + f", service account {doc['service_account']}, image {doc['image']}",
+        f"config: {doc['config']}",
+        f"last scheduled: {doc['last_schedule'] or 'never yet'}",
+        f"last succeeded: {doc['last_success'] or 'never yet'}",
+    ]
+    if not doc["sweeps"]:
+        lines.append("last sweep: none yet")
+    for s in doc["sweeps"][-HISTORY_SHOWN:]:
+        lines.append(f"sweep {s['job']}: started {s['started'] or '-'}, {s['outcome']}")
+    return lines
+
+
+HISTORY_SHOWN = 3
