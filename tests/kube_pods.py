@@ -15,6 +15,16 @@ and served through the API server (``kubectl logs``, pods/log) by kwok's server,
 pod that is deleted or goes (Kueue's eviction, say) has its process sent ``SIGTERM``, and
 ``SIGKILL`` after the grace period, as a kubelet stops a container.
 
+Pods of other kinds, those labelled ``pod_selector`` (the sweep's CronJob's, say), run too, with
+what their volumes hold where the pod's spec mounts it: a Secret's key (``subPath``), the
+service account's token, the cluster's CA and the namespace (the projected volume the API
+server adds; the token asked of the API server for the pod, as a kubelet asks), and a
+PersistentVolumeClaim's hostPath volume. The process gets a mount namespace of its own, with a
+private ``/run`` (so files mounted under ``/run`` or ``/var/run`` are its alone) and the claim's
+folder bound at the mount's path; it runs as the pod's ``runAsUser`` and ``runAsGroup``, and
+``KUBERNETES_SERVICE_HOST`` and ``KUBERNETES_SERVICE_PORT`` name the API server on 127.0.0.1
+(the ``kubernetes`` Service's address is not routed here). This needs root, as the plane does.
+
 What it does not stand in for: the pod network. Pods reach one another through a Service's DNS
 name, which does not resolve here; ``PET_MASTER_ADDR`` (torchrun's rendezvous, set by
 Trainer's torch runtime to the first node's name) becomes 127.0.0.1 and ``PET_MASTER_PORT`` a
@@ -24,6 +34,7 @@ free port of this machine's, one per TrainJob.
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shutil
 import signal
@@ -38,6 +49,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from kubernetes import client, config
 
@@ -75,12 +87,14 @@ class PodProcesses:
     selector: str
     image: Path
     root: Path
+    pod_selector: str = ""
     pods: dict[str, Running] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     errors: list[BaseException] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         api = config.new_client_from_config(config_file=self.kubeconfig)  # type: ignore[no-untyped-call]
+        self.server = urlsplit(api.configuration.host)
         self.core = client.CoreV1Api(api)
         self.custom = client.CustomObjectsApi(api)
         self.stopped = threading.Event()
@@ -123,9 +137,14 @@ class PodProcesses:
             self.namespace, label_selector=JOBSET_NAME
         ).items
         live = {}
-        for pod in pods:
+        others: list[Any] = (
+            self.core.list_namespaced_pod(self.namespace, label_selector=self.pod_selector).items
+            if self.pod_selector
+            else []
+        )
+        for pod in [*pods, *others]:
             owner = (pod.metadata.labels or {}).get(JOBSET_NAME)
-            if owner not in names:
+            if owner is not None and owner not in names:
                 continue
             live[pod.metadata.name] = pod
             if (
@@ -137,7 +156,7 @@ class PodProcesses:
         for name, run in self.pods.items():
             self._watch(name, run, live.get(name))
 
-    def _start(self, pod: Any, trainjob: str) -> None:
+    def _start(self, pod: Any, trainjob: str | None) -> None:
         name = pod.metadata.name
         home = self.root / name
         work = home / "image"
@@ -148,12 +167,16 @@ class PodProcesses:
             "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin",
             "HOME": str(home),
             "TMPDIR": str(home / "tmp"),
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(self.server.port),
             **self._env(pod, container.env or []),
         }
-        if "PET_MASTER_ADDR" in env:
+        if "PET_MASTER_ADDR" in env and trainjob is not None:
             env["PET_MASTER_ADDR"] = "127.0.0.1"
             env["PET_MASTER_PORT"] = str(self.ports.setdefault(trainjob, _free_port()))
         argv = [*(container.command or []), *(container.args or [])]
+        if trainjob is None:
+            argv = self._in_pod(pod, container, home, argv)
         log = home / "output.log"
         process = subprocess.Popen(
             argv,
@@ -203,6 +226,70 @@ class PodProcesses:
                     )
         return env
 
+    def _in_pod(self, pod: Any, container: Any, home: Path, argv: list[str]) -> list[str]:
+        """``argv`` run in a mount namespace of its own holding the pod's volumes, as the
+        pod's user (see the module's note)."""
+        files: dict[str, str] = {}
+        binds: list[tuple[str, str]] = []
+        volumes = {v.name: v for v in pod.spec.volumes or []}
+        for mount in container.volume_mounts or []:
+            volume = volumes[mount.name]
+            target = mount.mount_path.replace("/var/run/", "/run/", 1)
+            if volume.secret is not None:
+                data = self._secret(volume.secret.secret_name)
+                chosen = {mount.sub_path: data[mount.sub_path]} if mount.sub_path else data
+                files.update(_placed(target, chosen, bool(mount.sub_path)))
+            elif volume.projected is not None:
+                files.update(_placed(target, self._access(pod), False))
+            elif volume.persistent_volume_claim is not None:
+                source = self._claim_path(volume.persistent_volume_claim.claim_name)
+                binds.append((str(Path(source, mount.sub_path or "")), target))
+            else:
+                raise RuntimeError(f"pod {pod.metadata.name}: volume {mount.name} not stood in for")
+        if not target_under_run(files):
+            raise RuntimeError(f"pod {pod.metadata.name}: stand-in mounts files under /run only")
+        security = pod.spec.security_context
+        uid = security.run_as_user if security is not None else None
+        gid = security.run_as_group if security is not None else None
+        spec = home / "pod.json"
+        spec.write_text(json.dumps({"files": files, "binds": binds, "uid": uid, "gid": gid}))
+        spec.chmod(0o600)
+        if uid is not None:
+            for owned in (home, home / "tmp", home / "image"):
+                os.chown(owned, uid, gid or 0)
+        launch = [sys.executable, "-c", _LAUNCH, str(spec), *argv]
+        return ["unshare", "--mount", "--propagation", "private", "--", *launch]
+
+    def _access(self, pod: Any) -> dict[str, str]:
+        """What the API server's projected volume gives a pod: a token of its service account
+        bound to the pod, the cluster's CA, the namespace."""
+        request = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=[],
+                expiration_seconds=3600,
+                bound_object_ref=client.V1BoundObjectReference(
+                    kind="Pod", api_version="v1", name=pod.metadata.name, uid=pod.metadata.uid
+                ),
+            )
+        )
+        reply: Any = self.core.create_namespaced_service_account_token(
+            pod.spec.service_account_name, self.namespace, request
+        )
+        ca: Any = self.core.read_namespaced_config_map("kube-root-ca.crt", self.namespace)
+        return {
+            "token": reply.status.token,
+            "ca.crt": ca.data["ca.crt"],
+            "namespace": self.namespace,
+        }
+
+    def _claim_path(self, claim: str) -> str:
+        """The host folder of a claim bound to a hostPath PersistentVolume."""
+        pvc: Any = self.core.read_namespaced_persistent_volume_claim(claim, self.namespace)
+        pv: Any = self.core.read_persistent_volume(pvc.spec.volume_name)
+        if pv.spec.host_path is None:
+            raise RuntimeError(f"claim {claim}: stand-in mounts hostPath volumes only")
+        return str(pv.spec.host_path.path)
+
     def _secret(self, name: str) -> Mapping[str, str]:
         data = self.core.read_namespaced_secret(name, self.namespace).data or {}
         return {k: base64.b64decode(v).decode() for k, v in data.items()}
@@ -242,6 +329,41 @@ class PodProcesses:
             )
 
 
+# Run in the pod's mount namespace as root: a private /run, the pod's files in it, the claims
+# bound, then the pod's user, then the container's command.
+_LAUNCH = """
+import json, os, subprocess, sys
+spec = json.load(open(sys.argv[1]))
+subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=755", "pod-run", "/run"], check=True)
+for path, text in spec["files"].items():
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+for source, target in spec["binds"]:
+    if source != target:
+        subprocess.run(["mount", "--bind", source, target], check=True)
+if spec["gid"] is not None:
+    os.setgroups([])
+    os.setgid(spec["gid"])
+if spec["uid"] is not None:
+    os.setuid(spec["uid"])
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _placed(target: str, data: Mapping[str, str], single: bool) -> dict[str, str]:
+    """The files a volume puts at ``target``: itself (``single``, a subPath) or its keys."""
+    if single:
+        return {target: next(iter(data.values()))}
+    return {f"{target.rstrip('/')}/{key}": text for key, text in data.items()}
+
+
+def target_under_run(files: Mapping[str, str]) -> bool:
+    """Whether every file goes under /run, which the pod's namespace has of its own."""
+    return all(path.startswith("/run/") for path in files)
+
+
 def _keep(process: subprocess.Popen[bytes], log: Path, kept: Path) -> None:
     """Copy the process's output as it comes: as written to ``log``, and in the container
     runtime's log format (a time, the stream, F for a whole line) to ``kept``."""
@@ -279,10 +401,11 @@ def _field(pod: Any, path: str) -> str:
 
 @contextmanager
 def pod_processes(
-    kubeconfig: str, namespace: str, selector: str, image: Path, root: Path
+    kubeconfig: str, namespace: str, selector: str, image: Path, root: Path, pod_selector: str = ""
 ) -> Iterator[PodProcesses]:
-    """Pods of the TrainJobs ``selector`` names run as processes while the block runs."""
-    runner = PodProcesses(kubeconfig, namespace, selector, image, root)
+    """Pods of the TrainJobs ``selector`` names, and pods labelled ``pod_selector``, run as
+    processes while the block runs."""
+    runner = PodProcesses(kubeconfig, namespace, selector, image, root, pod_selector)
     runner.thread.start()
     try:
         yield runner

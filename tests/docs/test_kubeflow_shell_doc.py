@@ -14,7 +14,6 @@ stand-in there.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -24,9 +23,10 @@ from pathlib import Path
 import pytest
 from console_blocks import marked_block, matches, words
 from kube_pods import PodProcesses, pod_processes
+from kube_shell import Shell
 from live_cluster import WAIT, wait_for
 from live_kube import REPO, Plane, end_pod, plane_env, running, trainjob, trainjob_pods
-from live_user import BIN, S3_KEYS, User, s3_bucket
+from live_user import S3_KEYS, s3_bucket
 
 pytestmark = pytest.mark.kube
 DOC = REPO / "docs" / "kubeflow.md"
@@ -44,25 +44,6 @@ def printed_as(name: str, output: str) -> bool:
 
 def block(name: str) -> str:
     return marked_block(DOC, name)
-
-
-class Shell(User):
-    """Ada at her shell: a fresh HOME whose ~/.kube/config is her kubeconfig, a project folder
-    holding the template, and dispatch and publish on her PATH (no Slurm)."""
-
-    def __init__(self, plane: Plane, tmp: Path) -> None:
-        self.home = tmp / "home"
-        (self.home / ".kube").mkdir(parents=True)
-        shutil.copy(plane.kubeconfig("ada"), self.home / ".kube" / "config")
-        self.folder = tmp / "project"
-        self.folder.mkdir()
-        shutil.copy(TEMPLATES / "trainjob_ddp.yaml", self.folder)
-        self.env = {
-            "HOME": str(self.home),
-            "USER": "ada",
-            "LOGNAME": "ada",
-            "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin",
-        }
 
 
 @pytest.fixture(scope="module")

@@ -192,7 +192,6 @@ class SweepCronJob:
             "metadata": self._meta(),
             "spec": {
                 "schedule": self.schedule,
-                "timeZone": "Etc/UTC",
                 "concurrencyPolicy": "Forbid",
                 "startingDeadlineSeconds": seconds,
                 "successfulJobsHistoryLimit": HISTORY,
