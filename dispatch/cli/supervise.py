@@ -40,7 +40,14 @@ from dispatch.cli.supervise_kube import (
 )
 from dispatch.cli.sweep import raise_open_file_limit, show
 from dispatch.cli.sweep_status import SweepStatus
-from dispatch.config import config_path, cron_environment, embedded, home_config, load
+from dispatch.config import (
+    Settings,
+    config_path,
+    cron_environment,
+    embedded,
+    home_config,
+    load,
+)
 from dispatch.model.base import format_duration
 from dispatch.model.enums import State
 from dispatch.model.errors import InvalidError
@@ -233,6 +240,22 @@ def table_options(f: Any) -> Any:
     return f
 
 
+def _settings_for(config: str | None, every: timedelta) -> Settings:
+    """The settings a sweep every ``every`` runs with; refused when cron cannot keep the
+    interval, or when a sweep's time limit would run into the next one's."""
+    schedule(every)  # refuses an interval cron cannot keep, before anything else
+    path = config_path(config)
+    settings = embedded() if path is None else load(path)
+    if settings.sweep_time_limit >= every:
+        limit = format_duration(settings.sweep_time_limit)
+        raise InvalidError(
+            f"sweep.time_limit {limit} in {settings.path} is not "
+            f"shorter than --every {format_duration(every)}, so a tick could overlap the "
+            "next: lower sweep.time_limit or choose a longer --every"
+        )
+    return settings
+
+
 @supervise.command()
 @config_option
 @table_options
@@ -296,20 +319,11 @@ def install(
         "ledger_claim": ledger_claim,
         "ledger_subpath": ledger_subpath,
     }
-    given = {k: v for k, v in cronjob.items() if v}
+    given = [k for k, v in cronjob.items() if v]
     if kind is not None and given:
-        raise click.UsageError(f"--{next(iter(given)).replace('_', '-')} goes with --kubernetes")
+        raise click.UsageError(f"--{given[0].replace('_', '-')} goes with --kubernetes")
     with refusals():
-        schedule(every)  # refuses an interval cron cannot keep, before anything else
-        path = config_path(config or ctx.meta.get("dispatch.config"))
-        settings = embedded() if path is None else load(path)
-        if settings.sweep_time_limit >= every:
-            limit = format_duration(settings.sweep_time_limit)
-            raise InvalidError(
-                f"sweep.time_limit {limit} in {settings.path} is not "
-                f"shorter than --every {format_duration(every)}, so a tick could overlap the "
-                "next: lower sweep.time_limit or choose a longer --every"
-            )
+        settings = _settings_for(config or ctx.meta.get("dispatch.config"), every)
         if kind is None:
             install_cronjob(settings, every, dry_run, user, scron_options, log, **cronjob)
             return
