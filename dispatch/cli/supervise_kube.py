@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +17,10 @@ from dispatch.cli.session import EXIT_FAILED, echo_json
 from dispatch.config import Settings, load
 from dispatch.model.errors import InvalidError
 from dispatch.supervise.install import schedule
+
+if TYPE_CHECKING:
+    from dispatch.adapters.kubeflow.run import KubeAPI
+    from dispatch.adapters.kubeflow.settings import KubeflowSettings
 
 DEFAULT_SERVICE_ACCOUNT = "dispatch-sweeper"
 
@@ -77,6 +83,7 @@ def install_cronjob(
     import yaml
 
     from dispatch.adapters.kubeflow import install as kube
+    from dispatch.adapters.kubeflow.cronjob import Wanted
     from dispatch.adapters.kubeflow.run import KubeAPI
 
     _no_user(user)
@@ -97,7 +104,7 @@ def install_cronjob(
             "kubeflow adapter; write one (docs/kubeflow.md)"
         )
     kube_settings = kube.kube_settings(settings)
-    want = kube.Wanted(
+    want = Wanted(
         schedule=schedule(every),
         every=every,
         image=image,
@@ -120,21 +127,30 @@ def install_cronjob(
     click.echo(f"installed {job.describe()}", err=True)
 
 
-def uninstall_cronjob(path: Path, user: str) -> None:
-    """Remove the CronJob and the Secret ``install_cronjob`` made for the config at ``path``."""
-    from dispatch.adapters.kubeflow import install as kube
-    from dispatch.adapters.kubeflow.cronjob import name_for
+@contextmanager
+def _cluster(path: Path, user: str) -> Iterator[tuple[Settings, KubeflowSettings, KubeAPI]]:
+    """The config at ``path``, its kubeflow settings and an API client, closed after."""
+    from dispatch.adapters.kubeflow.install import kube_settings
     from dispatch.adapters.kubeflow.run import KubeAPI
 
     _no_user(user)
     settings = load(path)
-    kube_settings = kube.kube_settings(settings)
-    api = KubeAPI(kube_settings)
+    kube = kube_settings(settings)
+    api = KubeAPI(kube)
     try:
-        removed = kube.uninstall(api, settings, kube_settings)
+        yield settings, kube, api
     finally:
         api.close()
-    name = f"{kube_settings.namespace}/{name_for(settings.path)}"
+
+
+def uninstall_cronjob(path: Path, user: str) -> None:
+    """Remove the CronJob and the Secret ``install_cronjob`` made for the config at ``path``."""
+    from dispatch.adapters.kubeflow.cronjob import name_for
+    from dispatch.adapters.kubeflow.install import uninstall
+
+    with _cluster(path, user) as (settings, kube, api):
+        removed = uninstall(api, settings, kube)
+    name = f"{kube.namespace}/{name_for(settings.path)}"
     if removed:
         click.echo(f"removed the sweep CronJob {name} for {path} and its config")
     else:
@@ -143,21 +159,14 @@ def uninstall_cronjob(path: Path, user: str) -> None:
 
 def cronjob_status(path: Path, user: str, as_json: bool) -> None:
     """Whether the CronJob runs, and its last sweeps; exits 1 when it is not there."""
-    from dispatch.adapters.kubeflow import install as kube
-    from dispatch.adapters.kubeflow.run import KubeAPI
+    from dispatch.adapters.kubeflow.install import status, status_lines
 
-    _no_user(user)
-    settings = load(path)
-    kube_settings = kube.kube_settings(settings)
-    api = KubeAPI(kube_settings)
-    try:
-        doc = kube.status(api, settings, kube_settings)
-    finally:
-        api.close()
+    with _cluster(path, user) as (settings, kube, api):
+        doc = status(api, settings, kube)
     if as_json:
         echo_json(doc)
     else:
-        for line in kube.status_lines(doc):
+        for line in status_lines(doc):
             click.echo(line)
     if not doc["installed"]:
         sys.exit(EXIT_FAILED)

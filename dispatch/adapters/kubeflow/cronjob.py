@@ -104,23 +104,31 @@ def toml_value(value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Wanted:
+    """What the person installing asks for, beyond the config: when, in what image, as which
+    service account and uid, and the ledger's claim (``claim_path``: its folder there)."""
+
+    schedule: str
+    every: timedelta
+    image: str
+    service_account: str
+    claim: str
+    claim_path: str = ""
+    command: tuple[str, ...] = ("dispatch",)
+    uid: int | None = None
+    gid: int | None = None
+
+
+@dataclass(frozen=True)
 class SweepCronJob:
     """The CronJob (and the Secret of its config) that sweeps one config's ledger."""
 
     config: Path
     namespace: str
     owner: str
-    schedule: str
-    every: timedelta
-    image: str
-    service_account: str
-    claim: str
-    claim_path: str
     ledger: Path
     pod_config: str
-    command: tuple[str, ...] = ("dispatch",)
-    uid: int | None = None
-    gid: int | None = None
+    want: Wanted
 
     @property
     def name(self) -> str:
@@ -155,18 +163,18 @@ class SweepCronJob:
 
     def cronjob(self) -> JSON:
         """The CronJob that runs the sweep."""
-        seconds = int(self.every.total_seconds())
+        seconds = int(self.want.every.total_seconds())
         ledger_mount: JSON = {"name": "ledger", "mountPath": str(self.ledger)}
-        if self.claim_path:
-            ledger_mount["subPath"] = self.claim_path
+        if self.want.claim_path:
+            ledger_mount["subPath"] = self.want.claim_path
         pod: JSON = {
-            "serviceAccountName": self.service_account,
+            "serviceAccountName": self.want.service_account,
             "restartPolicy": "Never",
             "containers": [
                 {
                     "name": "sweep",
-                    "image": self.image,
-                    "command": [*self.command, "sweep", "--config", CONFIG_PATH],
+                    "image": self.want.image,
+                    "command": [*self.want.command, "sweep", "--config", CONFIG_PATH],
                     "volumeMounts": [
                         {
                             "name": "config",
@@ -180,18 +188,18 @@ class SweepCronJob:
             ],
             "volumes": [
                 {"name": "config", "secret": {"secretName": self.name, "defaultMode": 0o444}},
-                {"name": "ledger", "persistentVolumeClaim": {"claimName": self.claim}},
+                {"name": "ledger", "persistentVolumeClaim": {"claimName": self.want.claim}},
             ],
         }
-        if self.uid:
+        if self.want.uid:
             # The ledger's files stay the user's, as when cron sweeps on a login host.
-            pod["securityContext"] = {"runAsUser": self.uid, "runAsGroup": self.gid or 0}
+            pod["securityContext"] = {"runAsUser": self.want.uid, "runAsGroup": self.want.gid or 0}
         return {
             "apiVersion": "batch/v1",
             "kind": "CronJob",
             "metadata": self._meta(),
             "spec": {
-                "schedule": self.schedule,
+                "schedule": self.want.schedule,
                 "concurrencyPolicy": "Forbid",
                 "startingDeadlineSeconds": seconds,
                 "successfulJobsHistoryLimit": HISTORY,
@@ -215,6 +223,6 @@ class SweepCronJob:
         """One line for the person who installed it."""
         return (
             f"CronJob {self.namespace}/{self.name}: `dispatch sweep` every "
-            f"{format_duration(self.every)} as service account {self.service_account}, "
-            f"the ledger {self.ledger} from claim {self.claim}"
+            f"{format_duration(self.want.every)} as service account {self.want.service_account}, "
+            f"the ledger {self.ledger} from claim {self.want.claim}"
         )

@@ -4,14 +4,14 @@ kubeconfig (see ``cronjob`` for what the objects hold)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import replace
 from typing import Any
 
 from dispatch.adapters.kubeflow.cronjob import (
     LABEL_SWEEP,
     PREFIX,
     SweepCronJob,
+    Wanted,
     name_for,
     pod_config,
 )
@@ -36,21 +36,6 @@ def kube_settings(settings: Settings) -> KubeflowSettings:
         raise InvalidError(f"{settings.source}: [backend.settings]: {err.message}") from None
 
 
-@dataclass(frozen=True)
-class Wanted:
-    """What the person installing asked for, beyond the config."""
-
-    schedule: str
-    every: timedelta
-    image: str
-    service_account: str
-    claim: str
-    claim_path: str
-    command: tuple[str, ...]
-    uid: int | None
-    gid: int | None
-
-
 def sweep_cronjob(
     settings: Settings, kube: KubeflowSettings, api: KubeAPI, want: Wanted
 ) -> SweepCronJob:
@@ -66,42 +51,34 @@ def sweep_cronjob(
         config=settings.path,
         namespace=kube.namespace,
         owner=owner,
-        schedule=want.schedule,
-        every=want.every,
-        image=image,
-        service_account=want.service_account,
-        claim=want.claim,
-        claim_path=want.claim_path,
         ledger=settings.ledger,
         pod_config=pod_config(settings, owner),
-        command=want.command,
-        uid=want.uid,
-        gid=want.gid,
+        want=replace(want, image=image),
     )
 
 
 def check_parts(api: KubeAPI, job: SweepCronJob) -> None:
     """Refuse, before anything is made, a service account or claim the sweep cannot use."""
-    ns = job.namespace
+    ns, account, claim_name = job.namespace, job.want.service_account, job.want.claim
     try:
-        api.get_object("ServiceAccount", ns, job.service_account)
+        api.get_object("ServiceAccount", ns, account)
     except NotFoundError:
         raise RejectedError(
-            f"service account {ns}/{job.service_account} does not exist: the sweep runs as it; "
+            f"service account {ns}/{account} does not exist: the sweep runs as it; "
             "ask the cluster's admins for one with the rights docs/kubeflow.md lists, or name "
             "another with --service-account"
         ) from None
     try:
-        claim = api.get_object("PersistentVolumeClaim", ns, job.claim)
+        claim = api.get_object("PersistentVolumeClaim", ns, claim_name)
     except NotFoundError:
         raise RejectedError(
-            f"claim {ns}/{job.claim} does not exist: the sweep mounts the ledger from it; name "
+            f"claim {ns}/{claim_name} does not exist: the sweep mounts the ledger from it; name "
             "the claim of the shared filesystem that holds the ledger with --ledger-claim"
         ) from None
     phase = (claim.get("status") or {}).get("phase")
     if phase != "Bound":
         raise RejectedError(
-            f"claim {ns}/{job.claim} is {phase or 'not bound'}: the sweep's pod would wait for "
+            f"claim {ns}/{claim_name} is {phase or 'not bound'}: the sweep's pod would wait for "
             "it; ask the cluster's admins to bind it to the ledger's shared filesystem"
         )
 

@@ -16,6 +16,7 @@ from dispatch.adapters.kubeflow import KubeflowBackend
 from dispatch.adapters.kubeflow.cronjob import (
     CONFIG_PATH,
     SweepCronJob,
+    Wanted,
     name_for,
     pod_config,
     toml_value,
@@ -116,22 +117,23 @@ def test_a_value_toml_cannot_hold_is_refused() -> None:
 
 def sweep(tmp_path: Path, **kw: Any) -> SweepCronJob:
     settings = load(write_config(tmp_path))
-    values: dict[str, Any] = {
-        "config": settings.path,
-        "namespace": "ada",
-        "owner": "ada",
+    want: dict[str, Any] = {
         "schedule": "*/5 * * * *",
         "every": timedelta(minutes=5),
         "image": "registry.example.com/dispatch:1",
         "service_account": "dispatch-sweeper",
         "claim": "home",
-        "claim_path": "",
-        "ledger": settings.ledger,
-        "pod_config": pod_config(settings, "ada"),
         "uid": 1001,
         "gid": 1002,
     }
-    return SweepCronJob(**{**values, **kw})
+    return SweepCronJob(
+        config=settings.path,
+        namespace="ada",
+        owner="ada",
+        ledger=settings.ledger,
+        pod_config=pod_config(settings, "ada"),
+        want=Wanted(**{**want, **kw}),
+    )
 
 
 def test_the_cronjob_sweeps_as_the_service_account_and_the_users_uid(tmp_path: Path) -> None:
