@@ -88,6 +88,8 @@ class PodProcesses:
     image: Path
     root: Path
     pod_selector: str = ""
+    # Where the pods' programs are found (PATH): this run's, or one its users may run.
+    bin_folder: Path = BIN
     pods: dict[str, Running] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     errors: list[BaseException] = field(default_factory=list)
@@ -164,7 +166,7 @@ class PodProcesses:
         (home / "tmp").mkdir(mode=0o700)
         container = pod.spec.containers[0]
         env = {
-            "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin",
+            "PATH": f"{self.bin_folder}{os.pathsep}/usr/bin{os.pathsep}/bin",
             "HOME": str(home),
             "TMPDIR": str(home / "tmp"),
             "KUBERNETES_SERVICE_HOST": "127.0.0.1",
@@ -401,11 +403,17 @@ def _field(pod: Any, path: str) -> str:
 
 @contextmanager
 def pod_processes(
-    kubeconfig: str, namespace: str, selector: str, image: Path, root: Path, pod_selector: str = ""
+    kubeconfig: str,
+    namespace: str,
+    selector: str,
+    image: Path,
+    root: Path,
+    pod_selector: str = "",
+    bin_folder: Path = BIN,
 ) -> Iterator[PodProcesses]:
     """Pods of the TrainJobs ``selector`` names, and pods labelled ``pod_selector``, run as
     processes while the block runs."""
-    runner = PodProcesses(kubeconfig, namespace, selector, image, root, pod_selector)
+    runner = PodProcesses(kubeconfig, namespace, selector, image, root, pod_selector, bin_folder)
     runner.thread.start()
     try:
         yield runner

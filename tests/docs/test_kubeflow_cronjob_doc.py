@@ -14,9 +14,11 @@ made, standing in for the shared filesystem's).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,7 @@ from kube_pods import pod_processes
 from kube_shell import Shell
 from live_cluster import wait_for
 from live_kube import REPO, Plane, end_pod, plane_env, running, trainjob_pods
+from local_users import ADA, bin_folder, ensure, give, run_as, shared_place
 
 pytestmark = pytest.mark.kube
 DOC = REPO / "docs" / "kubeflow.md"
@@ -58,12 +61,10 @@ def ada(plane: Plane, tmp_path: Path) -> Shell:
     return shell
 
 
-@pytest.fixture
-def claim(plane: Plane, ada: Shell) -> Iterator[Path]:
-    """The claim ``dispatch-ledger`` in ada's namespace, bound to a hostPath volume of her
+@contextmanager
+def ledger_claim(plane: Plane, ledger: Path) -> Iterator[Path]:
+    """The claim ``dispatch-ledger`` in ada's namespace, bound to a hostPath volume of the
     ledger's folder (an administrator's work, standing in for the shared filesystem's)."""
-    ledger = ada.home / ".dispatch" / "ledger"
-    ledger.mkdir(mode=0o700)
     volume = f"ledger-{uuid.uuid4().hex[:8]}"
     objects: list[dict[str, Any]] = [
         {
@@ -101,6 +102,15 @@ def claim(plane: Plane, ada: Shell) -> Iterator[Path]:
     finally:
         plane.kubectl("delete", "pvc", CLAIM, "-n", "ada", "--ignore-not-found", "--wait=false")
         plane.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture
+def claim(plane: Plane, ada: Shell) -> Iterator[Path]:
+    """The claim of ada's ledger folder."""
+    ledger = ada.home / ".dispatch" / "ledger"
+    ledger.mkdir(mode=0o700)
+    with ledger_claim(plane, ledger) as path:
+        yield path
 
 
 def sweep_cronjobs(plane: Plane) -> list[dict[str, Any]]:
@@ -239,3 +249,72 @@ def test_owner_set_by_a_person_is_refused(plane: Plane, ada: Shell) -> None:
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "'owner' = 'ada'" in done.stderr and "bob is not one" in done.stderr, done.stderr
+
+
+def test_the_cronjobs_sweep_writes_the_ledger_as_the_users_uid(plane: Plane) -> None:
+    """Installed by a user who is not root (uid 2001), the sweep's pod runs as that uid and
+    gid: every file it writes in the ledger is theirs, so their own dispatch goes on writing
+    it (a sweep as root would leave files the user cannot replace)."""
+    user = ensure(ADA)
+    with shared_place() as place:
+        home = place / "home"
+        home.mkdir()
+        give(home, ADA, 0o700)
+        (home / ".kube").mkdir()
+        flat = plane.kubectl("config", "view", "--flatten", "--raw", who="ada").stdout
+        (home / ".kube" / "config").write_text(flat)
+        (home / "trainjob_ddp.yaml").write_text(
+            (REPO / "job_templates" / "trainjob_ddp.yaml").read_text()
+        )
+        for path in [home / ".kube", *home.rglob("*")]:
+            os.chown(path, ADA, user.pw_gid)
+        programs = bin_folder()
+        env = {"HOME": str(home), "PATH": f"{programs}:/usr/bin:/bin", "USER": user.pw_name}
+
+        def as_ada(script: str) -> subprocess.CompletedProcess[str]:
+            return run_as(ADA, ["bash", "-euo", "pipefail", "-c", script], env, cwd=home)
+
+        assert as_ada(block("shell-config")).returncode == 0
+        ledger = home / ".dispatch" / "ledger"
+        assert as_ada(f"mkdir -m 700 {ledger}").returncode == 0
+        submitted = as_ada("dispatch trainjob --parsable trainjob_ddp.yaml")
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip()
+        with ledger_claim(plane, ledger):
+            try:
+                installed = as_ada(block("cronjob-install"))
+                assert installed.returncode == 0, installed.stderr
+                (cron,) = sweep_cronjobs(plane)
+                pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+                assert pod["securityContext"] == {"runAsUser": ADA, "runAsGroup": user.pw_gid}
+                # The pod's own folders (its HOME, TMPDIR) where uid 2001 reaches them.
+                (place / "empty-image").mkdir()
+                with pod_processes(
+                    plane.kubeconfig(),
+                    "ada",
+                    "dispatch.dev/job=none-run-here",
+                    place / "empty-image",
+                    place / "pods",
+                    pod_selector="dispatch.dev/sweep",
+                    bin_folder=programs,
+                ) as sweeps:
+                    wait_for(
+                        "the CronJob's first sweep to end",
+                        lambda: [r.reported for r in sweeps.pods.values()],
+                        lambda ended: any(ended),
+                        patience=CRON_PATIENCE,
+                    )
+                    assert not sweeps.errors, sweeps.errors
+                    ran = next(r for r in sweeps.pods.values() if r.reported)
+                    assert ran.process.returncode == 0, sweeps.logs()
+                    assert "swept 1 unsettled jobs" in sweeps.logs(), sweeps.logs()
+                last = ledger / "sweep" / "last-exit"
+                assert last.exists(), sorted(str(p) for p in ledger.rglob("*"))
+                owners = {p.relative_to(ledger): p.stat().st_uid for p in ledger.rglob("*")}
+                assert set(owners.values()) == {ADA}, owners
+                status = as_ada(f"dispatch status --json {job}")
+                assert status.returncode == 0, status.stderr
+                assert json.loads(status.stdout)["state"] == "running", status.stdout
+            finally:
+                as_ada(f"dispatch cancel {job}")
+                as_ada("dispatch supervise uninstall --kubernetes")
