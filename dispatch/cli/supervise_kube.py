@@ -104,6 +104,7 @@ def install_cronjob(
             "kubeflow adapter; write one (docs/kubeflow.md)"
         )
     kube_settings = kube.kube_settings(settings)
+    kube.check_paths(settings)
     want = Wanted(
         schedule=schedule(every),
         every=every,

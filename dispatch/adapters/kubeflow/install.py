@@ -36,6 +36,17 @@ def kube_settings(settings: Settings) -> KubeflowSettings:
         raise InvalidError(f"{settings.source}: [backend.settings]: {err.message}") from None
 
 
+def check_paths(settings: Settings) -> None:
+    """Refuse a config naming a file of the login host the sweep's pod cannot reach."""
+    metrics = settings.sweep_metrics
+    if metrics is not None and not metrics.is_relative_to(settings.ledger):
+        raise InvalidError(
+            f"sweep.metrics {metrics} in {settings.path} is outside the ledger folder "
+            f"{settings.ledger}, the one folder of the login host the sweep's pod mounts: "
+            "write the metrics under the ledger's folder, or leave sweep.metrics out"
+        )
+
+
 def sweep_cronjob(
     settings: Settings, kube: KubeflowSettings, api: KubeAPI, want: Wanted
 ) -> SweepCronJob:

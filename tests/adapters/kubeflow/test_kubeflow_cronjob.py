@@ -233,3 +233,10 @@ def test_a_config_of_another_adapter_is_refused_naming_what_to_use(tmp_path: Pat
     )
     code, err = install(tmp_path, "--kubernetes", "--ledger-claim=home")
     assert code == 2 and "uses the memory adapter" in err and "--cron or --scrontab" in err
+
+
+def test_metrics_outside_the_ledger_the_pod_mounts_are_refused(tmp_path: Path) -> None:
+    code, err = install(tmp_path, "--kubernetes", "--ledger-claim=home", "--image=x")
+    assert code == 2, err
+    assert f"sweep.metrics {tmp_path / 'metrics.prom'}" in err
+    assert "outside the ledger folder" in err and "leave sweep.metrics out" in err
