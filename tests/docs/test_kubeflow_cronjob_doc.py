@@ -100,8 +100,9 @@ def ledger_claim(plane: Plane, ledger: Path) -> Iterator[Path]:
         )
         yield ledger
     finally:
-        plane.kubectl("delete", "pvc", CLAIM, "-n", "ada", "--ignore-not-found", "--wait=false")
-        plane.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=false")
+        # Gone before the next test makes a claim of the same name.
+        plane.kubectl("delete", "pvc", CLAIM, "-n", "ada", "--ignore-not-found", "--wait=true")
+        plane.kubectl("delete", "pv", volume, "--ignore-not-found", "--wait=true")
 
 
 @pytest.fixture
