@@ -175,6 +175,18 @@ def test_the_cronjob_sweeps_as_the_service_account_on_adas_behalf(
             assert not sweeps.errors, sweeps.errors
             log = plane.kubectl("logs", name, "-n", "ada", who="ada").stdout
             assert "swept 1 unsettled jobs" in log, log + sweeps.logs()
+            # While its pod is kept, the status shows what the sweep said and how it ended.
+            status = wait_for(
+                "the CronJob's last success recorded",
+                lambda: ada.run(block("cronjob-status")),
+                lambda done: ", succeeded" in done.stdout,
+            )
+            assert status.returncode == 0, status.stderr
+            assert printed_as("cronjob-status-prints", status.stdout), status.stdout
+            doc = json.loads(ada.sh("dispatch supervise status --kubernetes --json"))
+            assert doc["installed"] and doc["sweeps"][-1]["outcome"] == "succeeded", doc
+            assert doc["last_said"].startswith("swept 1 unsettled jobs"), doc
+            assert doc["exit_code"] == 0, doc
 
         # The TrainJob the service account made is ada's: her own sweep settles it.
         second = f"dj-{job}-2-1"
@@ -194,16 +206,6 @@ def test_the_cronjob_sweeps_as_the_service_account_on_adas_behalf(
         cause = json.dumps(submissions(ada, job)[0])
         assert "non-zero-exit" in cause, cause
 
-        status = wait_for(
-            "the CronJob's last success recorded",
-            lambda: ada.run(block("cronjob-status")),
-            lambda done: ", succeeded" in done.stdout,
-        )
-        assert status.returncode == 0 and printed_as("cronjob-status-prints", status.stdout), (
-            status.stdout
-        )
-        doc = json.loads(ada.sh("dispatch supervise status --kubernetes --json"))
-        assert doc["installed"] and doc["sweeps"][-1]["outcome"] == "succeeded", doc
     finally:
         ada.run(f"dispatch cancel {job}")
         removed = ada.run("dispatch supervise uninstall --kubernetes")

@@ -18,9 +18,12 @@ from dispatch.adapters.kubeflow.cronjob import (
 from dispatch.adapters.kubeflow.run import KubeAPI
 from dispatch.adapters.kubeflow.settings import KubeflowSettings, load_settings
 from dispatch.config import Settings
-from dispatch.model.errors import InvalidError, NotFoundError, RejectedError
+from dispatch.model.errors import DispatchError, InvalidError, NotFoundError, RejectedError
+from dispatch.records import sweep_exit
 
 JSON = dict[str, Any]
+# The label the Job controller puts on a Job's pods.
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
 def kube_settings(settings: Settings) -> KubeflowSettings:
@@ -129,8 +132,29 @@ def status(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> JSON:
         last_schedule=state.get("lastScheduleTime"),
         last_success=state.get("lastSuccessfulTime"),
         sweeps=[_sweep(j) for j in jobs],
+        last_said=_last_said(api, ns, jobs),
     )
+    ended = sweep_exit.read(settings.ledger)
+    doc["exit_code"] = ended.code if ended else None
+    doc["exit_code_at"] = ended.finished.isoformat() if ended else None
     return doc
+
+
+def _last_said(api: KubeAPI, ns: str, jobs: list[JSON]) -> str | None:
+    """The last line the newest ended sweep printed (its pod's log), while its pod is kept."""
+    ended = [j for j in jobs if _sweep(j)["outcome"] != "running"]
+    if not ended:
+        return None
+    name = ended[-1]["metadata"]["name"]
+    try:
+        pods = api.list_pods(ns, f"{JOB_NAME_LABEL}={name}")
+        if not pods:
+            return None
+        text = api.read_pod_log(ns, pods[0]["metadata"]["name"])
+    except DispatchError as err:  # gone, or not the user's to read: said, not fatal
+        return f"(its log cannot be read: {err.message})"
+    lines = [line for line in text.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _sweep(job: JSON) -> JSON:
@@ -169,6 +193,11 @@ def status_lines(doc: JSON) -> list[str]:
         lines.append("last sweep: none yet")
     for s in doc["sweeps"][-HISTORY_SHOWN:]:
         lines.append(f"sweep {s['job']}: started {s['started'] or '-'}, {s['outcome']}")
+    if doc["last_said"] is not None:
+        lines.append(f"last said: {doc['last_said']}")
+    if doc["exit_code"] is not None:
+        at = doc["exit_code_at"]
+        lines.append(f"exit code: {doc['exit_code']} (the ledger's last sweep, ended {at})")
     return lines
 
 
