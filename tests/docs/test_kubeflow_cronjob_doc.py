@@ -321,3 +321,34 @@ def test_the_cronjobs_sweep_writes_the_ledger_as_the_users_uid(plane: Plane) -> 
             finally:
                 as_ada(f"dispatch cancel {job}")
                 as_ada("dispatch supervise uninstall --kubernetes")
+
+
+def test_installs_racing_from_two_login_hosts_make_one_cronjob(
+    plane: Plane, ada: Shell, claim: Path
+) -> None:
+    """The doc's install run eight times at once, from login hosts sharing the config, half of
+    them with another interval, so that each replaces what another just wrote: every one
+    succeeds, and one CronJob and one Secret are there, of one of the two intervals."""
+    line = block("cronjob-install").strip()
+    racing = [
+        subprocess.Popen(
+            ["bash", "-c", f"{line} --every {1 + i % 2}m"],
+            cwd=ada.folder,
+            env=ada.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(8)
+    ]
+    said = [p.communicate(timeout=120)[1] for p in racing]
+    try:
+        assert [p.returncode for p in racing] == [0] * 8, said
+        (cron,) = sweep_cronjobs(plane)
+        assert cron["spec"]["schedule"] in ("* * * * *", "*/2 * * * *")
+        secrets = plane.kubectl(
+            "get", "secrets", "-n", "ada", "-l", "dispatch.dev/sweep", "-o", "name"
+        )
+        assert secrets.stdout.split() == [f"secret/{cron['metadata']['name']}"]
+    finally:
+        ada.run("dispatch supervise uninstall --kubernetes")

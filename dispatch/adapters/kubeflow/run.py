@@ -24,6 +24,8 @@ from dispatch.model.errors import (
 T = TypeVar("T")
 JSON = dict[str, Any]
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+# How often put_object writes an object that keeps changing under it before it gives up.
+PUT_TRIES = 10
 
 
 class Changed(RejectedError):
@@ -303,19 +305,33 @@ class KubeAPI:
         return self._plain(f"get {kind} {ns}/{name}", self._kinds()[kind][0], name, ns)
 
     def put_object(self, body: JSON) -> JSON:
-        """Create the object, or replace the one of its name (the last one read's version)."""
+        """Create the object, or replace the one of its name at the version just read; an
+        object changed between the read and the replace (another install racing this one) is
+        read again, a few times."""
         kind, meta = body["kind"], body["metadata"]
         ns, name = meta["namespace"], meta["name"]
         _, create, replace, _ = self._kinds()[kind]
-        try:
-            return self._plain(f"create {kind} {ns}/{name}", create, ns, body)
-        except Changed:  # there already: replace it
-            there = self.get_object(kind, ns, name)
-            body = {
-                **body,
-                "metadata": {**meta, "resourceVersion": there["metadata"]["resourceVersion"]},
-            }
-            return self._plain(f"replace {kind} {ns}/{name}", replace, name, ns, body)
+        for _ in range(PUT_TRIES):
+            try:
+                return self._plain(f"create {kind} {ns}/{name}", create, ns, body)
+            except Changed:  # there already: replace it
+                pass
+            try:
+                there = self.get_object(kind, ns, name)
+            except NotFoundError:  # deleted since: create it again
+                continue
+            version = there["metadata"]["resourceVersion"]
+            try:
+                return self._plain(
+                    f"replace {kind} {ns}/{name}",
+                    replace,
+                    name,
+                    ns,
+                    {**body, "metadata": {**meta, "resourceVersion": version}},
+                )
+            except (Changed, NotFoundError):  # changed or gone since the read: again
+                continue
+        raise RejectedError(f"{kind} {ns}/{name} kept changing while it was written; try again")
 
     def delete_object(self, kind: str, ns: str, name: str) -> bool:
         """Delete an object and what it owns; False when it was not there."""
