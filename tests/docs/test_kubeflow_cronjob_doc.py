@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from console_blocks import marked_block, matches, words
-from kube_pods import pod_processes
+from kube_pods import BIN, PodProcesses, pod_processes
 from kube_shell import Shell
 from live_cluster import wait_for
 from live_kube import REPO, Plane, end_pod, plane_env, running, trainjob_pods
@@ -114,6 +114,23 @@ def claim(plane: Plane, ada: Shell) -> Iterator[Path]:
         yield path
 
 
+@contextmanager
+def sweep_pods(plane: Plane, root: Path, programs: Path = BIN) -> Iterator[PodProcesses]:
+    """The sweep's pods in ada's namespace run as processes (from ``programs``), with their
+    folders under ``root``; the image holds nothing (dispatch comes from ``programs``)."""
+    (root / "empty-image").mkdir()
+    with pod_processes(
+        plane.kubeconfig(),
+        "ada",
+        "dispatch.dev/job=none-run-here",
+        root / "empty-image",
+        root / "pods",
+        pod_selector="dispatch.dev/sweep",
+        bin_folder=programs,
+    ) as pods:
+        yield pods
+
+
 def sweep_cronjobs(plane: Plane) -> list[dict[str, Any]]:
     found = plane.kubectl("get", "cronjobs", "-n", "ada", "-l", "dispatch.dev/sweep", "-o", "json")
     return list(json.loads(found.stdout)["items"])
@@ -153,15 +170,7 @@ def test_the_cronjob_sweeps_as_the_service_account_on_adas_behalf(
         secret = plane.get("secret", cron["metadata"]["name"], namespace="ada")
         assert "kubeconfig" not in json.dumps(secret), "the login host's kubeconfig went in"
 
-        (tmp_path / "empty-image").mkdir()
-        with pod_processes(
-            plane.kubeconfig(),
-            "ada",
-            "dispatch.dev/job=none-run-here",
-            tmp_path / "empty-image",
-            tmp_path / "pods",
-            pod_selector="dispatch.dev/sweep",
-        ) as sweeps:
+        with sweep_pods(plane, tmp_path) as sweeps:
             wait_for(
                 "the CronJob's sweep to resubmit the job",
                 lambda: len(submissions(ada, job)),
@@ -291,16 +300,7 @@ def test_the_cronjobs_sweep_writes_the_ledger_as_the_users_uid(plane: Plane) -> 
                 pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
                 assert pod["securityContext"] == {"runAsUser": ADA, "runAsGroup": user.pw_gid}
                 # The pod's own folders (its HOME, TMPDIR) where uid 2001 reaches them.
-                (place / "empty-image").mkdir()
-                with pod_processes(
-                    plane.kubeconfig(),
-                    "ada",
-                    "dispatch.dev/job=none-run-here",
-                    place / "empty-image",
-                    place / "pods",
-                    pod_selector="dispatch.dev/sweep",
-                    bin_folder=programs,
-                ) as sweeps:
+                with sweep_pods(plane, place, programs) as sweeps:
                     wait_for(
                         "the CronJob's first sweep to end",
                         lambda: [r.reported for r in sweeps.pods.values()],
