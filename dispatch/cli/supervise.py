@@ -213,7 +213,8 @@ def _kind(cron: bool, scrontab: bool, kubernetes: bool = False) -> Kind | None:
         if on
     ]
     if len(chosen) > 1:
-        raise click.UsageError(f"choose one place: {' or '.join(chosen)}, not both")
+        every_one = "both" if len(chosen) == 2 else "all three"
+        raise click.UsageError(f"choose one of {' and '.join(chosen)}, not {every_one}")
     if not chosen:
         raise click.UsageError("choose where the entry goes: --cron, --scrontab or --kubernetes")
     if kubernetes:

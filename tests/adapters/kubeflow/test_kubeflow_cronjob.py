@@ -213,7 +213,8 @@ def install(tmp_path: Path, *words: str) -> tuple[int, str]:
     [
         (["--cron", "--image=x"], "--image goes with --kubernetes"),
         (["--scrontab", "--ledger-claim=home"], "--ledger-claim goes with --kubernetes"),
-        (["--kubernetes", "--cron"], "--cron or --kubernetes, not both"),
+        (["--kubernetes", "--cron"], "one of --cron and --kubernetes, not both"),
+        (["--kubernetes", "--cron", "--scrontab"], "not all three"),
         (["--kubernetes", "--user=bob", "--ledger-claim=home"], "--user goes with --cron"),
         (["--kubernetes", "--log=x.log", "--ledger-claim=home"], "do not go with --kubernetes"),
         (["--kubernetes", "--every=7m"], "cannot be a cron schedule"),
