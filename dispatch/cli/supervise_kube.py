@@ -19,8 +19,7 @@ from dispatch.model.errors import InvalidError
 from dispatch.supervise.install import schedule
 
 if TYPE_CHECKING:
-    from dispatch.adapters.kubeflow.run import KubeAPI
-    from dispatch.adapters.kubeflow.settings import KubeflowSettings
+    from dispatch.adapters.kubeflow.backend import KubeflowBackend
 
 DEFAULT_SERVICE_ACCOUNT = "dispatch-sweeper"
 
@@ -84,7 +83,6 @@ def install_cronjob(
 
     from dispatch.adapters.kubeflow import install as kube
     from dispatch.adapters.kubeflow.cronjob import Wanted
-    from dispatch.adapters.kubeflow.run import KubeAPI
 
     _no_user(user)
     if scron_options or log:
@@ -103,8 +101,6 @@ def install_cronjob(
             f"no config file ({settings.path}): a CronJob sweep needs the config of the "
             "kubeflow adapter; write one (docs/kubeflow.md)"
         )
-    kube_settings = kube.kube_settings(settings)
-    kube.check_paths(settings)
     want = Wanted(
         schedule=schedule(every),
         every=every,
@@ -116,32 +112,26 @@ def install_cronjob(
         uid=os.getuid() or None,
         gid=os.getgid() if os.getuid() else None,
     )
-    api = KubeAPI(kube_settings)
-    try:
-        job = kube.sweep_cronjob(settings, kube_settings, api, want)
+    with _kubeflow(settings) as backend:
+        kube.check_paths(settings)
+        job = kube.sweep_cronjob(settings, backend, want)
         click.echo(yaml.safe_dump_all(job.objects(), sort_keys=False), nl=False)
         if dry_run:
             return
-        kube.install(api, job)
-    finally:
-        api.close()
+        kube.install(backend.api, job)
     click.echo(f"installed {job.describe()}", err=True)
 
 
 @contextmanager
-def _cluster(path: Path, user: str) -> Iterator[tuple[Settings, KubeflowSettings, KubeAPI]]:
-    """The config at ``path``, its kubeflow settings and an API client, closed after."""
-    from dispatch.adapters.kubeflow.install import kube_settings
-    from dispatch.adapters.kubeflow.run import KubeAPI
+def _kubeflow(settings: Settings) -> Iterator[KubeflowBackend]:
+    """The config's kubeflow backend, its API client closed after."""
+    from dispatch.adapters.kubeflow.install import kubeflow_backend
 
-    _no_user(user)
-    settings = load(path)
-    kube = kube_settings(settings)
-    api = KubeAPI(kube)
+    backend = kubeflow_backend(settings)
     try:
-        yield settings, kube, api
+        yield backend
     finally:
-        api.close()
+        backend.close()
 
 
 def uninstall_cronjob(path: Path, user: str) -> None:
@@ -149,9 +139,11 @@ def uninstall_cronjob(path: Path, user: str) -> None:
     from dispatch.adapters.kubeflow.cronjob import name_for
     from dispatch.adapters.kubeflow.install import uninstall
 
-    with _cluster(path, user) as (settings, kube, api):
-        removed = uninstall(api, settings, kube)
-    name = f"{kube.namespace}/{name_for(settings.path)}"
+    _no_user(user)
+    settings = load(path)
+    with _kubeflow(settings) as backend:
+        removed = uninstall(backend, settings)
+    name = f"{backend.settings.namespace}/{name_for(settings.path)}"
     if removed:
         click.echo(f"removed the sweep CronJob {name} for {path} and its config")
     else:
@@ -162,8 +154,10 @@ def cronjob_status(path: Path, user: str, as_json: bool) -> None:
     """Whether the CronJob runs, and its last sweeps; exits 1 when it is not there."""
     from dispatch.adapters.kubeflow.install import status, status_lines
 
-    with _cluster(path, user) as (settings, kube, api):
-        doc = status(api, settings, kube)
+    _no_user(user)
+    settings = load(path)
+    with _kubeflow(settings) as backend:
+        doc = status(backend, settings)
     if as_json:
         echo_json(doc)
     else:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from dispatch.adapters.kubeflow.backend import KubeflowBackend
 from dispatch.adapters.kubeflow.cronjob import (
+    HISTORY,
     LABEL_SWEEP,
     PREFIX,
     SweepCronJob,
@@ -16,8 +18,7 @@ from dispatch.adapters.kubeflow.cronjob import (
     pod_config,
 )
 from dispatch.adapters.kubeflow.run import KubeAPI
-from dispatch.adapters.kubeflow.settings import KubeflowSettings, load_settings
-from dispatch.config import Settings
+from dispatch.config import Settings, backend_of
 from dispatch.model.errors import DispatchError, InvalidError, NotFoundError, RejectedError
 from dispatch.records import sweep_exit
 
@@ -26,17 +27,17 @@ JSON = dict[str, Any]
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 
 
-def kube_settings(settings: Settings) -> KubeflowSettings:
-    """The kubeflow adapter's settings of ``settings``; refused for another adapter's config."""
+def kubeflow_backend(settings: Settings) -> KubeflowBackend:
+    """The config's kubeflow backend (its API client made at first use); refused for another
+    adapter's config."""
     if settings.backend != "kubeflow":
         raise InvalidError(
             f"{settings.source} uses the {settings.backend} adapter: --kubernetes runs the "
             "sweep in the cluster of the kubeflow adapter; use --cron or --scrontab"
         )
-    try:
-        return load_settings(settings.backend_settings)
-    except InvalidError as err:
-        raise InvalidError(f"{settings.source}: [backend.settings]: {err.message}") from None
+    backend = backend_of(settings)
+    assert isinstance(backend, KubeflowBackend)
+    return backend
 
 
 def check_paths(settings: Settings) -> None:
@@ -50,20 +51,18 @@ def check_paths(settings: Settings) -> None:
         )
 
 
-def sweep_cronjob(
-    settings: Settings, kube: KubeflowSettings, api: KubeAPI, want: Wanted
-) -> SweepCronJob:
-    """The CronJob for ``settings``, owned by the user the API server knows ``api`` as."""
-    image = want.image or kube.image
+def sweep_cronjob(settings: Settings, backend: KubeflowBackend, want: Wanted) -> SweepCronJob:
+    """The CronJob for ``settings``, owned by the user whose TrainJobs ``backend`` acts on."""
+    image = want.image or backend.settings.image
     if not image:
         raise InvalidError(
             "--image is needed: the image the sweep runs in, with dispatch installed (the "
             "kubeflow setting 'image' names none)"
         )
-    owner = kube.owner or api.whoami()
+    owner = backend.user
     return SweepCronJob(
         config=settings.path,
-        namespace=kube.namespace,
+        namespace=backend.settings.namespace,
         owner=owner,
         ledger=settings.ledger,
         pod_config=pod_config(settings, owner),
@@ -104,16 +103,16 @@ def install(api: KubeAPI, job: SweepCronJob) -> None:
         api.put_object(body)
 
 
-def uninstall(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> bool:
+def uninstall(backend: KubeflowBackend, settings: Settings) -> bool:
     """Remove the CronJob (and its Jobs) and the Secret; False when none was there."""
-    name = name_for(settings.path)
-    removed = api.delete_object("CronJob", kube.namespace, name)
-    return api.delete_object("Secret", kube.namespace, name) or removed
+    name, ns = name_for(settings.path), backend.settings.namespace
+    removed = backend.api.delete_object("CronJob", ns, name)
+    return backend.api.delete_object("Secret", ns, name) or removed
 
 
-def status(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> JSON:
+def status(backend: KubeflowBackend, settings: Settings) -> JSON:
     """Whether the CronJob is there, and what its last sweeps did."""
-    name, ns = name_for(settings.path), kube.namespace
+    api, name, ns = backend.api, name_for(settings.path), backend.settings.namespace
     doc: JSON = {"config": str(settings.path), "cronjob": f"{ns}/{name}", "installed": False}
     try:
         cron = api.get_object("CronJob", ns, name)
@@ -123,6 +122,7 @@ def status(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> JSON:
     pod = spec["jobTemplate"]["spec"]["template"]["spec"]
     jobs = api.list_jobs(ns, f"{LABEL_SWEEP}={name.removeprefix(PREFIX)}")
     jobs.sort(key=lambda j: str(j["metadata"].get("creationTimestamp", "")))
+    sweeps = [_sweep(j) for j in jobs]
     doc.update(
         installed=True,
         schedule=spec.get("schedule"),
@@ -131,8 +131,8 @@ def status(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> JSON:
         image=pod["containers"][0].get("image"),
         last_schedule=state.get("lastScheduleTime"),
         last_success=state.get("lastSuccessfulTime"),
-        sweeps=[_sweep(j) for j in jobs],
-        last_said=_last_said(api, ns, jobs),
+        sweeps=sweeps,
+        last_said=_last_said(api, ns, sweeps),
     )
     ended = sweep_exit.read(settings.ledger)
     doc["exit_code"] = ended.code if ended else None
@@ -140,12 +140,12 @@ def status(api: KubeAPI, settings: Settings, kube: KubeflowSettings) -> JSON:
     return doc
 
 
-def _last_said(api: KubeAPI, ns: str, jobs: list[JSON]) -> str | None:
+def _last_said(api: KubeAPI, ns: str, sweeps: list[JSON]) -> str | None:
     """The last line the newest ended sweep printed (its pod's log), while its pod is kept."""
-    ended = [j for j in jobs if _sweep(j)["outcome"] != "running"]
+    ended = [s for s in sweeps if s["outcome"] != "running"]
     if not ended:
         return None
-    name = ended[-1]["metadata"]["name"]
+    name = ended[-1]["job"]
     try:
         pods = api.list_pods(ns, f"{JOB_NAME_LABEL}={name}")
         if not pods:
@@ -191,7 +191,7 @@ def status_lines(doc: JSON) -> list[str]:
     ]
     if not doc["sweeps"]:
         lines.append("last sweep: none yet")
-    for s in doc["sweeps"][-HISTORY_SHOWN:]:
+    for s in doc["sweeps"][-HISTORY:]:
         lines.append(f"sweep {s['job']}: started {s['started'] or '-'}, {s['outcome']}")
     if doc["last_said"] is not None:
         lines.append(f"last said: {doc['last_said']}")
@@ -199,6 +199,3 @@ def status_lines(doc: JSON) -> list[str]:
         at = doc["exit_code_at"]
         lines.append(f"exit code: {doc['exit_code']} (the ledger's last sweep, ended {at})")
     return lines
-
-
-HISTORY_SHOWN = 3
